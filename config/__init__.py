@@ -1,0 +1,1 @@
+"""toolprune configuration: settings from the environment and the policy file."""

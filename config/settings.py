@@ -1,0 +1,150 @@
+"""Process settings, read from ``TOOLPRUNE_*`` environment variables (pydantic-settings).
+
+Units are in the field names (``_s`` seconds, ``_bytes``, ``_chars``). Every field is
+documented in the README's settings table; ``tests/unit/test_settings_documented.py``
+fails when one is missing there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All configuration of one proxy process. Build with ``Settings()`` (reads the
+    environment) or ``Settings(upstream_url=...)`` in code and tests."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLPRUNE_", extra="ignore")
+
+    # --- forwarding ---------------------------------------------------------------
+    upstream_url: str = Field(
+        "http://127.0.0.1:8080/v1",
+        description="The upstream's OpenAI base URL (llama-server `http://HOST:8080/v1`, "
+        "Lemonade `http://HOST:8000/api/v1`).",
+    )
+    host: str = Field("127.0.0.1", description="Address `toolprune serve` binds.")
+    port: int = Field(8088, description="Port `toolprune serve` listens on.")
+    connect_timeout_s: float = Field(5.0, gt=0, description="Upstream connect timeout.")
+    idle_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        description="Longest wait for the next upstream byte (response headers or the next "
+        "stream chunk). No total timeout applies: prefill of a long prompt on a CPU can take "
+        "minutes.",
+    )
+    connect_retries: int = Field(
+        2, ge=0, description="Retries of a failed connect (never of a sent request)."
+    )
+    max_request_bytes: int = Field(
+        32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
+    )
+    shutdown_grace_s: float = Field(
+        30.0, ge=0, description="On shutdown, time in-flight requests and streams get to finish."
+    )
+    readiness_timeout_s: float = Field(
+        2.0, gt=0, description="Timeout of the upstream probe behind `/readyz`."
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Log level of the proxy's JSON log lines."
+    )
+
+    # --- pruning ------------------------------------------------------------------
+    enabled: bool = Field(
+        True, description="Global switch; `false` forwards every request unchanged."
+    )
+    policy_file: Path | None = Field(
+        None, description="TOML policy file: core, bundles, examples, selection knobs."
+    )
+    core: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated tool names or glob patterns always forwarded.",
+    )
+    top_k: int = Field(8, ge=0, description="Semantic candidates admitted per turn (top-k).")
+    threshold: float = Field(
+        0.0, ge=-1.0, le=1.0, description="τ: least cosine score (inclusive) for admission."
+    )
+    max_tools: int = Field(
+        16, ge=1, description="Cap on forwarded client tools, CORE and pinned excepted."
+    )
+    min_catalog_tools: int = Field(
+        8, ge=0, description="Catalogues of at most this many tools are never pruned."
+    )
+    query_user_messages: int = Field(
+        2, ge=1, description="User messages that make up the retrieval query."
+    )
+    query_chars: int = Field(
+        4000, ge=100, description="Trailing characters of the query that are embedded."
+    )
+    search_tools_min_catalog: int = Field(
+        150,
+        ge=1,
+        description="Catalogues larger than this get `search_tools` instead of the listed menu.",
+    )
+    max_meta_rounds: int = Field(
+        3, ge=0, description="Upstream re-issues after meta-tool calls, per client request."
+    )
+
+    # --- embedder -----------------------------------------------------------------
+    embedder: Literal["onnx", "upstream", "url"] = Field(
+        "onnx",
+        description="`onnx`: embedded all-MiniLM-L6-v2 int8 (offline); `upstream`: the "
+        "upstream's `/embeddings`; `url`: any OpenAI-compatible embeddings URL.",
+    )
+    embedder_model_dir: Path | None = Field(
+        None, description="Other ONNX sentence-embedding model dir (model.onnx, tokenizer.json)."
+    )
+    embedder_url: str | None = Field(None, description="Embeddings URL for `embedder=url`.")
+    embedder_model: str = Field(
+        "nomic-embed-text-v1-GGUF", description="Model name sent to an HTTP embedder."
+    )
+    embedder_api_key: SecretStr | None = Field(
+        None, description="Bearer token for an HTTP embedder."
+    )
+    embedder_threads: int = Field(1, ge=1, description="ONNX Runtime intra-op threads.")
+    embedder_max_tokens: int = Field(256, ge=8, description="Truncation of embedded texts.")
+    embedder_timeout_s: float = Field(
+        5.0, gt=0, description="Budget for embedding one request's query."
+    )
+    index_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Budget for embedding a catalogue not seen before (once per catalogue; "
+        "past it the request gets the full catalogue and indexing goes on in the background).",
+    )
+
+    # --- caches and state ---------------------------------------------------------
+    vector_cache_size: int = Field(
+        100_000, ge=0, description="Tool-text vectors kept in memory (LRU)."
+    )
+    index_cache_size: int = Field(64, ge=1, description="Catalogue indexes kept (LRU).")
+    state_url: str | None = Field(
+        None, description="`redis://…` shares conversation state across replicas."
+    )
+    state_key_prefix: str = Field("toolprune:", description="Prefix of Redis keys.")
+    state_ttl_s: float = Field(
+        6 * 3600.0, gt=0, description="A conversation's state expires this long after last use."
+    )
+    state_max_conversations: int = Field(
+        10_000, ge=1, description="Conversations kept by the in-memory store (LRU)."
+    )
+    fallback_log_interval_s: float = Field(
+        60.0, ge=0, description="Least interval between two error logs of one fallback reason."
+    )
+
+    @field_validator("core", mode="before")
+    @classmethod
+    def _split_comma_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("upstream_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("upstream_url must start with http:// or https://")
+        return value.rstrip("/")

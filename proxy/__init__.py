@@ -1,0 +1,1 @@
+"""toolprune proxy: FastAPI app, forwarding, chat-completions interception, metrics, CLI."""

@@ -1,0 +1,159 @@
+"""The FastAPI application factory.
+
+``create_app(settings)`` builds the app and does no work; the lifespan creates the shared
+upstream client. The proxy's own routes are ``/healthz``, ``/readyz`` and ``/metrics``;
+every other method and path is handled by :class:`ProxyEndpoint`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.types import Receive, Scope, Send
+
+from config.policy import load_policy
+from config.settings import Settings
+from proxy.chat import ChatHandler
+from proxy.components import build_embedder, build_state_store, load_embedder
+from proxy.asgi import ClientDisconnected, read_body, run_until_disconnect, send_error
+from proxy.errors import RequestTooLarge
+from proxy.forwarding import ClientRequest, Forwarder
+from proxy.log import configure_logging
+from proxy.metrics import Metrics
+from proxy.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
+from proxy.upstream import Upstream, create_client
+from selection.embedders import Embedder
+from selection.engine import SelectionEngine
+
+CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+
+
+@dataclass
+class Services:
+    """What request handling needs, built once per app in the lifespan."""
+
+    settings: Settings
+    metrics: Metrics
+    upstream: Upstream
+    forwarder: Forwarder
+    embedder: Embedder
+    chat: ChatHandler
+
+
+class ProxyEndpoint:
+    """ASGI endpoint for every path that is not the proxy's own: reads the body (bounded),
+    forwards it, and cancels the upstream request when the client disconnects."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        services: Services = scope["app"].state.services
+        headers = scope["headers"]
+        try:
+            body = await read_body(receive, headers, services.settings.max_request_bytes)
+        except RequestTooLarge as error:
+            await send_error(send, error)
+            return
+        except ClientDisconnected:
+            return
+        request = ClientRequest(
+            method=scope["method"],
+            path=scope["path"],
+            raw_path=scope.get("raw_path") or scope["path"].encode(),
+            query_string=scope.get("query_string", b""),
+            headers=headers,
+            body=body,
+            request_id=scope[REQUEST_ID_SCOPE_KEY],
+        )
+        if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
+            handler = services.chat.handle
+        else:
+            handler = services.forwarder.forward
+        await run_until_disconnect(receive, lambda: handler(request, send))
+
+
+def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> FastAPI:
+    """Build the proxy app.
+
+    ``client``: an upstream ``httpx.AsyncClient`` to use instead of creating one in the
+    lifespan (the caller then owns and closes it).
+
+    Raises: PolicyError when the policy file is invalid.
+    """
+    metrics = Metrics()
+    policy = load_policy(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_logging(settings.log_level)
+        upstream_client = client or create_client(settings)
+        upstream = Upstream(settings, upstream_client)
+        forwarder = Forwarder(upstream, metrics)
+        embedder = build_embedder(settings, upstream_client)
+        engine = SelectionEngine(
+            embedder,
+            vector_cache_size=settings.vector_cache_size,
+            index_cache_size=settings.index_cache_size,
+            timeout_s=settings.embedder_timeout_s,
+            index_timeout_s=settings.index_timeout_s,
+        )
+        store = build_state_store(settings)
+        chat = ChatHandler(
+            settings=settings,
+            policy=policy,
+            engine=engine,
+            store=store,
+            forwarder=forwarder,
+            metrics=metrics,
+        )
+        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat)
+        loading = asyncio.create_task(load_embedder(embedder))
+        try:
+            yield
+        finally:
+            loading.cancel()
+            await engine.aclose()
+            await store.aclose()
+            if client is None:
+                await upstream_client.aclose()
+
+    app = FastAPI(
+        title="toolprune",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz")
+    async def readyz() -> JSONResponse:
+        """Readiness: the upstream answers ``GET {upstream_url}/models`` and the embedder
+        is loaded (when pruning is enabled)."""
+        services: Services = app.state.services
+        checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
+        if settings.enabled:
+            checks["embedder"] = services.embedder.ready
+        ready = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "not_ready", "checks": checks},
+            status_code=200 if ready else 503,
+        )
+
+    @app.get("/metrics")
+    async def metrics_endpoint() -> Response:
+        """Prometheus text exposition."""
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    app.router.add_route("/{path:path}", ProxyEndpoint(), include_in_schema=False)
+    app.add_middleware(ObservabilityMiddleware, metrics=metrics)
+    return app

@@ -1,0 +1,52 @@
+"""The ``toolprune`` command line (argparse): ``serve``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from config.settings import Settings
+from proxy.app import create_app
+
+
+def _serve(args: argparse.Namespace) -> int:
+    overrides = {
+        key: value
+        for key, value in {"host": args.host, "port": args.port, "upstream_url": args.upstream}.items()
+        if value is not None
+    }
+    settings = Settings(**overrides)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolprune", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the proxy (settings from TOOLPRUNE_* env)")
+    serve.add_argument("--host", help="bind address (TOOLPRUNE_HOST)")
+    serve.add_argument("--port", type=int, help="port (TOOLPRUNE_PORT)")
+    serve.add_argument("--upstream", help="upstream OpenAI base URL (TOOLPRUNE_UPSTREAM_URL)")
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Building the configured embedder and state store from settings."""
+
+from __future__ import annotations
+
+import httpx
+
+from config.settings import Settings
+from proxy.log import get_logger
+from selection.embedders import Embedder, HttpEmbedder, OnnxEmbedder
+from selection.errors import EmbedderError
+from selection.state import MemoryStateStore, StateStore
+
+logger = get_logger("startup")
+
+#: Per-call timeout of the embedder itself; the request path applies
+#: ``embedder_timeout_s`` on top, and catalogue indexing may take longer in the background.
+EMBEDDER_CALL_TIMEOUT_S = 300.0
+
+
+def build_embedder(settings: Settings, client: httpx.AsyncClient) -> Embedder:
+    """The embedder ``settings.embedder`` names (not loaded yet)."""
+    if settings.embedder == "onnx":
+        return OnnxEmbedder(
+            settings.embedder_model_dir,
+            max_tokens=settings.embedder_max_tokens,
+            intra_op_threads=settings.embedder_threads,
+            timeout_s=EMBEDDER_CALL_TIMEOUT_S,
+        )
+    if settings.embedder == "upstream":
+        url = settings.upstream_url + "/embeddings"
+    elif settings.embedder_url:
+        url = settings.embedder_url
+    else:
+        raise ValueError("TOOLPRUNE_EMBEDDER=url needs TOOLPRUNE_EMBEDDER_URL")
+    api_key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None
+    return HttpEmbedder(
+        url, settings.embedder_model, api_key=api_key, client=client,
+        timeout_s=EMBEDDER_CALL_TIMEOUT_S,
+    )
+
+
+async def load_embedder(embedder: Embedder) -> None:
+    """Load the embedder in the background at start-up; a failure is logged (requests
+    then fall back to the full catalogue, and ``/readyz`` reports not ready)."""
+    try:
+        await embedder.load()
+    except EmbedderError as error:
+        logger.error("embedder_load_failed", extra={"fields": {"error": str(error)}})
+    else:
+        logger.info("embedder_loaded", extra={"fields": {"embedder": embedder.id}})
+
+
+def build_state_store(settings: Settings) -> StateStore:
+    """The in-memory store. Raises ValueError for a ``state_url``: no shared store is
+    available yet, and silently keeping state per replica would hide that."""
+    if settings.state_url:
+        raise ValueError("TOOLPRUNE_STATE_URL is not supported yet")
+    return MemoryStateStore(settings.state_ttl_s, settings.state_max_conversations)

@@ -1,0 +1,70 @@
+"""Structured logging: one JSON object per line on stderr.
+
+Log records carry only what callers pass in ``extra={"fields": {...}}``; the proxy never
+passes message content, request or response bodies, or credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+LOGGER_NAME = "toolprune"
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as ``{"ts", "level", "logger", "event", **fields}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        entry.update(getattr(record, "fields", {}))
+        if record.exc_info and record.exc_info[0] is not None:
+            entry["exception"] = record.exc_info[0].__name__
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    """Send the ``toolprune`` logger's records to stderr as JSON lines."""
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(level.upper())
+    if not any(isinstance(h.formatter, JsonFormatter) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(JsonFormatter())
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+def get_logger(name: str) -> logging.Logger:
+    """A child of the ``toolprune`` logger."""
+    return logging.getLogger(f"{LOGGER_NAME}.{name}")
+
+
+class RateLimitedLog:
+    """Logs an error at most once per ``interval_s`` seconds per key; counts the rest.
+
+    The first record after a quiet interval carries ``suppressed``: how many records of
+    that key were dropped since the last one.
+    """
+
+    def __init__(self, logger: logging.Logger, interval_s: float) -> None:
+        self._logger = logger
+        self._interval_s = interval_s
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def error(self, key: str, event: str, fields: dict[str, object]) -> None:
+        now = time.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self._interval_s:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return
+        self._last[key] = now
+        suppressed = self._suppressed.pop(key, 0)
+        self._logger.error(event, extra={"fields": {**fields, "suppressed": suppressed}})

@@ -1,0 +1,100 @@
+"""Prometheus metrics of one app instance, in a registry of its own (so several apps can
+live in one process, as in tests). Served at ``/metrics`` in the text exposition format.
+
+Latencies are in seconds, as Prometheus conventions require.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+_FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1)
+_TOOL_COUNT_BUCKETS = (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 4096)
+
+#: Route labels (bounded cardinality): known paths by name, the rest by family.
+_ROUTES = {
+    "/v1/chat/completions": "chat_completions",
+    "/v1/completions": "completions",
+    "/v1/embeddings": "embeddings",
+    "/v1/models": "models",
+    "/healthz": "healthz",
+    "/readyz": "readyz",
+    "/metrics": "metrics",
+}
+
+
+def route_label(path: str) -> str:
+    """Bounded route label for a request path."""
+    if path in _ROUTES:
+        return _ROUTES[path]
+    return "v1_other" if path.startswith("/v1/") else "other"
+
+
+class Metrics:
+    """Every metric the proxy exports."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.http_requests = Counter(
+            "toolprune_http_requests_total", "Requests answered, by route and status.",
+            ["route", "status"], registry=r,
+        )
+        self.http_latency = Histogram(
+            "toolprune_http_request_seconds", "Time to answer a request, to the last byte.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.in_flight = Gauge(
+            "toolprune_http_in_flight_requests", "Requests being answered.", registry=r
+        )
+        self.upstream_latency = Histogram(
+            "toolprune_upstream_seconds", "Time until the upstream answered with headers.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.decisions = Counter(
+            "toolprune_requests_total",
+            "Chat-completions requests with tools, by pruning decision.", ["decision"], registry=r,
+        )
+        self.tools_offered = Histogram(
+            "toolprune_tools_offered", "Tools the client sent per acting request.",
+            buckets=_TOOL_COUNT_BUCKETS, registry=r,
+        )
+        self.tools_forwarded = Histogram(
+            "toolprune_tools_forwarded", "Client tools forwarded per acting request.",
+            buckets=_TOOL_COUNT_BUCKETS, registry=r,
+        )
+        self.meta_calls = Counter(
+            "toolprune_meta_calls_total", "Meta-tool calls handled by the proxy.", ["tool"],
+            registry=r,
+        )
+        self.meta_rounds = Histogram(
+            "toolprune_meta_rounds", "Upstream re-issues per client request after meta-calls.",
+            buckets=(0, 1, 2, 3, 4, 6, 8), registry=r,
+        )
+        self.selection_seconds = Histogram(
+            "toolprune_selection_seconds", "Selection time, embedding included.",
+            buckets=_FAST_BUCKETS, registry=r,
+        )
+        self.embedding_seconds = Histogram(
+            "toolprune_embedding_seconds", "Embedding time per request (query and new tools).",
+            buckets=_FAST_BUCKETS, registry=r,
+        )
+        self.ttft = Histogram(
+            "toolprune_time_to_first_token_seconds",
+            "From request arrival to the first content or tool-call delta sent to the client.",
+            ["decision"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.fallbacks = Counter(
+            "toolprune_fallbacks_total", "Requests forwarded with the full catalogue after a "
+            "failure, by reason.", ["reason"], registry=r,
+        )
+        self.schema_bytes_saved = Counter(
+            "toolprune_tool_schema_bytes_saved_total",
+            "JSON bytes of tool definitions not sent upstream (estimate of prefill saved).",
+            registry=r,
+        )
+        self.state_errors = Counter(
+            "toolprune_state_store_errors_total", "Conversation state store failures.",
+            ["operation"], registry=r,
+        )

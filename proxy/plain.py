@@ -1,0 +1,115 @@
+"""Serving an acting request whose response is one JSON object (``stream`` not true).
+
+Meta-calls alone: executed, the exchange appended, the request re-issued (bounded).
+Meta-calls mixed with real calls: the real calls go to the client (meta-calls removed),
+the loads take effect next turn. ``usage`` is the sum over rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from starlette.types import Send
+
+from proxy.asgi import send_complete, send_error
+from proxy.errors import ProxyError
+from proxy.forwarding import ClientRequest, response_headers
+from proxy.headers import Headers
+from proxy.rounds import send_round
+from proxy.turn import MetaCall, Turn, add_usage
+from proxy.upstream import read_decoded
+
+if TYPE_CHECKING:
+    from proxy.chat import ChatHandler
+
+
+def _split_calls(turn: Turn, message: dict[str, Any]) -> tuple[list[MetaCall], bool]:
+    """Meta-calls of ``message`` and whether it has real calls; removes the meta-calls
+    from ``message`` in place (``tool_calls`` emptied → removed)."""
+    meta: list[MetaCall] = []
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        real = []
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            name = function.get("name") if isinstance(function, dict) else None
+            if turn.is_meta(name):
+                arguments = function.get("arguments") or "{}"
+                meta.append(MetaCall(call.get("id") or f"call_{uuid.uuid4().hex[:24]}", name, arguments))
+            else:
+                real.append(call)
+        if meta:
+            if real:
+                message["tool_calls"] = real
+            else:
+                message.pop("tool_calls")
+        return meta, bool(real)
+    function_call = message.get("function_call")
+    if isinstance(function_call, dict) and turn.is_meta(function_call.get("name")):
+        message.pop("function_call")
+        arguments = function_call.get("arguments") or "{}"
+        return [MetaCall(f"call_{uuid.uuid4().hex[:24]}", function_call["name"], arguments)], False
+    return [], isinstance(function_call, dict)
+
+
+async def serve_plain(
+    handler: ChatHandler,
+    turn: Turn,
+    request: ClientRequest,
+    send: Send,
+    extra_headers: Headers,
+    started: float,
+) -> None:
+    """Serve ``turn`` and send one response to the client."""
+    upstream, metrics = handler.forwarder.upstream, handler.metrics
+    usage: dict[str, Any] | None = None
+    while True:
+        offered = turn.offer_meta_now(handler.settings.max_meta_rounds)
+        try:
+            response = await send_round(
+                upstream, metrics, request, turn, handler.settings.max_meta_rounds
+            )
+        except ProxyError as error:
+            await send_error(send, error)
+            return
+        try:
+            if response.status_code != 200:
+                await handler.forwarder.relay(response, send, extra_headers)
+                return
+            raw = await read_decoded(response)
+        except ProxyError as error:
+            await send_error(send, error)
+            return
+        finally:
+            await response.aclose()
+        headers = [
+            (name, value)
+            for name, value in response_headers(response)
+            if name not in (b"content-length", b"content-encoding")
+        ]
+        try:
+            data = json.loads(raw)
+            message = data["choices"][0]["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            await send_complete(send, 200, [*headers, *extra_headers], raw)
+            return
+        usage = add_usage(usage, data.get("usage"))
+        meta, has_real = _split_calls(turn, message)
+        if meta and not has_real and offered:
+            results = await handler.run_meta_calls(turn, meta)
+            turn.append_meta_exchange(message.get("content"), meta, results)
+            turn.rounds += 1
+            continue
+        if meta:  # mixed, or rounds exhausted: loads take effect next turn
+            await handler.run_meta_calls(turn, meta)
+            if not has_real:
+                data["choices"][0]["finish_reason"] = "stop"
+        if usage is not None:
+            data["usage"] = usage
+        metrics.ttft.labels("pruned").observe(time.perf_counter() - started)
+        body = json.dumps(data, ensure_ascii=False).encode()
+        await send_complete(send, 200, [*headers, *extra_headers], body)
+        return

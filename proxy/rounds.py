@@ -1,0 +1,30 @@
+"""Sending one upstream round of an acting request (the rewritten body)."""
+
+from __future__ import annotations
+
+import httpx
+
+from proxy.forwarding import ClientRequest
+from proxy.headers import upstream_request_headers
+from proxy.metrics import Metrics
+from proxy.turn import Turn
+from proxy.upstream import Upstream
+
+
+async def send_round(
+    upstream: Upstream, metrics: Metrics, request: ClientRequest, turn: Turn, max_rounds: int
+) -> httpx.Response:
+    """Send the turn's current body upstream (meta-tools offered while rounds remain) and
+    return the response with headers read. The proxy must read intercepted bodies, so it
+    asks for them uncompressed. Raises the ``proxy.errors`` of :meth:`Upstream.send`."""
+    headers = [
+        (name, value)
+        for name, value in upstream_request_headers(request.headers, request.request_id)
+        if name != b"accept-encoding"
+    ]
+    headers.append((b"accept-encoding", b"identity"))
+    body = turn.upstream_body(with_meta=turn.offer_meta_now(max_rounds))
+    url = upstream.url_for(request.raw_path, request.query_string)
+    response, waited_s = await upstream.send(request.method, url, headers, body)
+    metrics.upstream_latency.labels("chat_completions").observe(waited_s)
+    return response

@@ -1,0 +1,211 @@
+"""One acting chat-completions request: how the client's body is read (tool_choice,
+conversation id, pinned tools) and rewritten (forwarded tools, meta exchange appended).
+
+Field names and shapes follow OpenAI's Chat Completions API reference: ``tools`` /
+legacy ``functions``, ``tool_choice`` (``"none" | "auto" | "required"``, a named
+function, or ``{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}``), legacy
+``function_call``, assistant ``tool_calls`` and ``tool`` messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from selection.catalog import Catalog, fingerprint
+from selection.meta_tools import MetaTools
+from selection.query import content_text
+from selection.selector import Selection
+
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    """What ``tool_choice`` (or legacy ``function_call``) means for pruning.
+
+    ``offer_meta``: meta-tools may be offered (not for ``none`` or a named function).
+    ``pinned``: the function it names, if any. ``allowed``: the ``allowed_tools`` set,
+    if any. ``forward``: the value to send upstream (``_MISSING`` keeps the field as is);
+    ``allowed_tools`` becomes its plain mode, since the forwarded tools are then all
+    allowed ones (and local servers rarely understand ``allowed_tools``).
+    """
+
+    offer_meta: bool = True
+    pinned: str | None = None
+    allowed: frozenset[str] | None = None
+    forward: Any = _MISSING
+
+
+def _named(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return None
+    function = value.get("function") if value.get("type", "function") == "function" else None
+    name = (function if isinstance(function, Mapping) else value).get("name")
+    return name if isinstance(name, str) else None
+
+
+def read_tool_choice(body: Mapping[str, Any]) -> ToolChoice:
+    """Interpret ``tool_choice`` (or legacy ``function_call``)."""
+    choice = body.get("tool_choice", body.get("function_call"))
+    if choice == "none":
+        return ToolChoice(offer_meta=False)
+    if not isinstance(choice, Mapping):
+        return ToolChoice()
+    if choice.get("type") == "allowed_tools":
+        spec = choice.get("allowed_tools", choice)
+        spec = spec if isinstance(spec, Mapping) else {}
+        tools = spec.get("tools") if isinstance(spec.get("tools"), list) else []
+        allowed = frozenset(name for tool in tools if (name := _named(tool)))
+        mode = spec.get("mode") if spec.get("mode") in ("auto", "required") else "auto"
+        return ToolChoice(allowed=allowed, forward=mode)
+    name = _named(choice)
+    return ToolChoice(offer_meta=False, pinned=name) if name else ToolChoice(offer_meta=False)
+
+
+def called_tools(messages: Sequence[Any]) -> list[str]:
+    """Names of every tool an assistant message in the history called, first call first."""
+    names: dict[str, None] = {}
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") != "assistant":
+            continue
+        calls = message.get("tool_calls")
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, Mapping) and (name := _named(call)):
+                names.setdefault(name, None)
+        if name := _named(message.get("function_call")):
+            names.setdefault(name, None)
+    return list(names)
+
+
+def conversation_id(
+    header_value: bytes | None, body: Mapping[str, Any], catalog: Catalog
+) -> str:
+    """The ``X-Conversation-Id`` header; else a hash of (model, catalogue fingerprint,
+    first system message, first user message), stable across the conversation's turns."""
+    if header_value:
+        return header_value.decode("latin-1")
+    messages = [m for m in body.get("messages", []) if isinstance(m, Mapping)]
+
+    def first(role: str) -> str:
+        return next((content_text(m.get("content")) for m in messages if m.get("role") == role), "")
+
+    key = [body.get("model"), catalog.fingerprint, first("system"), first("user")]
+    return "h:" + fingerprint(key)[:32]
+
+
+def log_id(conversation: str) -> str:
+    """What logs show of a conversation id: a short hash, never the id itself."""
+    return hashlib.sha256(conversation.encode()).hexdigest()[:12]
+
+
+@dataclass
+class MetaCall:
+    """A meta-tool call the model made: ``id``, ``name``, ``arguments`` (JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass
+class Turn:
+    """The acting request being served, possibly over several upstream rounds."""
+
+    body: dict[str, Any]
+    catalog: Catalog
+    conversation: str
+    selection: Selection
+    scores: np.ndarray | None
+    pinned: list[str]
+    meta: MetaTools | None
+    tool_choice: ToolChoice
+    offered: int
+    top_k: int | None = None
+    rounds: int = 0
+    extra_messages: list[dict[str, Any]] = field(default_factory=list)
+    meta_events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return "functions" if self.catalog.legacy else "tools"
+
+    def is_meta(self, name: str | None) -> bool:
+        return self.meta is not None and name in self.meta.names
+
+    def forwarded_entries(self, with_meta: bool) -> list[Any]:
+        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, CORE in
+        catalogue order, the meta-tools, then loaded tools in admission order."""
+        definitions = {tool.name: tool.definition for tool in self.catalog.tools}
+        core = [definitions[t.name] for t in self.selection.tools if t.reason == "core"]
+        rest = [definitions[t.name] for t in self.selection.tools if t.reason != "core"]
+        meta = list(self.meta.definitions) if with_meta and self.meta else []
+        return [*self.catalog.others, *core, *meta, *rest]
+
+    def upstream_body(self, with_meta: bool) -> bytes:
+        """The request body for the next upstream round (JSON, UTF-8)."""
+        body = dict(self.body)
+        body[self.key] = self.forwarded_entries(with_meta)
+        if self.extra_messages:
+            body["messages"] = [*body.get("messages", []), *self.extra_messages]
+        if self.tool_choice.forward is not _MISSING:
+            body["tool_choice"] = self.tool_choice.forward
+        return json.dumps(body, ensure_ascii=False).encode()
+
+    def offer_meta_now(self, max_rounds: int) -> bool:
+        """Meta-tools are offered until ``max_rounds`` re-issues have been made."""
+        return self.meta is not None and self.rounds < max_rounds
+
+    def append_meta_exchange(self, content: str | None, calls: Sequence[MetaCall], results: Sequence[str]) -> None:
+        """Append the assistant's meta-calls and one answer per call, as the model will
+        see them on the re-issued request."""
+        if self.catalog.legacy:
+            call = calls[0]
+            self.extra_messages.append(
+                {
+                    "role": "assistant",
+                    "content": content,
+                    "function_call": {"name": call.name, "arguments": call.arguments},
+                }
+            )
+            self.extra_messages.append({"role": "function", "name": call.name, "content": results[0]})
+            return
+        self.extra_messages.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in calls
+                ],
+            }
+        )
+        for call, result in zip(calls, results, strict=True):
+            self.extra_messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
+    """Sum OpenAI ``usage`` objects (nested ``*_details`` counts too)."""
+    if not isinstance(usage, Mapping):
+        return total
+    if total is None:
+        return json.loads(json.dumps(usage))
+    for key, value in usage.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float) and isinstance(total.get(key), int | float):
+            total[key] += value
+        elif isinstance(value, Mapping) and isinstance(total.get(key), Mapping):
+            total[key] = add_usage(dict(total[key]), value)
+        elif key not in total:
+            total[key] = value
+    return total

@@ -1,0 +1,1 @@
+"""Tool selection: catalogue, embedders, index, query, selector, state, meta-tools. No HTTP."""

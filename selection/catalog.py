@@ -1,0 +1,157 @@
+"""The catalogue: a request's ``tools`` (or legacy ``functions``) parsed into tools.
+
+Follows OpenAI's Chat Completions API reference: ``tools`` is a list of
+``{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}``;
+the legacy ``functions`` is a list of the inner function objects. Entries whose type is
+not ``function`` are kept as they are and never pruned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from selection.errors import CatalogError
+
+#: OpenAI's documented pattern for function names.
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_SEPARATORS = re.compile(r"[_\-.:\s]+")
+
+
+def fingerprint(value: Any) -> str:
+    """sha256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces, UTF-8)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def name_words(name: str) -> str:
+    """A tool name as words: ``get_pull_request`` / ``getPullRequest`` /
+    ``github__get_pr`` → ``get pull request`` / ``get Pull Request`` / ``github get pr``."""
+    spaced = _WORD_BOUNDARY.sub(" ", name)
+    return " ".join(part for part in _SEPARATORS.split(spaced) if part)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One function tool of the catalogue.
+
+    ``definition`` is the entry exactly as the client sent it (a ``tools`` item, or a
+    legacy ``functions`` item); ``fingerprint`` is the hash of its canonical JSON.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    definition: Mapping[str, Any]
+    fingerprint: str
+
+    def parameter_texts(self) -> list[str]:
+        """``name: description`` of each top-level parameter, in schema order."""
+        properties = self.parameters.get("properties")
+        if not isinstance(properties, Mapping):
+            return []
+        texts = []
+        for param, schema in properties.items():
+            about = schema.get("description") if isinstance(schema, Mapping) else None
+            words = name_words(str(param))
+            texts.append(f"{words}: {about}" if isinstance(about, str) and about else words)
+        return texts
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """A parsed catalogue.
+
+    ``tools``: the function tools, in request order (the only prunable entries).
+    ``others``: entries of any other type, forwarded always and as they are.
+    ``legacy``: parsed from ``functions`` rather than ``tools``.
+    ``fingerprint``: hash over the function tools' fingerprints, in order.
+    """
+
+    tools: tuple[Tool, ...]
+    others: tuple[Any, ...] = ()
+    legacy: bool = False
+    fingerprint: str = ""
+    _by_name: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    @property
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+    def index_of(self, name: str) -> int | None:
+        """Position of the tool called ``name``, or None."""
+        return self._by_name.get(name)
+
+    def get(self, name: str) -> Tool | None:
+        position = self._by_name.get(name)
+        return None if position is None else self.tools[position]
+
+    def restricted_to(self, names: set[str]) -> Catalog:
+        """The same catalogue with only the named function tools (order kept)."""
+        return build_catalog([t for t in self.tools if t.name in names], self.others, self.legacy)
+
+
+def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
+    if not isinstance(function, Mapping):
+        raise CatalogError("a function tool has no function object")
+    name = function.get("name")
+    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
+        raise CatalogError("a function tool has a missing or invalid name")
+    description = function.get("description", "")
+    if description is None:
+        description = ""
+    if not isinstance(description, str):
+        raise CatalogError(f"tool {name!r} has a non-string description")
+    parameters = function.get("parameters", {})
+    if parameters is None:
+        parameters = {}
+    if not isinstance(parameters, Mapping):
+        raise CatalogError(f"tool {name!r} has non-object parameters")
+    return Tool(name, description, parameters, definition, fingerprint(definition))
+
+
+def build_catalog(tools: Sequence[Tool], others: Sequence[Any] = (), legacy: bool = False) -> Catalog:
+    """Assemble a catalogue from parsed tools. Raises CatalogError on duplicate names."""
+    by_name: dict[str, int] = {}
+    for position, tool in enumerate(tools):
+        if tool.name in by_name:
+            raise CatalogError(f"duplicate tool name {tool.name!r}")
+        by_name[tool.name] = position
+    digest = hashlib.sha256()
+    for tool in tools:
+        digest.update(tool.fingerprint.encode())
+    digest.update(b"legacy" if legacy else b"tools")
+    return Catalog(tuple(tools), tuple(others), legacy, digest.hexdigest(), by_name)
+
+
+def parse_tools(tools: Any) -> Catalog:
+    """Parse a ``tools`` array. Raises CatalogError when it is not a list of objects, or a
+    function entry lacks a valid name, or names repeat."""
+    if not isinstance(tools, list):
+        raise CatalogError("tools is not an array")
+    parsed: list[Tool] = []
+    others: list[Any] = []
+    for entry in tools:
+        if not isinstance(entry, Mapping):
+            raise CatalogError("a tools entry is not an object")
+        if entry.get("type", "function") == "function":
+            parsed.append(_parse_function(entry.get("function"), entry))
+        else:
+            others.append(entry)
+    return build_catalog(parsed, others)
+
+
+def parse_functions(functions: Any) -> Catalog:
+    """Parse a legacy ``functions`` array (deprecated by OpenAI in favour of ``tools``)."""
+    if not isinstance(functions, list):
+        raise CatalogError("functions is not an array")
+    parsed = [_parse_function(entry, entry) for entry in functions]
+    return build_catalog(parsed, legacy=True)

@@ -1,0 +1,136 @@
+"""Scoring a catalogue against a query: embedding with caches, and the per-catalogue
+index. The only part of selection that does I/O (through the embedder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from selection.catalog import Catalog
+from selection.embedders import Embedder
+from selection.errors import EmbedderError, EmbedderTimeout
+from selection.index import LRUCache, ToolIndex, index_key, text_key, tool_texts
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Per-tool cosine scores, float32 shape ``(len(catalog),)`` in catalogue order, and
+    the seconds spent embedding (query and any tool texts not cached)."""
+
+    values: np.ndarray
+    embedding_s: float
+
+
+class SelectionEngine:
+    """Embeds tool texts and queries through one embedder, caching vectors by text and
+    indexes by catalogue.
+
+    ``timeout_s`` bounds a query's embedding (seconds). A catalogue's index is built once;
+    a build that outlives ``index_timeout_s`` keeps running
+    in the background (the caller gets :class:`EmbedderTimeout` and forwards the full
+    catalogue), so a large cold catalogue is ready for later requests.
+    """
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        vector_cache_size: int,
+        index_cache_size: int,
+        timeout_s: float,
+        index_timeout_s: float,
+    ) -> None:
+        self.embedder = embedder
+        self.timeout_s = timeout_s
+        self.index_timeout_s = index_timeout_s
+        self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(vector_cache_size)
+        self._indexes: LRUCache[str, ToolIndex] = LRUCache(index_cache_size)
+        self._building: dict[str, asyncio.Task[tuple[ToolIndex, float]]] = {}
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors of ``texts`` (float32, shape (n, d)), from the cache where possible.
+
+        Raises: EmbedderError.
+        """
+        keys = [text_key(self.embedder.id, text) for text in texts]
+        cached = [self._vectors.get(key) for key in keys]
+        missing = [i for i, vector in enumerate(cached) if vector is None]
+        if missing:
+            fresh = await self.embedder.embed([texts[i] for i in missing])
+            if fresh.shape[0] != len(missing):
+                raise EmbedderError("embedder returned a wrong number of vectors")
+            for i, vector in zip(missing, fresh, strict=True):
+                cached[i] = vector
+                self._vectors.put(keys[i], vector)
+        if not cached:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.vstack(cached).astype(np.float32, copy=False)
+
+    async def _build(
+        self, key: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]
+    ) -> tuple[ToolIndex, float]:
+        started = time.perf_counter()
+        texts: list[str] = []
+        owners: list[int] = []
+        for position, tool in enumerate(catalog.tools):
+            for text in tool_texts(tool, examples.get(tool.name, ())):
+                texts.append(text)
+                owners.append(position)
+        vectors = await self.embed(texts)
+        index = ToolIndex.build(vectors, owners, len(catalog))
+        self._indexes.put(key, index)
+        return index, time.perf_counter() - started
+
+    async def index_for(
+        self, catalog: Catalog, examples: Mapping[str, Sequence[str]]
+    ) -> tuple[ToolIndex, float]:
+        """The catalogue's index and the seconds this call spent embedding for it.
+
+        Raises: EmbedderError; EmbedderTimeout after ``index_timeout_s`` (the build goes on).
+        """
+        key = index_key(self.embedder.id, catalog, examples)
+        index = self._indexes.get(key)
+        if index is not None:
+            return index, 0.0
+        task = self._building.get(key)
+        if task is None:
+            task = asyncio.create_task(self._build(key, catalog, examples))
+            self._building[key] = task
+            task.add_done_callback(lambda _: self._building.pop(key, None))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), self.index_timeout_s)
+        except TimeoutError as exc:
+            raise EmbedderTimeout(
+                f"indexing {len(catalog)} tools takes longer than {self.index_timeout_s} s; "
+                "it continues in the background"
+            ) from exc
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""
+        try:
+            vectors = await asyncio.wait_for(self.embedder.embed([query]), self.timeout_s)
+        except TimeoutError as exc:
+            raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
+        return vectors[0]
+
+    async def score(
+        self, catalog: Catalog, examples: Mapping[str, Sequence[str]], query: str
+    ) -> Scores:
+        """Cosine of ``query`` against every tool of ``catalog`` (best text per tool).
+
+        Raises: EmbedderError, EmbedderTimeout.
+        """
+        index, index_s = await self.index_for(catalog, examples)
+        started = time.perf_counter()
+        vector = await self.embed_query(query)
+        return Scores(index.scores(vector), index_s + time.perf_counter() - started)
+
+    async def aclose(self) -> None:
+        for task in list(self._building.values()):
+            task.cancel()
+        await self.embedder.aclose()

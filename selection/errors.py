@@ -1,0 +1,40 @@
+"""Every exception the selection library raises.
+
+The proxy catches :class:`SelectionError` (the base) and falls back to forwarding the
+full catalogue unchanged; the subclasses say why, for logs and metrics.
+"""
+
+
+class SelectionError(Exception):
+    """Base class: selection could not be completed; forward the request unchanged."""
+
+    #: Short machine-readable reason, used as the ``reason`` label of fallback metrics.
+    reason: str = "selection_error"
+
+
+class EmbedderError(SelectionError):
+    """The embedder failed: model missing, inference error, HTTP error or timeout."""
+
+    reason = "embedder_error"
+
+
+class EmbedderTimeout(EmbedderError):
+    """The embedder did not answer within its time budget."""
+
+    reason = "embedder_timeout"
+
+
+class CatalogError(SelectionError):
+    """The request's ``tools`` (or ``functions``) could not be understood."""
+
+    reason = "catalog_error"
+
+
+class StateStoreError(SelectionError):
+    """The conversation state store could not be read or written."""
+
+    reason = "state_store_error"
+
+
+class PolicyError(ValueError):
+    """The policy file is invalid (raised at start-up, never during a request)."""

@@ -1,0 +1,105 @@
+"""Tool vectors and per-catalogue faiss indexes, both cached.
+
+Each tool is indexed by several texts (:func:`tool_texts`); its score for a query is the
+best of its texts' cosines. Vectors are cached by ``(embedder id, sha256(text))``, so a
+catalogue seen before costs no embedding and a catalogue that changed by one tool costs
+that tool's texts only. Indexes (``faiss.IndexFlatIP`` over L2-normalised float32 vectors,
+so inner product = cosine) are cached per (embedder, catalogue, examples).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import faiss
+import numpy as np
+
+from selection.catalog import Catalog, Tool, fingerprint, name_words
+
+
+def tool_texts(tool: Tool, examples: Sequence[str] = ()) -> list[str]:
+    """The texts a tool is indexed by: name words with the description; name words with
+    the parameters (name and description each); each example utterance."""
+    words = name_words(tool.name)
+    texts = [f"{words}: {tool.description}" if tool.description else words]
+    parameters = tool.parameter_texts()
+    if parameters:
+        texts.append(f"{words} ({'; '.join(parameters)})")
+    texts.extend(example for example in examples if example.strip())
+    return texts
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    """A bounded mapping that drops the least recently used entry first."""
+
+    def __init__(self, max_entries: int) -> None:
+        self._max = max_entries
+        self._data: OrderedDict[K, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is not None:
+            self._data.move_to_end(key)
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        if self._max <= 0:
+            return
+        self._data[key] = value
+        self._data.move_to_end(key)
+        while len(self._data) > self._max:
+            self._data.popitem(last=False)
+
+
+def text_key(embedder_id: str, text: str) -> tuple[str, str]:
+    return embedder_id, hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class ToolIndex:
+    """A faiss inner-product index over one catalogue's tool texts.
+
+    ``owners[i]`` is the catalogue position of the tool that text ``i`` belongs to.
+    """
+
+    index: faiss.IndexFlatIP
+    owners: np.ndarray  # int64, shape (n_texts,)
+    n_tools: int
+
+    @classmethod
+    def build(cls, vectors: np.ndarray, owners: Sequence[int], n_tools: int) -> ToolIndex:
+        """``vectors``: float32 (n_texts, d), rows L2-normalised."""
+        index = faiss.IndexFlatIP(vectors.shape[1])
+        index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+        return cls(index, np.asarray(owners, dtype=np.int64), n_tools)
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        """Per-tool best cosine for one query vector.
+
+        ``query``: float32, shape (d,), L2-normalised. Returns float32 shape (n_tools,);
+        a tool with no text scores -1.
+        """
+        n_texts = self.index.ntotal
+        best = np.full(self.n_tools, -1.0, dtype=np.float32)
+        if n_texts == 0:
+            return best
+        similarities, ids = self.index.search(query.reshape(1, -1).astype(np.float32), n_texts)
+        np.maximum.at(best, self.owners[ids[0]], similarities[0])
+        return best
+
+
+def index_key(embedder_id: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> str:
+    """Cache key of a catalogue's index: embedder, catalogue and the examples that apply."""
+    relevant = {name: list(examples[name]) for name in catalog.names if name in examples}
+    return fingerprint([embedder_id, catalog.fingerprint, relevant])

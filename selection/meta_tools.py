@@ -1,0 +1,203 @@
+"""The meta-tools the proxy injects and answers itself: ``load_tools`` and
+``search_tools`` (the escape hatch: no tool of the catalogue is ever unreachable).
+
+Definitions follow OpenAI's function-tool shape. A meta-tool's definition depends on the
+catalogue only, never on what is loaded, so it stays byte-identical for a conversation
+(it is part of the KV-cached prompt prefix).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rapidfuzz import process
+
+from selection.catalog import Catalog, Tool
+from selection.policy import Bundle
+
+LOAD_TOOLS = "load_tools"
+SEARCH_TOOLS = "search_tools"
+#: Characters of a tool's description shown on its menu line.
+PURPOSE_CHARS = 80
+#: Nearest-match suggestions offered for an unknown name.
+SUGGESTIONS = 3
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
+
+
+def short_purpose(tool: Tool) -> str:
+    """First sentence of the description, cut at a word boundary to ``PURPOSE_CHARS``."""
+    first = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)[0].strip()
+    if len(first) <= PURPOSE_CHARS:
+        return first.rstrip(".")
+    return first[:PURPOSE_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _free_name(base: str, taken: set[str]) -> str:
+    """``base``, or ``toolprune_<base>``, ``toolprune_<base>_2``… if a client tool has it."""
+    if base not in taken:
+        return base
+    candidate, n = f"toolprune_{base}", 2
+    while candidate in taken:
+        candidate, n = f"toolprune_{base}_{n}", n + 1
+    return candidate
+
+
+def _menu(catalog: Catalog, listed: set[str], bundles: Sequence[Bundle]) -> str:
+    lines: list[str] = []
+    grouped: set[str] = set()
+    for bundle in bundles:
+        members = [m for m in bundle.members if m in listed and m not in grouped]
+        if not members:
+            continue
+        heading = f"{bundle.name}: {bundle.description}" if bundle.description else bundle.name
+        lines.append(f"[{heading}]")
+        for name in members:
+            tool = catalog.get(name)
+            assert tool is not None
+            lines.append(f"- {name} — {short_purpose(tool)}")
+        grouped.update(members)
+    rest = [tool for tool in catalog.tools if tool.name in listed and tool.name not in grouped]
+    if rest and grouped:
+        lines.append("[other]")
+    lines.extend(f"- {tool.name} — {short_purpose(tool)}" for tool in rest)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class MetaTools:
+    """The meta-tools offered with one request.
+
+    ``load_name`` / ``search_name``: the names used (renamed on a clash with a client tool;
+    None when not offered). ``definitions``: entries to append to ``tools`` (or, for a
+    legacy request, to ``functions``).
+    """
+
+    load_name: str | None
+    search_name: str | None
+    definitions: tuple[dict[str, Any], ...]
+
+    @property
+    def names(self) -> set[str]:
+        return {name for name in (self.load_name, self.search_name) if name}
+
+
+def _function(name: str, description: str, parameters: dict[str, Any], legacy: bool) -> dict:
+    function = {"name": name, "description": description, "parameters": parameters}
+    return function if legacy else {"type": "function", "function": function}
+
+
+def build_meta_tools(
+    catalog: Catalog, core: set[str], bundles: Sequence[Bundle], *, search: bool
+) -> MetaTools:
+    """Definitions for this catalogue.
+
+    ``search=False``: ``load_tools(names)``, ``names`` an array whose items are an enum of
+    every catalogue name (servers with grammar-constrained tool calls then reject invented
+    names), its description a menu of the non-CORE tools, one line each, grouped by bundle.
+    ``search=True`` (catalogues too large to list): ``search_tools(query)`` only.
+    """
+    taken = set(catalog.names)
+    listed = {name for name in catalog.names if name not in core}
+    if search:
+        name = _free_name(SEARCH_TOOLS, taken)
+        description = (
+            f"{len(listed)} more tools exist than the ones you have. Describe what you need "
+            "to do; the best matching tools are loaded and you can call them next."
+        )
+        if bundles:
+            description += " Tool groups: " + "; ".join(b.name for b in bundles) + "."
+        parameters = {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "What the tool must do."}},
+            "required": ["query"],
+        }
+        definition = _function(name, description, parameters, catalog.legacy)
+        return MetaTools(None, name, (definition,))
+    name = _free_name(LOAD_TOOLS, taken)
+    description = (
+        "More tools exist than the ones you have. To use one, first load it by name with "
+        "this function, then call it. Tools you can load:\n" + _menu(catalog, listed, bundles)
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "names": {"type": "array", "items": {"type": "string", "enum": catalog.names}}
+        },
+        "required": ["names"],
+    }
+    return MetaTools(name, None, (_function(name, description, parameters, catalog.legacy),))
+
+
+def requested_names(arguments: str) -> list[str] | None:
+    """The ``names`` argument of a ``load_tools`` call (a lone string is accepted as one
+    name); None when the arguments are not JSON of that shape."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return None
+    names = parsed.get("names") if isinstance(parsed, dict) else None
+    if isinstance(names, str):
+        return [names]
+    if isinstance(names, list) and all(isinstance(item, str) for item in names):
+        return names
+    return None
+
+
+def search_query(arguments: str) -> str | None:
+    """The ``query`` argument of a ``search_tools`` call, or None when malformed."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return None
+    query = parsed.get("query") if isinstance(parsed, dict) else None
+    return query if isinstance(query, str) and query.strip() else None
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """Result of one meta-call: tools to admit, and the ``tool`` message content for the
+    model (JSON text)."""
+
+    admit: tuple[str, ...]
+    content: str
+
+
+def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[str]) -> LoadOutcome:
+    """Answer ``load_tools``: known names are loaded (already forwarded ones are an
+    idempotent no-op), unknown names get nearest-match suggestions (rapidfuzz WRatio)."""
+    if names is None:
+        message = {"error": 'arguments must be JSON like {"names": ["tool_name"]}'}
+        return LoadOutcome((), json.dumps(message))
+    loaded, already, unknown = [], [], {}
+    for name in dict.fromkeys(names):
+        if catalog.get(name) is None:
+            matches = process.extract(name, catalog.names, limit=SUGGESTIONS)
+            unknown[name] = [match for match, _, _ in matches]
+        elif name in forwarded:
+            already.append(name)
+        else:
+            loaded.append(name)
+    result: dict[str, Any] = {"loaded": loaded}
+    if already:
+        result["already_available"] = already
+    if unknown:
+        result["unknown"] = {name: {"did_you_mean": s} for name, s in unknown.items()}
+    if loaded or already:
+        result["note"] = "Loaded tools are available now: call them directly."
+    return LoadOutcome(tuple(loaded), json.dumps(result))
+
+
+def search_outcome(matches: Sequence[str], catalog: Catalog, forwarded: set[str]) -> LoadOutcome:
+    """Answer ``search_tools`` with the tools retrieval found for the model's query."""
+    new = [name for name in matches if name not in forwarded]
+    found = [
+        {"name": name, "purpose": short_purpose(tool)}
+        for name in matches
+        if (tool := catalog.get(name)) is not None
+    ]
+    result = {"loaded": new, "found": found, "note": "Call the found tools directly."}
+    return LoadOutcome(tuple(new), json.dumps(result))

@@ -1,0 +1,98 @@
+"""The selection policy: which tools are CORE, which travel together, and the knobs.
+
+Pure data and pure functions. ``config.policy.load_policy`` builds it from settings and
+the TOML policy file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from selection.catalog import Catalog
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """A cohesion group: when one member is admitted, the others come too."""
+
+    name: str
+    members: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Selection knobs.
+
+    ``core``: names or ``fnmatch`` glob patterns, always forwarded.
+    ``top_k``: semantic candidates per turn; ``threshold``: τ, least cosine score
+    (inclusive) to be admitted; ``max_tools``: cap on forwarded tools that are not CORE or
+    pinned; ``min_catalog_tools``: catalogues of at most this many tools are not pruned.
+    ``bundles``: configured cohesion groups; ``derive_bundles``: also group tools by
+    namespace prefix (``server__tool``) when a catalogue has several namespaces;
+    ``max_bundle_size``: larger groups do not travel together (they still group the menu).
+    ``examples``: tool name → example utterances, indexed as extra texts for that tool.
+    """
+
+    core: tuple[str, ...] = ()
+    top_k: int = 8
+    threshold: float = 0.0
+    max_tools: int = 16
+    min_catalog_tools: int = 8
+    bundles: tuple[Bundle, ...] = ()
+    derive_bundles: bool = True
+    max_bundle_size: int = 4
+    examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def is_core(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)
+
+
+def namespace_of(name: str) -> str | None:
+    """The namespace an MCP-style client gives a tool: ``mcp__github__get_me`` → ``github``,
+    ``github__get_me`` → ``github``; None without a ``__`` separator."""
+    parts = [part for part in name.split("__") if part]
+    if len(parts) < 2:
+        return None
+    if parts[0] == "mcp" and len(parts) >= 3:
+        return parts[1]
+    return parts[0]
+
+
+def catalog_bundles(catalog: Catalog, policy: Policy) -> list[Bundle]:
+    """The bundles that apply to ``catalog``: configured bundles (members restricted to the
+    catalogue, at least two left), then, if enabled and the catalogue spans several
+    namespaces, one bundle per namespace. Order: configured first, then by first member."""
+    names = set(catalog.names)
+    bundles = []
+    for bundle in policy.bundles:
+        members = tuple(member for member in bundle.members if member in names)
+        if len(members) >= 2:
+            bundles.append(Bundle(bundle.name, members, bundle.description))
+    if policy.derive_bundles:
+        groups: dict[str, list[str]] = defaultdict(list)
+        for name in catalog.names:
+            namespace = namespace_of(name)
+            if namespace is not None:
+                groups[namespace].append(name)
+        if len(groups) >= 2:
+            bundles.extend(
+                Bundle(namespace, tuple(members))
+                for namespace, members in groups.items()
+                if len(members) >= 2
+            )
+    return bundles
+
+
+def bundle_mates(bundles: Sequence[Bundle], max_size: int) -> dict[str, tuple[str, ...]]:
+    """Tool name → the other members of its bundles of at most ``max_size`` members."""
+    mates: dict[str, list[str]] = defaultdict(list)
+    for bundle in bundles:
+        if len(bundle.members) > max_size:
+            continue
+        for member in bundle.members:
+            mates[member].extend(other for other in bundle.members if other != member)
+    return {name: tuple(dict.fromkeys(others)) for name, others in mates.items()}

@@ -1,0 +1,186 @@
+"""The selector: which tools to forward this turn, in which order, and why. Pure and
+deterministic given the per-tool scores (no I/O, no clock: ``now`` is passed in).
+
+``loaded = CORE ∪ PINNED ∪ STICKY ∪ SEMANTIC (+ bundle-mates) ∪ meta-tool loads``, capped
+(../shared/DESIGN.md, "Selection"). Forwarded order is KV-cache order: CORE in catalogue
+order, then loaded tools in admission order, new ones appended; a turn that admits
+nothing forwards exactly the previous turn's list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from selection.catalog import Catalog
+from selection.policy import Policy, bundle_mates, catalog_bundles
+from selection.state import ConversationState, LoadedTool
+
+Reason = Literal["core", "pinned", "requested", "semantic", "bundle", "sticky"]
+
+#: How many of the best-scored tools that were left out a selection reports.
+LEFT_OUT_REPORTED = 5
+
+
+@dataclass(frozen=True)
+class SelectedTool:
+    """A forwarded tool and the reason it is there (``score``: its cosine, when scored)."""
+
+    name: str
+    reason: Reason
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The outcome of one turn.
+
+    ``tools``: forwarded client tools in forwarding order. ``admitted`` / ``evicted``:
+    changes to the loaded set this turn. ``left_out``: best-scored tools not forwarded,
+    ``(name, score)``, best first. ``state``: the conversation state to store.
+    """
+
+    tools: tuple[SelectedTool, ...]
+    admitted: tuple[str, ...]
+    evicted: tuple[str, ...]
+    left_out: tuple[tuple[str, float], ...]
+    state: ConversationState
+
+    @property
+    def names(self) -> list[str]:
+        return [tool.name for tool in self.tools]
+
+
+def semantic_candidates(
+    catalog: Catalog, scores: np.ndarray, top_k: int, threshold: float, exclude: set[str]
+) -> list[tuple[str, float]]:
+    """The ``top_k`` best-scored tools not in ``exclude`` whose score is ≥ ``threshold``
+    (τ, inclusive), best first; ties broken by catalogue order.
+
+    ``scores``: float32 array of shape ``(len(catalog),)``, cosine per tool.
+    """
+    if top_k <= 0 or len(catalog) == 0:
+        return []
+    order = np.argsort(-scores, kind="stable")
+    chosen: list[tuple[str, float]] = []
+    for position in order:
+        score = float(scores[position])
+        if score < threshold or len(chosen) >= top_k:
+            break
+        name = catalog.tools[position].name
+        if name not in exclude:
+            chosen.append((name, score))
+    return chosen
+
+
+def _unique_known(names: Sequence[str], catalog: Catalog, exclude: set[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for name in names:
+        if catalog.index_of(name) is not None and name not in exclude:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def select(
+    catalog: Catalog,
+    scores: np.ndarray | None,
+    policy: Policy,
+    state: ConversationState,
+    *,
+    now: float,
+    pinned: Sequence[str] = (),
+    requested: Sequence[str] = (),
+    top_k: int | None = None,
+) -> Selection:
+    """Select the tools to forward.
+
+    Args:
+        catalog: the request's catalogue.
+        scores: cosine score per catalogue tool, float32 shape ``(len(catalog),)``, or None
+            when there is no semantic signal (then nothing is admitted semantically).
+        policy: CORE patterns, bundles, top-k, τ, cap.
+        state: the conversation's state before this turn (not modified).
+        now: current time, Unix seconds; stamps admissions and uses.
+        pinned: tools that must be forwarded (``tool_choice``, calls in the history).
+        requested: tools a meta-tool loaded this turn; admitted before semantic ones.
+        top_k: overrides ``policy.top_k`` for this turn.
+
+    At the cap (``policy.max_tools`` tools that are neither CORE nor pinned), the least
+    recently used tool not selected this turn is evicted; when nothing is evictable, the
+    lowest-priority candidates are not admitted. Priority: pinned, requested, semantic
+    (by score), bundle-mates.
+    """
+    core = [tool.name for tool in catalog.tools if policy.is_core(tool.name)]
+    core_set = set(core)
+    pinned_names = _unique_known(pinned, catalog, core_set)
+    pinned_set = set(pinned_names)
+    requested_names = _unique_known(requested, catalog, core_set | pinned_set)
+
+    score_of: dict[str, float] = {}
+    semantic: list[tuple[str, float]] = []
+    if scores is not None:
+        score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
+        k = policy.top_k if top_k is None else top_k
+        semantic = semantic_candidates(catalog, scores, k, policy.threshold, core_set)
+
+    mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
+    bundle_names = [
+        mate
+        for name in [*requested_names, *(name for name, _ in semantic)]
+        for mate in mates.get(name, ())
+        if mate not in core_set
+    ]
+
+    reasons: dict[str, Reason] = {}
+    for name in pinned_names:
+        reasons.setdefault(name, "pinned")
+    for name in requested_names:
+        reasons.setdefault(name, "requested")
+    for name, _ in semantic:
+        reasons.setdefault(name, "semantic")
+    for name in bundle_names:
+        reasons.setdefault(name, "bundle")
+
+    loaded = {
+        name: LoadedTool(times.admitted_at, times.last_used_at)
+        for name, times in state.loaded.items()
+        if catalog.index_of(name) is not None and name not in core_set
+    }
+    for name in reasons:
+        if name in loaded:
+            loaded[name].last_used_at = now
+    selected_now = set(reasons)
+
+    admitted: list[str] = []
+    evicted: list[str] = []
+    uncapped = sum(1 for name in loaded if name not in pinned_set)
+    for name in reasons:  # insertion order is admission priority
+        if name in loaded:
+            continue
+        if name not in pinned_set and uncapped >= policy.max_tools:
+            victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
+            if not victims:
+                continue
+            victim = min(victims, key=lambda n: loaded[n].last_used_at)  # stable: oldest first
+            del loaded[victim]
+            evicted.append(victim)
+            uncapped -= 1
+        loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)
+        admitted.append(name)
+        if name not in pinned_set:
+            uncapped += 1
+
+    tools = [SelectedTool(name, "core", score_of.get(name)) for name in core]
+    tools += [
+        SelectedTool(name, reasons.get(name, "sticky"), score_of.get(name)) for name in loaded
+    ]
+    forwarded = core_set | set(loaded)
+    left_out = sorted(
+        ((name, s) for name, s in score_of.items() if name not in forwarded),
+        key=lambda item: -item[1],
+    )[:LEFT_OUT_REPORTED]
+    new_state = ConversationState(loaded, state.turn, state.meta_calls)
+    return Selection(tuple(tools), tuple(admitted), tuple(evicted), tuple(left_out), new_state)

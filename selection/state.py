@@ -1,0 +1,120 @@
+"""Per-conversation state: tools loaded, with admission and last-use times, and counters.
+
+``ConversationState`` is plain data, (de)serialised to JSON for shared stores.
+:class:`MemoryStateStore` keeps states in process with a TTL and an LRU bound; a Redis
+store implements the same :class:`StateStore` protocol. Times are Unix seconds (float).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+
+@dataclass
+class LoadedTool:
+    """A tool in a conversation's loaded set: when it was admitted and last used."""
+
+    admitted_at: float
+    last_used_at: float
+
+
+@dataclass
+class ConversationState:
+    """State of one conversation.
+
+    ``loaded``: tool name → times, in admission order (dict order is the forwarded order).
+    ``turn``: acting requests seen; ``meta_calls``: meta-tool calls handled.
+    """
+
+    loaded: dict[str, LoadedTool] = field(default_factory=dict)
+    turn: int = 0
+    meta_calls: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "loaded": [[name, t.admitted_at, t.last_used_at] for name, t in self.loaded.items()],
+                "turn": self.turn,
+                "meta_calls": self.meta_calls,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, raw: str | bytes) -> ConversationState:
+        """Raises ValueError (json.JSONDecodeError, KeyError as ValueError) on bad data."""
+        try:
+            data = json.loads(raw)
+            loaded = {str(n): LoadedTool(float(a), float(u)) for n, a, u in data["loaded"]}
+            return cls(loaded, int(data["turn"]), int(data["meta_calls"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"invalid conversation state: {exc}") from exc
+
+    def copy(self) -> ConversationState:
+        return ConversationState(
+            {name: LoadedTool(**asdict(t)) for name, t in self.loaded.items()},
+            self.turn,
+            self.meta_calls,
+        )
+
+
+class StateStore(Protocol):
+    """Where conversation states live. Implementations raise
+    ``selection.errors.StateStoreError`` when the backend fails."""
+
+    async def get(self, conversation_id: str) -> ConversationState | None:
+        """The conversation's state, or None when unknown or expired."""
+        ...
+
+    async def put(self, conversation_id: str, state: ConversationState) -> None:
+        """Store the state (replacing any), resetting its TTL."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class MemoryStateStore:
+    """In-process store: entries expire ``ttl_s`` seconds after their last write, and at
+    most ``max_conversations`` are kept (least recently used dropped first).
+
+    States are stored serialised, so a caller can never mutate stored state by accident.
+    """
+
+    def __init__(
+        self,
+        ttl_s: float,
+        max_conversations: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._ttl_s = ttl_s
+        self._max = max_conversations
+        self._clock = clock
+        self._entries: OrderedDict[str, tuple[float, str]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    async def get(self, conversation_id: str) -> ConversationState | None:
+        entry = self._entries.get(conversation_id)
+        if entry is None:
+            return None
+        expires_at, raw = entry
+        if expires_at <= self._clock():
+            del self._entries[conversation_id]
+            return None
+        self._entries.move_to_end(conversation_id)
+        return ConversationState.from_json(raw)
+
+    async def put(self, conversation_id: str, state: ConversationState) -> None:
+        self._entries[conversation_id] = (self._clock() + self._ttl_s, state.to_json())
+        self._entries.move_to_end(conversation_id)
+        while len(self._entries) > self._max:
+            self._entries.popitem(last=False)
+
+    async def aclose(self) -> None:
+        self._entries.clear()

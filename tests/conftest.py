@@ -1,0 +1,56 @@
+"""Shared fixtures: a scripted test upstream and the proxy, both real uvicorn servers on
+loopback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+
+import pytest
+
+from config.settings import Settings
+from proxy.app import create_app
+from tests.support.servers import serve_in_thread
+from tests.support.upstream import Upstream
+
+
+@dataclass
+class RunningUpstream:
+    upstream: Upstream
+    origin: str
+
+    @property
+    def base_url(self) -> str:
+        return self.origin + "/v1"
+
+
+@pytest.fixture
+def upstream() -> Iterator[RunningUpstream]:
+    fake = Upstream()
+    with serve_in_thread(fake.app) as origin:
+        yield RunningUpstream(fake, origin)
+
+
+ProxyFactory = Callable[..., str]
+
+
+@pytest.fixture
+def start_proxy(upstream: RunningUpstream) -> Iterator[ProxyFactory]:
+    """Start a proxy in front of the test upstream; returns its origin. Keyword arguments
+    are ``Settings`` fields."""
+    with ExitStack() as stack:
+
+        def start(**overrides: object) -> str:
+            settings = Settings(**{"upstream_url": upstream.base_url, **overrides})
+            return stack.enter_context(
+                serve_in_thread(create_app(settings), server_header=False, date_header=False)
+            )
+
+        yield start
+
+
+@pytest.fixture
+def proxy(start_proxy: ProxyFactory) -> str:
+    """A proxy with default settings in front of the test upstream."""
+    return start_proxy()

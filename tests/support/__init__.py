@@ -1,0 +1,1 @@
+"""Test infrastructure shared by integration tests: loopback servers, a scriptable upstream."""

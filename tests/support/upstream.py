@@ -1,0 +1,444 @@
+"""A scriptable OpenAI-compatible upstream for integration tests.
+
+Serve ``Upstream().app`` with :func:`tests.support.servers.serve_in_thread`. Every request is
+recorded (raw bytes and headers) before its reply is produced; replies come from a FIFO
+script per path suffix, else from built-in defaults. Each record notes whether the client
+went away before the reply completed (``cancelled``) or the reply was fully sent
+(``completed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import threading
+import time
+import uuid
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import Message, Receive, Scope, Send
+
+CHAT_PATH = "/chat/completions"
+EMBEDDING_DIM = 8
+DEFAULT_MODEL = "test-model"
+_GATE_POLL_SECONDS = 0.005
+
+
+@dataclass
+class Chat:
+    """A chat completion, rendered plain or as SSE chunks depending on the request's ``stream``.
+
+    ``tool_calls`` items are ``{"id", "name", "arguments"}`` with ``arguments`` a JSON string.
+    ``finish_reason`` defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``;
+    ``usage`` defaults to prompt_tokens = request bytes // 4, completion_tokens = 5.
+    """
+
+    content: str | None = "ok"
+    tool_calls: list[dict[str, str]] | None = None
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    model: str = DEFAULT_MODEL
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:16]}")
+
+
+@dataclass
+class Raw:
+    """Any status, body and headers (errors, 429 with Retry-After, ...); dict bodies become JSON."""
+
+    status: int
+    body: bytes | str | dict[str, Any]
+    headers: dict[str, str] | None = None
+    media_type: str = "application/json"
+
+
+@dataclass
+class SSE:
+    """Raw SSE bytes, each item flushed as its own body chunk.
+
+    With ``gate``, waits for it after sending ``gate_after`` items (``gate_after ==
+    len(events)``: before ending the body). With ``break_after``, drops the connection after
+    the items instead of ending the chunked body.
+    """
+
+    events: list[bytes]
+    break_after: bool = False
+    gate: threading.Event | None = None
+    gate_after: int = 0
+
+
+@dataclass
+class Hang:
+    """Never answers; the record is marked ``cancelled`` once the client disconnects."""
+
+
+@dataclass
+class Slow:
+    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``."""
+
+    delay_gate: threading.Event
+    then: Reply
+
+
+Reply = Chat | Raw | SSE | Hang | Slow
+
+
+@dataclass
+class Recorded:
+    """One request as the upstream received it, and what became of its reply."""
+
+    method: str
+    path: str
+    query: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    cancelled: bool = False
+    completed: bool = False
+    _cancelled_event: threading.Event = field(
+        default_factory=threading.Event, init=False, repr=False, compare=False
+    )
+
+    def json(self) -> Any:
+        """The body parsed as JSON."""
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str | None:
+        """The first value of header ``name`` (case-insensitive), or None."""
+        wanted = name.lower()
+        return next((value for key, value in self.headers if key == wanted), None)
+
+    def mark_cancelled(self) -> None:
+        """Record that the client went away before the reply completed."""
+        self.cancelled = True
+        self._cancelled_event.set()
+
+    def wait_cancelled(self, timeout: float) -> bool:
+        """Block until marked cancelled; False on timeout."""
+        return self._cancelled_event.wait(timeout)
+
+
+class Upstream:
+    """A scriptable OpenAI-compatible server: ``app`` is its ASGI app."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._scripts: dict[str, deque[Reply]] = {}
+        self._records: list[Recorded] = []
+        self._app = Starlette(routes=[Mount("/", app=self._handle)])
+
+    @property
+    def app(self) -> Starlette:
+        """The ASGI app to serve."""
+        return self._app
+
+    @property
+    def requests(self) -> list[Recorded]:
+        """A snapshot of the requests recorded so far, in arrival order."""
+        with self._condition:
+            return list(self._records)
+
+    def script(self, *replies: Reply, path: str = CHAT_PATH) -> None:
+        """Queue ``replies`` for requests whose path ends with ``path`` (default: chat)."""
+        with self._condition:
+            self._scripts.setdefault(path, deque()).extend(replies)
+
+    def wait_for_requests(self, n: int, timeout: float = 10) -> list[Recorded]:
+        """Block until ``n`` requests were recorded and return them all; TimeoutError if not."""
+        with self._condition:
+            if not self._condition.wait_for(lambda: len(self._records) >= n, timeout):
+                raise TimeoutError(f"expected {n} upstream requests, got {len(self._records)}")
+            return list(self._records)
+
+    def wait_cancelled(self, index: int, timeout: float = 10) -> bool:
+        """Block until request ``index`` exists and its client went away early; False on timeout."""
+        deadline = time.monotonic() + timeout
+        try:
+            record = self.wait_for_requests(index + 1, timeout)[index]
+        except TimeoutError:
+            return False
+        return record.wait_cancelled(max(0.0, deadline - time.monotonic()))
+
+    async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body, disconnected = await _read_body(receive)
+        record = Recorded(
+            method=scope["method"],
+            path=scope["path"],
+            query=scope["query_string"].decode("latin-1"),
+            headers=[
+                (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
+            ],
+            body=body,
+        )
+        with self._condition:
+            self._records.append(record)
+            self._condition.notify_all()
+        if disconnected:
+            record.mark_cancelled()
+        else:
+            await _serve(self._next_reply(record), record, receive, send)
+
+    def _next_reply(self, record: Recorded) -> Reply:
+        with self._condition:
+            for suffix, queue in self._scripts.items():
+                if queue and record.path.endswith(suffix):
+                    return queue.popleft()
+        return _builtin_reply(record)
+
+
+async def _read_body(receive: Receive) -> tuple[bytes, bool]:
+    """Read the whole request body; also report whether the client disconnected meanwhile."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return bytes(body), True
+        body += message.get("body", b"")
+        if not message.get("more_body", False):
+            return bytes(body), False
+
+
+async def _serve(reply: Reply, record: Recorded, receive: Receive, send: Send) -> None:
+    """Play ``reply`` while watching for a client disconnect, and record the outcome."""
+
+    async def tracking_send(message: Message) -> None:
+        # Marked before the final write, so a client that saw the end also sees ``completed``.
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            record.completed = True
+        await send(message)
+
+    playing = asyncio.create_task(_play(reply, record, tracking_send))
+    disconnect = asyncio.create_task(_wait_disconnect(receive))
+    try:
+        done, _ = await asyncio.wait({playing, disconnect}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        playing.cancel()
+        disconnect.cancel()
+        await asyncio.gather(playing, disconnect, return_exceptions=True)
+    if playing in done:
+        playing.result()
+    elif not record.completed:
+        record.mark_cancelled()
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _play(reply: Reply, record: Recorded, send: Send) -> None:
+    match reply:
+        case Chat():
+            request = _json_object(record.body)
+            if request.get("stream") is True:
+                await _play(_chat_stream(reply, record, request), record, send)
+            else:
+                await _send_whole(send, 200, _json_bytes(_chat_completion(reply, record)))
+        case Raw():
+            body = _body_bytes(reply.body)
+            await _send_whole(send, reply.status, body, reply.media_type, reply.headers)
+        case SSE():
+            await _send_sse(reply, send)
+        case Hang():
+            await asyncio.get_running_loop().create_future()
+        case Slow():
+            await _wait_gate(reply.delay_gate)
+            await _play(reply.then, record, send)
+
+
+async def _wait_gate(gate: threading.Event | None) -> None:
+    """Wait for a test-thread event without blocking the loop (cancellable, unlike to_thread)."""
+    while gate is not None and not gate.is_set():
+        await asyncio.sleep(_GATE_POLL_SECONDS)
+
+
+async def _send_whole(
+    send: Send,
+    status: int,
+    body: bytes,
+    media_type: str = "application/json",
+    headers: dict[str, str] | None = None,
+) -> None:
+    start_headers = [
+        (b"content-type", media_type.encode("latin-1")),
+        (b"content-length", str(len(body)).encode("ascii")),
+        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in (headers or {}).items()),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+async def _send_sse(reply: SSE, send: Send) -> None:
+    headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    for index, event in enumerate(reply.events):
+        if index == reply.gate_after:
+            await _wait_gate(reply.gate)
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    if reply.gate_after >= len(reply.events):
+        await _wait_gate(reply.gate)
+    if reply.break_after:
+        # Returning without the final body message makes uvicorn close the transport
+        # mid-body: the client sees the chunked body end without its terminating chunk.
+        return
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _chat_completion(reply: Chat, record: Recorded) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.tool_calls:
+        message["tool_calls"] = [_tool_call(i, call) for i, call in enumerate(reply.tool_calls)]
+    return {
+        "id": reply.id,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": reply.model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "logprobs": None,
+                "finish_reason": _finish_reason(reply),
+            }
+        ],
+        "usage": _usage(reply, record),
+    }
+
+
+def _chat_stream(reply: Chat, record: Recorded, request: dict[str, Any]) -> SSE:
+    options = request.get("stream_options")
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": reply.id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": reply.model,
+            "choices": [
+                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            ],
+        }
+        if include_usage:
+            data["usage"] = None
+        return data
+
+    first_content = None if reply.content is None else ""
+    chunks = [chunk({"role": "assistant", "content": first_content})]
+    chunks += [chunk({"content": piece}) for piece in _split(reply.content or "", 4)]
+    for index, call in enumerate(reply.tool_calls or []):
+        full = _tool_call(index, call)
+        opening = {**full, "index": index, "function": {"name": call["name"], "arguments": ""}}
+        chunks.append(chunk({"tool_calls": [opening]}))
+        chunks += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _split(call["arguments"], 3)
+        ]
+    chunks.append(chunk({}, _finish_reason(reply)))
+    if include_usage:
+        usage_chunk = {**chunk({}), "choices": [], "usage": _usage(reply, record)}
+        chunks.append(usage_chunk)
+    events = [b"data: " + _json_bytes(c) + b"\n\n" for c in chunks]
+    return SSE(events + [b"data: [DONE]\n\n"])
+
+
+def _tool_call(index: int, call: dict[str, str]) -> dict[str, Any]:
+    return {
+        "id": call.get("id", f"call_{index}"),
+        "type": "function",
+        "function": {"name": call["name"], "arguments": call["arguments"]},
+    }
+
+
+def _finish_reason(reply: Chat) -> str:
+    if reply.finish_reason is not None:
+        return reply.finish_reason
+    return "tool_calls" if reply.tool_calls else "stop"
+
+
+def _usage(reply: Chat, record: Recorded) -> dict[str, Any]:
+    if reply.usage is not None:
+        return reply.usage
+    prompt_tokens = len(record.body) // 4
+    completion_tokens = 5
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def _split(text: str, parts: int) -> list[str]:
+    """Split ``text`` into at most ``parts`` non-empty pieces."""
+    size = max(1, -(-len(text) // parts))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _builtin_reply(record: Recorded) -> Reply:
+    method, path = record.method, record.path
+    if method == "POST" and path.endswith(CHAT_PATH):
+        return Chat()
+    if method == "GET" and path.endswith("/models"):
+        model = {"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "tests"}
+        return Raw(200, {"object": "list", "data": [model]})
+    if method == "POST" and path.endswith("/embeddings"):
+        return Raw(200, _embeddings(_json_object(record.body)))
+    if method == "GET" and path.endswith("/health"):
+        return Raw(200, {"status": "ok"})
+    if method == "POST" and path.endswith("/tokenize"):
+        words = str(_json_object(record.body).get("content", "")).split()
+        return Raw(200, {"tokens": [zlib.crc32(word.encode()) % 32000 for word in words]})
+    error = {"message": f"no route for {method} {path}", "type": "not_found_error"}
+    return Raw(404, {"error": {**error, "param": None, "code": None}})
+
+
+def _embeddings(request: dict[str, Any]) -> dict[str, Any]:
+    inputs = request.get("input", [])
+    if not isinstance(inputs, list):
+        inputs = [inputs]
+    texts = [item if isinstance(item, str) else json.dumps(item) for item in inputs]
+    data = [
+        {"object": "embedding", "index": i, "embedding": unit_vector(text)}
+        for i, text in enumerate(texts)
+    ]
+    tokens = sum(len(text.split()) for text in texts)
+    return {
+        "object": "list",
+        "data": data,
+        "model": request.get("model", DEFAULT_MODEL),
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
+
+
+def unit_vector(text: str) -> list[float]:
+    """The deterministic unit embedding the upstream returns for ``text``."""
+    raw = [byte - 127.5 for byte in hashlib.sha256(text.encode()).digest()[:EMBEDDING_DIM]]
+    norm = math.sqrt(sum(value * value for value in raw))
+    return [value / norm for value in raw]
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or {} when it is not one (non-JSON passthrough tests)."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _json_bytes(value: Any) -> bytes:
+    return json.dumps(value).encode()
+
+
+def _body_bytes(body: bytes | str | dict[str, Any]) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return _json_bytes(body)
