@@ -121,10 +121,6 @@ class Settings(BaseSettings):
         100_000, ge=0, description="Tool-text vectors kept in memory (LRU)."
     )
     index_cache_size: int = Field(64, ge=1, description="Catalogue indexes kept (LRU).")
-    state_url: str | None = Field(
-        None, description="`redis://…` shares conversation state across replicas."
-    )
-    state_key_prefix: str = Field("toolprune:", description="Prefix of Redis keys.")
     state_ttl_s: float = Field(
         6 * 3600.0, gt=0, description="A conversation's state expires this long after last use."
     )

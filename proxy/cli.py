@@ -1,4 +1,4 @@
-"""The ``toolprune`` command line (argparse): ``serve``."""
+"""The ``toolprune`` command line (argparse): ``serve``, ``eval``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from config.settings import Settings
+from proxy import eval_cli
 from proxy.app import create_app
 
 
@@ -40,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port (TOOLPRUNE_PORT)")
     serve.add_argument("--upstream", help="upstream OpenAI base URL (TOOLPRUNE_UPSTREAM_URL)")
     serve.set_defaults(run=_serve)
+    evaluate = commands.add_parser(
+        "eval", help="measure tool selection on labelled cases (see proxy/eval_cli.py)"
+    )
+    eval_cli.add_arguments(evaluate)
+    evaluate.set_defaults(run=eval_cli.run)
     return parser
 
 

@@ -51,8 +51,5 @@ async def load_embedder(embedder: Embedder) -> None:
 
 
 def build_state_store(settings: Settings) -> StateStore:
-    """The in-memory store. Raises ValueError for a ``state_url``: no shared store is
-    available yet, and silently keeping state per replica would hide that."""
-    if settings.state_url:
-        raise ValueError("TOOLPRUNE_STATE_URL is not supported yet")
+    """The in-memory conversation state store."""
     return MemoryStateStore(settings.state_ttl_s, settings.state_max_conversations)

@@ -1,0 +1,535 @@
+"""Proxy overhead: the test upstream called directly vs through ``toolprune serve``, side by side.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/overhead.py            # ~1-2 minutes
+    PYTHONPATH=. python benchmarks/overhead.py --help
+
+The upstream (``tests.support.upstream.Upstream``, no inference: it answers ``"ok"`` at once)
+and the proxy (``python -m proxy.cli serve``) each run as their own uvicorn process, so the
+benchmark client (``httpx.AsyncClient``), the proxy and the upstream do not share a GIL.
+
+Payloads (one row each):
+
+* ``no tools``: a short chat request without ``tools`` (pure pass-through overhead);
+* ``117 tools, off``: the GitHub MCP server catalogue (117 tools, a ~120 KiB body) with
+  ``X-Tool-Pruning: off`` (the proxy forwards a large body unchanged);
+* ``117 tools, pruned``: the same body with pruning on (the proxy parses, embeds the query,
+  selects and rewrites; the upstream then gets a much smaller body).
+
+Measured, each for the direct and the proxied target:
+
+* latency of sequential requests, non-streaming and streaming (time to first body byte and
+  to the end of the stream), p50/p99; ``added`` is proxy percentile minus direct percentile;
+* requests/s of non-streaming requests at concurrency levels (default 1, 8, 32), in
+  fixed-duration windows.
+
+The machine is noisy, so direct and proxied measurements are interleaved: every row is
+measured in rounds, each round one batch (or window) per target, the target order
+alternating from round to round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CATALOG = Path("/work/shared/data/real_catalogs/github_mcp_server.json")
+HOST = "127.0.0.1"
+CHAT = "/v1/chat/completions"
+TOOLS_HEADER = "x-tool-pruning-tools"
+STARTUP_TIMEOUT_S = 180.0
+
+#: The upstream as its own process. ``Upstream`` records every request (body included) in a
+#: list; a bounded deque keeps the benchmark's memory flat (155 KB bodies, thousands of them).
+UPSTREAM_MAIN = """
+import collections, sys
+import uvicorn
+from tests.support.upstream import Upstream
+
+upstream = Upstream()
+upstream._records = collections.deque(maxlen=64)
+uvicorn.run(upstream.app, host=sys.argv[1], port=int(sys.argv[2]),
+            log_level="warning", access_log=False)
+"""
+
+#: User messages the requests rotate through (the pruned rows' retrieval queries).
+QUERIES = [
+    "List the open pull requests in octocat/hello-world and show me the failing checks.",
+    "Create an issue in acme/api titled 'Login fails on Safari' and label it bug.",
+    "What changed in the last three commits on the main branch of acme/web?",
+    "Search the code of acme/api for uses of the deprecated fetch_user function.",
+    "Re-run the failed jobs of the latest workflow run in acme/infra.",
+    "Who reviewed pull request 42 in acme/web, and were there requested changes?",
+    "Get the contents of README.md on the develop branch of acme/docs.",
+    "Show the Dependabot alerts for acme/api sorted by severity.",
+]
+
+
+# --- processes ---------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    origin: str
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+def start_server(name: str, argv: list[str], port: int, log_dir: Path, env: dict[str, str]) -> Server:
+    log_path = log_dir / f"{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    return Server(name, process, log_path, f"http://{HOST}:{port}")
+
+
+def server_env(log_level: str) -> dict[str, str]:
+    """The environment without any TOOLPRUNE_* setting of the caller's, so defaults apply."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPRUNE_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    env["TOOLPRUNE_LOG_LEVEL"] = log_level
+    return env
+
+
+async def wait_ready(client: httpx.AsyncClient, server: Server, path: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"{server.name} exited during startup:\n{server.log_tail()}")
+        try:
+            response = await client.get(server.origin + path, timeout=5)
+            if response.status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{server.name} not ready after {STARTUP_TIMEOUT_S} s")
+        await asyncio.sleep(0.1)
+
+
+# --- payloads ----------------------------------------------------------------------------
+@dataclass
+class Payload:
+    label: str
+    bodies: dict[bool, list[bytes]]  # stream? -> bodies rotated through
+    headers: dict[str, str]
+    pruned: bool = False
+
+    def body(self, stream: bool, index: int) -> bytes:
+        bodies = self.bodies[stream]
+        return bodies[index % len(bodies)]
+
+
+def build_payloads(catalog_path: Path, with_pruned: bool) -> list[Payload]:
+    tools = json.loads(catalog_path.read_text())
+
+    def bodies(with_tools: bool) -> dict[bool, list[bytes]]:
+        result: dict[bool, list[bytes]] = {}
+        for stream in (False, True):
+            result[stream] = []
+            for query in QUERIES:
+                body: dict[str, object] = {
+                    "model": "test-model",
+                    "messages": [
+                        {"role": "system", "content": "You are a helpful assistant."},
+                        {"role": "user", "content": query},
+                    ],
+                    "max_tokens": 64,
+                }
+                if with_tools:
+                    body["tools"] = tools
+                if stream:
+                    body["stream"] = True
+                result[stream].append(json.dumps(body).encode())
+        return result
+
+    json_header = {"content-type": "application/json"}
+    with_tools = bodies(True)
+    payloads = [
+        Payload("no tools", bodies(False), json_header),
+        Payload(f"{len(tools)} tools, off", with_tools, {**json_header, "x-tool-pruning": "off"}),
+    ]
+    if with_pruned:
+        payloads.append(Payload(f"{len(tools)} tools, pruned", with_tools, json_header, True))
+    return payloads
+
+
+# --- requests ----------------------------------------------------------------------------
+@dataclass
+class Target:
+    name: str  # "direct" or "proxy"
+    client: httpx.AsyncClient
+    url: str
+
+
+@dataclass
+class Tally:
+    """Failures seen while measuring (any non-200, missing pruning header, cut stream)."""
+
+    errors: int = 0
+    unpruned: int = 0
+    tools_header: set[str] = field(default_factory=set)
+
+
+class Failed(Exception):
+    pass
+
+
+def check(target: Target, payload: Payload, response: httpx.Response, tally: Tally) -> None:
+    if response.status_code != 200:
+        tally.errors += 1
+        raise Failed(f"{target.name} {payload.label}: HTTP {response.status_code}")
+    if payload.pruned and target.name == "proxy":
+        value = response.headers.get(TOOLS_HEADER)
+        if value is None:
+            tally.unpruned += 1
+        else:
+            tally.tools_header.add(value)
+
+
+async def plain_request(target: Target, payload: Payload, index: int, tally: Tally) -> float:
+    """Seconds until the whole response was read."""
+    started = time.perf_counter()
+    response = await target.client.post(
+        target.url, content=payload.body(False, index), headers=payload.headers
+    )
+    elapsed = time.perf_counter() - started
+    check(target, payload, response, tally)
+    return elapsed
+
+
+async def stream_request(
+    target: Target, payload: Payload, index: int, tally: Tally
+) -> tuple[float, float]:
+    """Seconds until the first body byte and until the end of the stream."""
+    started = time.perf_counter()
+    first = None
+    tail = b""
+    async with target.client.stream(
+        "POST", target.url, content=payload.body(True, index), headers=payload.headers
+    ) as response:
+        async for chunk in response.aiter_raw():
+            if first is None and chunk:
+                first = time.perf_counter()
+            tail = (tail + chunk)[-64:]
+        end = time.perf_counter()
+    check(target, payload, response, tally)
+    if first is None or b"[DONE]" not in tail:
+        tally.errors += 1
+        raise Failed(f"{target.name} {payload.label}: stream ended without [DONE]")
+    return first - started, end - started
+
+
+async def warm_up(targets: list[Target], payload: Payload, count: int, tally: Tally) -> None:
+    for target in targets:
+        for i in range(count):
+            await plain_request(target, payload, i, tally)
+            await stream_request(target, payload, i, tally)
+
+
+async def wait_pruning(proxy: Target, payload: Payload) -> float:
+    """Send pruned requests until one comes back pruned (the first ones embed the catalogue)."""
+    started = time.monotonic()
+    deadline = started + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        response = await proxy.client.post(
+            proxy.url, content=payload.body(False, 0), headers=payload.headers, timeout=300
+        )
+        if response.status_code == 200 and TOOLS_HEADER in response.headers:
+            return time.monotonic() - started
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"no response carried {TOOLS_HEADER} within {STARTUP_TIMEOUT_S} s")
+
+
+def ordered(targets: list[Target], round_index: int) -> list[Target]:
+    return targets if round_index % 2 == 0 else targets[::-1]
+
+
+# --- latency -----------------------------------------------------------------------------
+@dataclass
+class LatencyRow:
+    label: str
+    samples: dict[str, list[float]]  # target name -> seconds
+
+
+async def measure_latency(
+    targets: list[Target], payload: Payload, requests: int, rounds: int, tally: Tally
+) -> list[LatencyRow]:
+    plain: dict[str, list[float]] = {t.name: [] for t in targets}
+    ttfb: dict[str, list[float]] = {t.name: [] for t in targets}
+    ttlb: dict[str, list[float]] = {t.name: [] for t in targets}
+    per_round = [requests // rounds + (1 if r < requests % rounds else 0) for r in range(rounds)]
+    index = 0
+    for round_index, batch in enumerate(per_round):
+        for target in ordered(targets, round_index):
+            for i in range(batch):
+                plain[target.name].append(await plain_request(target, payload, index + i, tally))
+        for target in ordered(targets, round_index + 1):
+            for i in range(batch):
+                first, last = await stream_request(target, payload, index + i, tally)
+                ttfb[target.name].append(first)
+                ttlb[target.name].append(last)
+        index += batch
+    return [
+        LatencyRow(f"plain   {payload.label}", plain),
+        LatencyRow(f"stream  {payload.label}  first byte", ttfb),
+        LatencyRow(f"stream  {payload.label}  last byte", ttlb),
+    ]
+
+
+# --- throughput --------------------------------------------------------------------------
+@dataclass
+class ThroughputRow:
+    label: str
+    concurrency: int
+    completed: dict[str, int] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def rps(self, name: str) -> float:
+        return self.completed.get(name, 0) / self.seconds[name] if self.seconds.get(name) else 0.0
+
+
+async def window(
+    target: Target, payload: Payload, concurrency: int, duration_s: float, tally: Tally
+) -> tuple[int, float]:
+    """Requests completed by ``concurrency`` workers that start requests for ``duration_s``,
+    and the seconds until the last one finished."""
+    completed = 0
+    started = time.perf_counter()
+    deadline = started + duration_s
+
+    async def worker(offset: int) -> None:
+        nonlocal completed
+        i = offset
+        while time.perf_counter() < deadline:
+            await plain_request(target, payload, i, tally)
+            completed += 1
+            i += concurrency
+
+    await asyncio.gather(*(worker(w) for w in range(concurrency)))
+    return completed, time.perf_counter() - started
+
+
+async def measure_throughput(
+    targets: list[Target],
+    payload: Payload,
+    concurrency: int,
+    rounds: int,
+    duration_s: float,
+    tally: Tally,
+) -> ThroughputRow:
+    row = ThroughputRow(payload.label, concurrency)
+    for target in targets:  # a short unmeasured window opens the connections
+        await window(target, payload, concurrency, min(0.2, duration_s), tally)
+    for round_index in range(rounds):
+        for target in ordered(targets, round_index):
+            done, seconds = await window(target, payload, concurrency, duration_s, tally)
+            row.completed[target.name] = row.completed.get(target.name, 0) + done
+            row.seconds[target.name] = row.seconds.get(target.name, 0.0) + seconds
+    return row
+
+
+# --- report ------------------------------------------------------------------------------
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.2f}"
+
+
+def print_latency(rows: list[LatencyRow]) -> None:
+    width = max(len(row.label) for row in rows)
+    print()
+    print("Latency of sequential requests, ms (added = proxy - direct, per percentile)")
+    head = f"{'':{width}}  {'--------------- p50 ---------------':>35}  {'--------------- p99 ---------------':>35}"
+    print(head)
+    cols = f"{'direct':>8}  {'proxy':>8}  {'added':>8}  {'n':>5}"
+    print(f"{'row':{width}}  {cols}  {cols}")
+    for row in rows:
+        cells = []
+        for q in (50, 99):
+            direct = float(np.percentile(row.samples["direct"], q))
+            proxy = float(np.percentile(row.samples["proxy"], q))
+            n = min(len(row.samples["direct"]), len(row.samples["proxy"]))
+            cells.append(f"{ms(direct)}  {ms(proxy)}  {(proxy - direct) * 1000:+8.2f}  {n:5d}")
+        print(f"{row.label:{width}}  {'  '.join(cells)}")
+
+
+def print_throughput(rows: list[ThroughputRow], duration_s: float, rounds: int) -> None:
+    width = max(len(row.label) for row in rows)
+    print()
+    print(
+        f"Throughput, non-streaming requests/s ({rounds} x {duration_s:g} s windows per target)"
+    )
+    print(f"{'payload':{width}}  {'conc':>4}  {'direct':>8}  {'proxy':>8}  {'proxy/direct':>12}")
+    for row in rows:
+        direct, proxy = row.rps("direct"), row.rps("proxy")
+        ratio = proxy / direct if direct else float("nan")
+        print(
+            f"{row.label:{width}}  {row.concurrency:4d}  {direct:8.1f}  {proxy:8.1f}  {ratio:12.2f}"
+        )
+
+
+# --- main --------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=300,
+                        help="latency: measured requests per target per row (default 300)")
+    parser.add_argument("--rounds", type=int, default=6,
+                        help="latency: interleaved direct/proxy batches per row (default 6)")
+    parser.add_argument("--warmup", type=int, default=10,
+                        help="unmeasured requests per target per payload and mode (default 10)")
+    parser.add_argument("--concurrency", default="1,8,32",
+                        help="throughput: comma-separated concurrency levels (default 1,8,32)")
+    parser.add_argument("--window-s", type=float, default=1.0,
+                        help="throughput: seconds of one measurement window (default 1.0)")
+    parser.add_argument("--throughput-rounds", type=int, default=3,
+                        help="throughput: windows per target per row (default 3)")
+    parser.add_argument("--no-throughput", action="store_true", help="skip the throughput table")
+    parser.add_argument("--no-pruned", action="store_true", help="skip the pruned rows")
+    parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
+                        help=f"tools JSON array (default {DEFAULT_CATALOG})")
+    parser.add_argument("--proxy-log-level", default="info",
+                        choices=["debug", "info", "warning", "error"],
+                        help="TOOLPRUNE_LOG_LEVEL of the proxy (default info, the default)")
+    args = parser.parse_args(argv)
+    args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    if args.requests < 1 or args.rounds < 1 or args.requests < args.rounds:
+        parser.error("need --requests >= --rounds >= 1")
+    return args
+
+
+async def run(args: argparse.Namespace, log_dir: Path) -> None:
+    payloads = build_payloads(args.catalog, not args.no_pruned)
+    up_port, proxy_port = free_port(), free_port()
+    env = server_env(args.proxy_log_level)
+    upstream = start_server(
+        "upstream", [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port)], up_port, log_dir, env
+    )
+    servers = [upstream]
+    try:
+        proxy = start_server(
+            "proxy",
+            [sys.executable, "-m", "proxy.cli", "serve", "--host", HOST, "--port",
+             str(proxy_port), "--upstream", f"{upstream.origin}/v1"],
+            proxy_port, log_dir, env,
+        )
+        servers.append(proxy)
+        limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
+        timeout = httpx.Timeout(60.0)
+        async with (
+            httpx.AsyncClient(limits=limits, timeout=timeout) as direct_client,
+            httpx.AsyncClient(limits=limits, timeout=timeout) as proxy_client,
+        ):
+            await wait_ready(direct_client, upstream, "/v1/models")
+            await wait_ready(proxy_client, proxy, "/readyz")
+            targets = [
+                Target("direct", direct_client, upstream.origin + CHAT),
+                Target("proxy", proxy_client, proxy.origin + CHAT),
+            ]
+            load = os.getloadavg()
+            print(
+                f"toolprune overhead benchmark: python {platform.python_version()}, "
+                f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+            )
+            print(f"upstream {upstream.origin} (tests.support.upstream), proxy {proxy.origin} "
+                  f"(toolprune serve, log level {args.proxy_log_level}); bodies: "
+                  + ", ".join(f"{p.label} {len(p.body(False, 0)) / 1024:.1f} KiB"
+                              for p in payloads if not p.pruned))
+            tallies = {p.label: Tally() for p in payloads}
+            for payload in payloads:
+                if payload.pruned:
+                    took = await wait_pruning(targets[1], payload)
+                    print(f"pruning warm-up (catalogue embedding): {took:.1f} s")
+                await warm_up(targets, payload, args.warmup, tallies[payload.label])
+
+            phase = time.monotonic()
+            latency_rows: list[LatencyRow] = []
+            for payload in payloads:
+                latency_rows += await measure_latency(
+                    targets, payload, args.requests, args.rounds, tallies[payload.label]
+                )
+            latency_s = time.monotonic() - phase
+
+            throughput_rows: list[ThroughputRow] = []
+            if not args.no_throughput:
+                for payload in payloads:
+                    for concurrency in args.concurrency:
+                        throughput_rows.append(await measure_throughput(
+                            targets, payload, concurrency, args.throughput_rounds,
+                            args.window_s, tallies[payload.label],
+                        ))
+
+            print_latency(latency_rows)
+            if throughput_rows:
+                print_throughput(throughput_rows, args.window_s, args.throughput_rounds)
+            print()
+            print(f"latency phase {latency_s:.0f} s, throughput phase "
+                  f"{time.monotonic() - phase - latency_s:.0f} s")
+            for payload in payloads:
+                tally = tallies[payload.label]
+                line = f"{payload.label}: {tally.errors} failed requests"
+                if payload.pruned:
+                    line += (f", {tally.unpruned} proxied responses without {TOOLS_HEADER}, "
+                             f"{TOOLS_HEADER} = {', '.join(sorted(tally.tools_header))}")
+                print(line)
+    except BaseException:
+        for server in servers:
+            tail = server.log_tail()
+            if tail:
+                print(f"--- {server.name} log tail ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="toolprune-overhead-") as log_dir:
+        try:
+            asyncio.run(run(args, Path(log_dir)))
+        except Failed as error:
+            print(f"benchmark failed: {error}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

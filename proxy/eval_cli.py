@@ -1,0 +1,185 @@
+"""``toolprune eval DATA.jsonl …``: selection quality on labelled cases, offline.
+
+Runs the proxy's selection path (settings from ``TOOLPRUNE_*`` and the policy file, the
+configured embedder — by default the embedded all-MiniLM-L6-v2) on each case of each
+data file, sweeping k, next to a BM25 baseline; prints a table per file, or JSON.
+See :mod:`selection.evaluation` for what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from config.policy import load_policy
+from config.settings import Settings
+from selection.embedders import Embedder
+from selection.engine import SelectionEngine
+from selection.errors import EmbedderError, PolicyError
+from selection.evaluation import (
+    DEFAULT_KS,
+    EngineScorer,
+    Scorer,
+    evaluate,
+    format_report,
+    k_label,
+    load_cases,
+    parse_ks,
+    strip_miss_lists,
+)
+
+#: Budgets for the evaluation (generous: a cold 4,000-tool catalogue takes a minute to
+#: embed on two cores, and a slow query must be measured, not dropped).
+EVAL_QUERY_TIMEOUT_S = 120.0
+EVAL_INDEX_TIMEOUT_S = 3600.0
+
+EmbedderFactory = Callable[[Settings, httpx.AsyncClient], Embedder]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", nargs="+", type=Path, help="cases.jsonl file(s)")
+    parser.add_argument(
+        "--k", default=",".join(k_label(k) for k in DEFAULT_KS),
+        help="comma-separated k sweep, 'all' = whole catalogue (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--limit", type=int, help="sample whole conversations until at least N cases per file"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
+    parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
+    parser.add_argument(
+        "--misses", action="store_true", help="with --json: list every miss with its rank"
+    )
+    parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 baseline")
+    parser.add_argument("--policy", type=Path, help="TOML policy file (TOOLPRUNE_POLICY_FILE)")
+    parser.add_argument("--threshold", type=float, help="τ (TOOLPRUNE_THRESHOLD)")
+    parser.add_argument("--top-k", type=int, help="policy top_k: k of the latency line (TOOLPRUNE_TOP_K)")
+    parser.add_argument(
+        "--query-user-messages", type=int, help="user messages in the query (TOOLPRUNE_QUERY_USER_MESSAGES)"
+    )
+    parser.add_argument("--query-chars", type=int, help="query length cap (TOOLPRUNE_QUERY_CHARS)")
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (it shows on a terminal only)"
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        "policy_file": args.policy,
+        "threshold": args.threshold,
+        "top_k": args.top_k,
+        "query_user_messages": args.query_user_messages,
+        "query_chars": args.query_chars,
+    }
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+
+
+def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
+    from tqdm import tqdm
+
+    def wrap(items: Iterable[Any], label: str) -> Iterable[Any]:
+        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        # disable=None: shown only when stderr is a terminal.
+        return tqdm(items, total=total, desc=label, unit="case", file=sys.stderr,
+                    disable=True if disabled else None, leave=False)
+
+    return wrap
+
+
+def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
+    """The configured embedder, as the proxy builds it (tests replace this function)."""
+    from proxy.components import build_embedder
+
+    return build_embedder(settings, client)
+
+
+async def run_eval(
+    args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None
+) -> dict[str, Any]:
+    """Evaluate every data file of ``args``; the JSON-ready report. ``embedder_factory``
+    defaults to :func:`default_embedder_factory` (looked up at call time)."""
+    embedder_factory = embedder_factory or default_embedder_factory
+    settings = _settings(args)
+    policy = load_policy(settings)
+    ks = parse_ks(args.k)
+    async with httpx.AsyncClient() as client:
+        embedder = embedder_factory(settings, client)
+        await embedder.load()
+        engine = SelectionEngine(
+            embedder,
+            vector_cache_size=settings.vector_cache_size,
+            index_cache_size=settings.index_cache_size,
+            timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
+            index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
+        )
+        name = "minilm" if settings.embedder == "onnx" and not settings.embedder_model_dir else "embed"
+        scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
+        if not args.no_bm25:
+            from selection.bm25 import BM25Scorer
+
+            scorers.append(BM25Scorer(settings.index_cache_size))
+        progress = _progress(args.no_progress)
+        sets = []
+        try:
+            for path in args.data:
+                case_set = load_cases(path, limit=args.limit, seed=args.seed)
+                report = await evaluate(
+                    case_set, scorers, policy, ks=ks,
+                    query_user_messages=settings.query_user_messages,
+                    query_chars=settings.query_chars,
+                    progress=lambda items, name, set_name=case_set.name: progress(
+                        items, f"{set_name} {name}"
+                    ),
+                )
+                sets.append(report if args.misses else strip_miss_lists(report))
+                if not args.json:
+                    print(format_report(report), flush=True)
+                    print(flush=True)
+        finally:
+            await engine.aclose()
+    return {
+        "config": {
+            "embedder": embedder.id,
+            "top_k": policy.top_k,
+            "threshold": policy.threshold,
+            "max_tools": policy.max_tools,
+            "min_catalog_tools": policy.min_catalog_tools,
+            "query_user_messages": settings.query_user_messages,
+            "query_chars": settings.query_chars,
+            "ks": [k_label(k) for k in ks],
+            "limit": args.limit,
+            "seed": args.seed,
+            "max_tools_per_k": "max(max_tools, k); k=all: catalogue size",
+        },
+        "sets": sets,
+    }
+
+
+def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None) -> int:
+    """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
+    try:
+        report = asyncio.run(run_eval(args, embedder_factory))
+    except (OSError, ValueError, PolicyError, EmbedderError) as exc:
+        print(f"toolprune eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="toolprune eval", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
