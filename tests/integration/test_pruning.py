@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,12 +15,12 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.data import REAL_CATALOGS
 from tests.support.sse import chat_chunks, parse_sse
 from tests.support.upstream import SSE, Chat
 
-CATALOGS = Path(__file__).resolve().parents[3] / "shared" / "data" / "real_catalogs"
-PLAYWRIGHT: list[dict[str, Any]] = json.loads((CATALOGS / "playwright_mcp.json").read_text())
-GITHUB: list[dict[str, Any]] = json.loads((CATALOGS / "github_mcp_server.json").read_text())
+PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
+GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]
 
 

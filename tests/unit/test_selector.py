@@ -640,7 +640,7 @@ POOL = [
     "get_me", "get_it", "list_all",
 ]  # fmt: skip
 CORE_PATTERNS = ["get_*", "a", "fs__*", "nomatch*", "list_?ll"]
-SCORE_VALUES = [-0.2, 0.0, 0.1, 0.25, 0.5, 0.75, 1.0]
+SCORE_VALUES = [-0.2, 0.0, 0.25, 0.5, 0.5, 0.75, 0.75, 1.0, 1.0]
 
 
 @st.composite
@@ -661,8 +661,8 @@ def scenarios(draw: st.DrawFn) -> tuple[Catalog, Policy, list[dict]]:
     pol = Policy(
         core=tuple(draw(st.lists(st.sampled_from(CORE_PATTERNS), max_size=2, unique=True))),
         top_k=draw(st.integers(0, 5)),
-        threshold=draw(st.sampled_from([0.0, 0.25, 0.5, 1.0])),
-        max_tools=draw(st.integers(1, 5)),
+        threshold=draw(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0])),
+        max_tools=draw(st.integers(1, 4)),
         bundles=bundles,
         derive_bundles=draw(st.booleans()),
         max_bundle_size=draw(st.integers(1, 4)),
@@ -712,7 +712,7 @@ def _run(catalog: Catalog, pol: Policy, turns: Sequence[dict]):
 
 
 PROPERTY_SETTINGS = settings(
-    max_examples=300,
+    max_examples=120,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.too_slow],
