@@ -48,8 +48,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from tests.support.data import REAL_CATALOGS
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CATALOG = Path("/work/shared/data/real_catalogs/github_mcp_server.json")
+DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 HOST = "127.0.0.1"
 CHAT = "/v1/chat/completions"
 TOOLS_HEADER = "x-tool-pruning-tools"

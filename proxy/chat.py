@@ -132,8 +132,7 @@ class ChatHandler:
         self.metrics.decisions.labels(Decision.PRUNED).inc()
         self.metrics.tools_offered.observe(turn.offered)
         self.metrics.tools_forwarded.observe(len(turn.selection.tools))
-        saved = len(json.dumps(body[key])) - len(json.dumps(turn.forwarded_entries(True)))
-        self.metrics.schema_bytes_saved.inc(max(saved, 0))
+        self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
         serve = serve_stream if body.get("stream") is True else serve_plain
         try:
             await serve(self, turn, request, send, tools_header, started)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from selection.catalog import Catalog, fingerprint
+from selection.catalog import Catalog, canonical_json, fingerprint
 from selection.meta_tools import MetaTools
 from selection.query import content_text
 from selection.selector import Selection
@@ -146,6 +146,13 @@ class Turn:
         rest = [definitions[t.name] for t in self.selection.tools if t.reason != "core"]
         meta = list(self.meta.definitions) if with_meta and self.meta else []
         return [*self.catalog.others, *core, *meta, *rest]
+
+    def schema_bytes_saved(self) -> int:
+        """JSON bytes of the client's tool definitions not forwarded, less the meta-tools'."""
+        forwarded = {tool.name for tool in self.selection.tools}
+        dropped = sum(t.size_bytes for t in self.catalog.tools if t.name not in forwarded)
+        meta = self.meta.definitions if self.meta else ()
+        return dropped - sum(len(canonical_json(definition)) for definition in meta)
 
     def upstream_body(self, with_meta: bool) -> bytes:
         """The request body for the next upstream round (JSON, UTF-8)."""

@@ -23,10 +23,14 @@ _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:\s]+")
 
 
+def canonical_json(value: Any) -> bytes:
+    """``value`` as canonical JSON: sorted keys, no spaces, UTF-8."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def fingerprint(value: Any) -> str:
-    """sha256 hex digest of ``value`` as canonical JSON (sorted keys, no spaces, UTF-8)."""
-    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    """sha256 hex digest of ``value``'s canonical JSON."""
+    return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
 def name_words(name: str) -> str:
@@ -41,7 +45,8 @@ class Tool:
     """One function tool of the catalogue.
 
     ``definition`` is the entry exactly as the client sent it (a ``tools`` item, or a
-    legacy ``functions`` item); ``fingerprint`` is the hash of its canonical JSON.
+    legacy ``functions`` item); ``fingerprint`` is the hash of its canonical JSON and
+    ``size_bytes`` that JSON's length (what forwarding the tool costs, before tokenising).
     """
 
     name: str
@@ -49,6 +54,7 @@ class Tool:
     parameters: Mapping[str, Any]
     definition: Mapping[str, Any]
     fingerprint: str
+    size_bytes: int
 
     def parameter_texts(self) -> list[str]:
         """``name: description`` of each top-level parameter, in schema order."""
@@ -115,7 +121,9 @@ def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
         parameters = {}
     if not isinstance(parameters, Mapping):
         raise CatalogError(f"tool {name!r} has non-object parameters")
-    return Tool(name, description, parameters, definition, fingerprint(definition))
+    canonical = canonical_json(definition)
+    digest = hashlib.sha256(canonical).hexdigest()
+    return Tool(name, description, parameters, definition, digest, len(canonical))
 
 
 def build_catalog(tools: Sequence[Tool], others: Sequence[Any] = (), legacy: bool = False) -> Catalog:
