@@ -29,80 +29,73 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from config.settings import Settings
 from selection.errors import PolicyError
 from selection.policy import Bundle, Policy
 
 _KNOBS = ("top_k", "threshold", "max_tools", "min_catalog_tools")
-_FILE_ONLY = ("derive_bundles", "max_bundle_size")
-_KNOWN_KEYS = {"core", "bundles", "examples", *_KNOBS, *_FILE_ONLY, "text_formats"}
+
+
+class _StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class BundleEntry(_StrictModel):
+    """One ``[[bundles]]`` table."""
+
+    name: str
+    members: list[str]
+    description: str = ""
+
+
+class PolicyFile(_StrictModel):
+    """The policy file's schema: types and ranges as strict as the settings'."""
+
+    core: list[str] = []
+    top_k: int | None = Field(None, ge=0)
+    threshold: float | None = Field(None, ge=-1.0, le=1.0)
+    max_tools: int | None = Field(None, ge=1)
+    min_catalog_tools: int | None = Field(None, ge=0)
+    derive_bundles: bool = True
+    max_bundle_size: int = Field(4, ge=1)
+    bundles: list[BundleEntry] = []
+    examples: dict[str, list[str]] = {}
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
-    """Parse the TOML file. Raises PolicyError when unreadable, not TOML, or with unknown
-    top-level keys (a typo must not silently disable a setting)."""
+    """Parse the TOML file. Raises PolicyError when unreadable or not TOML."""
     try:
         with path.open("rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise PolicyError(f"cannot read policy file {path}: {exc}") from exc
-    unknown = set(data) - _KNOWN_KEYS
-    if unknown:
-        raise PolicyError(f"unknown keys in policy file {path}: {sorted(unknown)}")
-    return data
-
-
-def _string_list(value: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise PolicyError(f"{what} must be a list of strings")
-    return tuple(value)
-
-
-def _bundles(value: Any) -> tuple[Bundle, ...]:
-    if not isinstance(value, list):
-        raise PolicyError("bundles must be an array of tables")
-    bundles = []
-    for entry in value:
-        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise PolicyError("each bundle needs a name")
-        members = _string_list(entry.get("members"), f"bundle {entry['name']!r} members")
-        description = entry.get("description", "")
-        if not isinstance(description, str):
-            raise PolicyError(f"bundle {entry['name']!r} description must be a string")
-        bundles.append(Bundle(entry["name"], members, description))
-    return tuple(bundles)
-
-
-def _examples(value: Any) -> dict[str, tuple[str, ...]]:
-    if not isinstance(value, dict):
-        raise PolicyError("examples must be a table of tool name → list of utterances")
-    return {name: _string_list(items, f"examples for {name!r}") for name, items in value.items()}
 
 
 def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Policy:
     """The policy for ``settings``; ``data`` is the parsed policy file (read from
-    ``settings.policy_file`` when None). Raises PolicyError."""
+    ``settings.policy_file`` when None).
+
+    Raises PolicyError on unknown keys (a typo must not silently disable a knob), wrong
+    types or out-of-range values.
+    """
     if data is None:
         data = read_policy_file(settings.policy_file) if settings.policy_file else {}
+    try:
+        parsed = PolicyFile.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(f"invalid policy file: {exc}") from exc
     knobs: dict[str, Any] = {}
     for knob in _KNOBS:
+        from_file = getattr(parsed, knob)
         explicit = knob in settings.model_fields_set
-        knobs[knob] = getattr(settings, knob) if explicit or knob not in data else data[knob]
-    for knob in _FILE_ONLY:
-        if knob in data:
-            knobs[knob] = data[knob]
-    core = tuple(dict.fromkeys([*settings.core, *_string_list(data.get("core", []), "core")]))
-    try:
-        policy = Policy(
-            core=core,
-            bundles=_bundles(data.get("bundles", [])),
-            examples=_examples(data.get("examples", {})),
-            **knobs,
-        )
-    except TypeError as exc:
-        raise PolicyError(f"invalid policy: {exc}") from exc
-    if not isinstance(policy.top_k, int) or not isinstance(policy.max_tools, int):
-        raise PolicyError("top_k and max_tools must be integers")
-    if not isinstance(policy.threshold, int | float):
-        raise PolicyError("threshold must be a number")
-    return policy
+        knobs[knob] = getattr(settings, knob) if explicit or from_file is None else from_file
+    return Policy(
+        core=tuple(dict.fromkeys([*settings.core, *parsed.core])),
+        bundles=tuple(Bundle(b.name, tuple(b.members), b.description) for b in parsed.bundles),
+        examples={name: tuple(items) for name, items in parsed.examples.items()},
+        derive_bundles=parsed.derive_bundles,
+        max_bundle_size=parsed.max_bundle_size,
+        **knobs,
+    )

@@ -19,7 +19,7 @@ from proxy.errors import ProxyError
 from proxy.forwarding import ClientRequest, response_headers
 from proxy.headers import Headers
 from proxy.rounds import send_round
-from proxy.turn import MetaCall, Turn, add_usage
+from proxy.turn import MetaCall, Turn, add_usage, json_bytes
 from proxy.upstream import read_decoded
 
 if TYPE_CHECKING:
@@ -110,6 +110,6 @@ async def serve_plain(
         if usage is not None:
             data["usage"] = usage
         metrics.ttft.labels("pruned").observe(time.perf_counter() - started)
-        body = json.dumps(data, ensure_ascii=False).encode()
+        body = json_bytes(data)
         await send_complete(send, 200, [*headers, *extra_headers], body)
         return

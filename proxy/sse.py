@@ -63,6 +63,6 @@ class EventSplitter:
         return [decode(rest + b"\n\n")] if rest.strip() else []
 
 
-def data_event(payload: str) -> bytes:
-    """Encode ``payload`` (single-line JSON or ``[DONE]``) as one ``data:`` event."""
-    return b"data: " + payload.encode() + b"\n\n"
+def data_event(payload: bytes) -> bytes:
+    """Frame ``payload`` (single-line JSON or ``[DONE]``) as one ``data:`` event."""
+    return b"data: " + payload + b"\n\n"

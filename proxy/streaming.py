@@ -25,7 +25,7 @@ from proxy.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.headers import Headers
 from proxy.rounds import send_round
 from proxy.sse import EventSplitter, data_event
-from proxy.turn import MetaCall, Turn, add_usage
+from proxy.turn import MetaCall, Turn, add_usage, json_bytes
 from proxy.upstream import raw_chunks, read_decoded
 
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ class _StreamServer:
             return  # nothing left to relay
         self.role_sent = self.role_sent or "role" in delta
         self._observe_first_token(delta)
-        await self._emit(data_event(json.dumps(chunk, ensure_ascii=False)) if changed else raw)
+        await self._emit(data_event(json_bytes(chunk)) if changed else raw)
 
     def _filter_delta(self, delta: dict[str, Any], outcome: _Round) -> bool:
         """Buffer meta-call deltas, renumber real ones; True if ``delta`` was modified."""
@@ -264,7 +264,7 @@ class _StreamServer:
         chunk = {**outcome.last_chunk, "choices": [{"index": 0, "delta": {
             "tool_calls": [{**d, "index": call.client_index} for d in call.pending]}}]}
         call.pending = []
-        await self._emit(data_event(json.dumps(chunk, ensure_ascii=False)))
+        await self._emit(data_event(json_bytes(chunk)))
 
     def _observe_first_token(self, delta: dict[str, Any]) -> None:
         if not self.first_token_seen and (delta.get("content") or delta.get("tool_calls")):
@@ -279,17 +279,13 @@ class _StreamServer:
             if isinstance(delta, dict) and self.role_sent:
                 delta.pop("role", None)
             self.role_sent = True
-            await self._emit(data_event(json.dumps(chunk, ensure_ascii=False)))
+            await self._emit(data_event(json_bytes(chunk)))
         if self.usage is not None and self.usage_chunk is not None:
             await self._emit(
-                data_event(
-                    json.dumps(
-                        {**self.usage_chunk, "choices": [], "usage": self.usage}, ensure_ascii=False
-                    )
-                )
+                data_event(json_bytes({**self.usage_chunk, "choices": [], "usage": self.usage}))
             )
         if outcome.done:
-            await self._emit(data_event("[DONE]"))
+            await self._emit(data_event(b"[DONE]"))
         await send_body(self.send, b"", more=False)
 
 

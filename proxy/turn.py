@@ -162,7 +162,7 @@ class Turn:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
         if self.tool_choice.forward is not _MISSING:
             body["tool_choice"] = self.tool_choice.forward
-        return json.dumps(body, ensure_ascii=False).encode()
+        return json_bytes(body)
 
     def offer_meta_now(self, max_rounds: int) -> bool:
         """Meta-tools are offered until ``max_rounds`` re-issues have been made."""
@@ -198,6 +198,15 @@ class Turn:
         )
         for call, result in zip(calls, results, strict=True):
             self.extra_messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as compact-enough UTF-8 JSON; ASCII-escaped when it holds a lone surrogate
+    (valid in JSON text, not encodable as UTF-8)."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
 
 
 def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

@@ -24,8 +24,10 @@ _SEPARATORS = re.compile(r"[_\-.:\s]+")
 
 
 def canonical_json(value: Any) -> bytes:
-    """``value`` as canonical JSON: sorted keys, no spaces, UTF-8."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """``value`` as canonical JSON: sorted keys, no spaces, UTF-8 (a lone surrogate, valid
+    in JSON text, is kept as its escape so hashing never fails)."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode("utf-8", errors="backslashreplace")
 
 
 def fingerprint(value: Any) -> str:
@@ -109,7 +111,7 @@ def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
     if not isinstance(function, Mapping):
         raise CatalogError("a function tool has no function object")
     name = function.get("name")
-    if not isinstance(name, str) or not _NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
         raise CatalogError("a function tool has a missing or invalid name")
     description = function.get("description", "")
     if description is None:

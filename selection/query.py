@@ -39,4 +39,4 @@ def build_query(messages: Sequence[Any], user_messages: int = 2, max_chars: int 
     trailing_results.reverse()
     users = [content_text(m.get("content")) for m in valid if m.get("role") == "user"]
     parts = [text for text in [*users[-user_messages:], *trailing_results] if text.strip()]
-    return "\n".join(parts)[-max_chars:]
+    return "\n".join(parts)[-max_chars:] if max_chars > 0 else ""

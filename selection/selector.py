@@ -110,7 +110,8 @@ def select(
 
     At the cap (``policy.max_tools`` tools that are neither CORE nor pinned), the least
     recently used tool not selected this turn is evicted; when nothing is evictable, the
-    lowest-priority candidates are not admitted. Priority: pinned, requested, semantic
+    lowest-priority candidates are not admitted. A loaded set over the cap (a pin ended,
+    or the cap was lowered) is brought back under it first. Priority: pinned, requested, semantic
     (by score), bundle-mates.
     """
     core = [tool.name for tool in catalog.tools if policy.is_core(tool.name)]
@@ -156,17 +157,25 @@ def select(
 
     admitted: list[str] = []
     evicted: list[str] = []
+
+    def evict_least_recently_used() -> bool:
+        victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
+        if not victims:
+            return False
+        victim = min(victims, key=lambda n: loaded[n].last_used_at)  # ties: oldest admission
+        del loaded[victim]
+        evicted.append(victim)
+        return True
+
     uncapped = sum(1 for name in loaded if name not in pinned_set)
+    while uncapped > policy.max_tools and evict_least_recently_used():  # a pin ended, cap lowered
+        uncapped -= 1
     for name in reasons:  # insertion order is admission priority
         if name in loaded:
             continue
         if name not in pinned_set and uncapped >= policy.max_tools:
-            victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
-            if not victims:
+            if not evict_least_recently_used():
                 continue
-            victim = min(victims, key=lambda n: loaded[n].last_used_at)  # stable: oldest first
-            del loaded[victim]
-            evicted.append(victim)
             uncapped -= 1
         loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)
         admitted.append(name)

@@ -187,13 +187,17 @@ def test_unknown_pinned_names_are_ignored() -> None:
 
 def test_pinned_names_repeated_are_forwarded_once() -> None:
     catalog = catalog_of("a", "b")
-    chosen = select(catalog, None, policy(), ConversationState(), now=1, pinned=["b", "b", "a", "b"])
+    chosen = select(
+        catalog, None, policy(), ConversationState(), now=1, pinned=["b", "b", "a", "b"]
+    )
     assert chosen.names == ["b", "a"]
 
 
 def test_a_pinned_core_tool_is_forwarded_once_as_core() -> None:
     catalog = catalog_of("a", "core")
-    chosen = select(catalog, None, policy(core=("core",)), ConversationState(), now=1, pinned=["core"])
+    chosen = select(
+        catalog, None, policy(core=("core",)), ConversationState(), now=1, pinned=["core"]
+    )
     assert chosen.names == ["core"]
     assert reasons(chosen) == {"core": "core"}
 
@@ -274,7 +278,9 @@ def test_top_k_argument_overrides_the_policy_for_one_turn() -> None:
 
 def test_top_k_zero_admits_nothing_semantically() -> None:
     catalog = catalog_of("a", "b")
-    chosen = select(catalog, scores_for(catalog, a=0.9), policy(top_k=0), ConversationState(), now=1)
+    chosen = select(
+        catalog, scores_for(catalog, a=0.9), policy(top_k=0), ConversationState(), now=1
+    )
     assert chosen.names == []
 
 
@@ -414,9 +420,7 @@ def test_namespace_bundles_are_not_derived_when_disabled_or_single_namespace() -
     off = select(catalog, scores, policy(derive_bundles=False), ConversationState(), now=1)
     assert off.names == ["fs__read"]
     single = catalog_of("gh__get_pr", "gh__merge_pr", "plain")
-    one = select(
-        single, scores_for(single, gh__get_pr=0.9), policy(), ConversationState(), now=1
-    )
+    one = select(single, scores_for(single, gh__get_pr=0.9), policy(), ConversationState(), now=1)
     assert one.names == ["gh__get_pr"]
 
 
@@ -452,9 +456,7 @@ def test_eviction_spares_tools_selected_this_turn() -> None:
     catalog = catalog_of("x", "y", "z")
     # x is the least recently used but selected again this turn: y goes instead.
     state = state_of(("x", 1, 1), ("y", 2, 5))
-    chosen = select(
-        catalog, scores_for(catalog, x=0.8, z=0.9), policy(max_tools=2), state, now=11
-    )
+    chosen = select(catalog, scores_for(catalog, x=0.8, z=0.9), policy(max_tools=2), state, now=11)
     assert chosen.evicted == ("y",)
     assert chosen.names == ["x", "z"]
 
@@ -504,7 +506,12 @@ def test_requested_tools_are_admitted_before_semantic_ones_at_the_cap() -> None:
 def test_unknown_and_core_requested_names_are_ignored() -> None:
     catalog = catalog_of("core", "a")
     chosen = select(
-        catalog, None, policy(core=("core",)), ConversationState(), now=1, requested=["nope", "core", "a"]
+        catalog,
+        None,
+        policy(core=("core",)),
+        ConversationState(),
+        now=1,
+        requested=["nope", "core", "a"],
     )
     assert chosen.names == ["core", "a"]
     assert chosen.admitted == ("a",)
@@ -517,12 +524,6 @@ def test_semantic_candidates_are_admitted_before_bundle_mates_at_the_cap() -> No
     assert chosen.names == ["a1", "b"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="selector.py: the cap is only enforced when a tool is admitted, one eviction per "
-    "admission; a tool that stops being pinned becomes uncapped-sticky and the set stays over "
-    "max_tools",
-)
 def test_cap_holds_after_a_pinned_tool_is_no_longer_pinned() -> None:
     catalog = catalog_of("a", "b", "c", "f")
     pol = policy(max_tools=2, top_k=2)
@@ -534,11 +535,6 @@ def test_cap_holds_after_a_pinned_tool_is_no_longer_pinned() -> None:
     assert len(second.names) <= pol.max_tools
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="selector.py: a state already over max_tools (cap lowered, pins dropped) is never "
-    "brought back under it: admitting one tool evicts only one",
-)
 def test_a_state_over_the_cap_is_brought_back_under_it_when_a_tool_is_admitted() -> None:
     catalog = catalog_of("a", "b", "c", "d")
     state = state_of(("a", 1, 1), ("b", 1, 2), ("c", 1, 3))
@@ -618,7 +614,9 @@ def test_left_out_reports_best_scored_missing_tools_best_first() -> None:
 
 def test_left_out_includes_tools_scored_below_tau() -> None:
     catalog = catalog_of("a", "b")
-    chosen = select(catalog, scores_for(catalog, a=0.2, b=0.1), policy(), ConversationState(), now=1)
+    chosen = select(
+        catalog, scores_for(catalog, a=0.2, b=0.1), policy(), ConversationState(), now=1
+    )
     assert chosen.names == []
     assert chosen.left_out == (("a", pytest.approx(0.2)), ("b", pytest.approx(0.1)))
 
@@ -626,7 +624,11 @@ def test_left_out_includes_tools_scored_below_tau() -> None:
 def test_evicted_tools_are_reported_left_out() -> None:
     catalog = catalog_of("x", "z")
     chosen = select(
-        catalog, scores_for(catalog, x=0.3, z=0.9), policy(max_tools=1), state_of(("x", 1, 1)), now=2
+        catalog,
+        scores_for(catalog, x=0.3, z=0.9),
+        policy(max_tools=1),
+        state_of(("x", 1, 1)),
+        now=2,
     )
     assert chosen.names == ["z"]
     assert chosen.left_out == (("x", pytest.approx(0.3)),)
@@ -672,7 +674,11 @@ def scenarios(draw: st.DrawFn) -> tuple[Catalog, Policy, list[dict]]:
         scored = draw(st.booleans())
         scores = (
             np.array(
-                draw(st.lists(st.sampled_from(SCORE_VALUES), min_size=len(names), max_size=len(names))),
+                draw(
+                    st.lists(
+                        st.sampled_from(SCORE_VALUES), min_size=len(names), max_size=len(names)
+                    )
+                ),
                 dtype=np.float32,
             )
             if scored
@@ -780,7 +786,11 @@ def test_property_left_out_is_the_best_scored_unforwarded_tools(scenario) -> Non
             assert chosen.left_out == ()
             continue
         missing = sorted(
-            (float(s) for n, s in zip(catalog.names, turn["scores"], strict=True) if n not in chosen.names),
+            (
+                float(s)
+                for n, s in zip(catalog.names, turn["scores"], strict=True)
+                if n not in chosen.names
+            ),
             reverse=True,
         )
         assert [s for _, s in chosen.left_out] == missing[:LEFT_OUT_REPORTED]

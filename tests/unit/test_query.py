@@ -1,0 +1,153 @@
+"""Tests for selection.query: what the retrieval query is made of."""
+
+from __future__ import annotations
+
+import pytest
+
+from selection.query import build_query, content_text
+
+
+def user(content: object) -> dict:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: object = None, calls: bool = False) -> dict:
+    message: dict = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ]
+    return message
+
+
+def tool(content: object, call_id: str = "c1") -> dict:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def test_the_last_two_user_messages_make_the_query_by_default() -> None:
+    messages = [
+        {"role": "system", "content": "You are helpful."},
+        user("first"),
+        assistant("answer one"),
+        user("second"),
+        assistant("answer two"),
+        user("third"),
+    ]
+    assert build_query(messages) == "second\nthird"
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"), [(1, "third"), (3, "first\nsecond\nthird"), (9, "first\nsecond\nthird")]
+)
+def test_the_number_of_user_messages_is_configurable(n: int, expected: str) -> None:
+    messages = [user("first"), user("second"), assistant("x"), user("third")]
+    assert build_query(messages, user_messages=n) == expected
+
+
+def test_system_and_assistant_prose_are_excluded() -> None:
+    messages = [
+        {"role": "system", "content": "SYSTEM PROMPT"},
+        {"role": "developer", "content": "DEVELOPER"},
+        user("book a flight"),
+        assistant("ASSISTANT PROSE about hotels"),
+    ]
+    query = build_query(messages)
+    assert query == "book a flight"
+
+
+def test_trailing_tool_results_after_the_last_assistant_message_are_included() -> None:
+    messages = [
+        user("what is failing in CI?"),
+        assistant(None, calls=True),
+        tool("job build failed: missing dependency libfoo", "c1"),
+        tool("job lint passed", "c2"),
+    ]
+    assert build_query(messages) == (
+        "what is failing in CI?\njob build failed: missing dependency libfoo\njob lint passed"
+    )
+
+
+def test_legacy_function_results_count_as_tool_results() -> None:
+    messages = [
+        user("weather?"),
+        assistant(None, calls=True),
+        {"role": "function", "name": "f", "content": "rainy"},
+    ]
+    assert build_query(messages) == "weather?\nrainy"
+
+
+def test_tool_results_before_the_last_assistant_message_are_excluded() -> None:
+    messages = [
+        user("question"),
+        assistant(None, calls=True),
+        tool("OLD RESULT"),
+        assistant("Here is what I found."),
+    ]
+    assert build_query(messages) == "question"
+
+
+def test_tool_results_followed_by_a_user_message_are_not_trailing() -> None:
+    messages = [user("one"), assistant(None, calls=True), tool("OLD RESULT"), user("two")]
+    assert build_query(messages) == "one\ntwo"
+
+
+def test_content_given_as_a_list_of_parts_uses_its_text_parts() -> None:
+    messages = [
+        user(
+            [
+                {"type": "text", "text": "describe this"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                {"type": "text", "text": "and file it"},
+            ]
+        ),
+        assistant(None, calls=True),
+        tool([{"type": "text", "text": "result part"}]),
+    ]
+    assert build_query(messages) == "describe this\nand file it\nresult part"
+
+
+@pytest.mark.parametrize(
+    ("content", "text"),
+    [
+        ("plain", "plain"),
+        ([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "a\nb"),
+        ([{"type": "text", "text": 5}, "loose string", None, {"type": "input_audio"}], ""),
+        (None, ""),
+        (42, ""),
+        ({"text": "not a list"}, ""),
+        ([], ""),
+    ],
+)
+def test_content_text_of_each_content_shape(content: object, text: str) -> None:
+    assert content_text(content) == text
+
+
+def test_the_query_is_the_trailing_max_chars_characters() -> None:
+    messages = [user("a" * 50), user("b" * 50)]
+    query = build_query(messages, max_chars=30)
+    assert query == "b" * 30
+    assert len(build_query(messages, max_chars=60)) == 60
+    assert build_query(messages, max_chars=60).endswith("a" * 9 + "\n" + "b" * 50)
+
+
+def test_a_query_shorter_than_max_chars_is_whole() -> None:
+    assert build_query([user("short")], max_chars=4000) == "short"
+
+
+def test_max_chars_zero_gives_an_empty_query() -> None:
+    assert build_query([user("hello")], max_chars=0) == ""
+
+
+def test_empty_or_whitespace_texts_are_dropped() -> None:
+    messages = [user("real"), user("   "), assistant(None, calls=True), tool("")]
+    assert build_query(messages) == "real"
+
+
+def test_nothing_to_search_with_gives_an_empty_query() -> None:
+    assert build_query([]) == ""
+    assert build_query([{"role": "system", "content": "sys"}, assistant("hi")]) == ""
+
+
+def test_malformed_messages_are_skipped() -> None:
+    messages = ["not a message", None, 3, user("kept"), {"content": "no role"}]
+    assert build_query(messages) == "kept"
