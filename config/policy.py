@@ -21,6 +21,12 @@ Policy file shape::
 
     [examples]
     get_me = ["who am I logged in as?"]
+
+    [[text_formats]]                   # tool blocks written in system prompts
+    name = "my-agent"
+    start = "<available_tools>"        # regexes; start/end optional
+    end = "</available_tools>"
+    entry = "^tool (?P<name>[\\w-]+):"
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from config.settings import Settings
 from selection.errors import PolicyError
 from selection.policy import Bundle, Policy
+from selection.text_path import PRESETS, TextFormat, custom_format
 
 _KNOBS = ("top_k", "threshold", "max_tools", "min_catalog_tools")
 
@@ -50,6 +57,15 @@ class BundleEntry(_StrictModel):
     description: str = ""
 
 
+class TextFormatEntry(_StrictModel):
+    """One ``[[text_formats]]`` table: regexes (Python ``re`` syntax)."""
+
+    name: str
+    entry: str
+    start: str | None = None
+    end: str | None = None
+
+
 class PolicyFile(_StrictModel):
     """The policy file's schema: types and ranges as strict as the settings'."""
 
@@ -62,6 +78,23 @@ class PolicyFile(_StrictModel):
     max_bundle_size: int = Field(4, ge=1)
     bundles: list[BundleEntry] = []
     examples: dict[str, list[str]] = {}
+    text_formats: list[TextFormatEntry] = []
+
+
+def _text_formats(setting: str, entries: list[TextFormatEntry]) -> tuple[TextFormat, ...]:
+    try:
+        custom = [custom_format(e.name, e.entry, e.start, e.end) for e in entries]
+    except ValueError as exc:
+        raise PolicyError(f"invalid text format: {exc}") from exc
+    formats = (*custom, *PRESETS)
+    if setting == "auto":
+        return formats
+    if setting == "off":
+        return ()
+    chosen = tuple(fmt for fmt in formats if fmt.name == setting)
+    if not chosen:
+        raise PolicyError(f"unknown text format {setting!r}")
+    return chosen[:1]
 
 
 def read_policy_file(path: Path) -> dict[str, Any]:
@@ -97,5 +130,6 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
         examples={name: tuple(items) for name, items in parsed.examples.items()},
         derive_bundles=parsed.derive_bundles,
         max_bundle_size=parsed.max_bundle_size,
+        text_formats=_text_formats(settings.text_format, parsed.text_formats),
         **knobs,
     )

@@ -1,4 +1,4 @@
-"""The ``toolprune`` command line (argparse): ``serve``, ``eval``."""
+"""The ``toolprune`` command line (argparse): ``serve``, ``eval``, ``explain``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from config.settings import Settings
-from proxy import eval_cli
+from proxy import eval_cli, explain_cli
 from proxy.app import create_app
 
 
@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     eval_cli.add_arguments(evaluate)
     evaluate.set_defaults(run=eval_cli.run)
+    explain = commands.add_parser(
+        "explain", help="offline dry run of the selection on one request body"
+    )
+    explain_cli.add_arguments(explain)
+    explain.set_defaults(run=explain_cli.run)
     return parser
 
 

@@ -54,7 +54,8 @@ class Metrics:
         )
         self.decisions = Counter(
             "toolprune_requests_total",
-            "Chat-completions requests with tools, by pruning decision.", ["decision"], registry=r,
+            "Chat-completions requests by pruning decision and pruned path (native, text, "
+            "both, none).", ["decision", "path"], registry=r,
         )
         self.tools_offered = Histogram(
             "toolprune_tools_offered", "Tools the client sent per acting request.",

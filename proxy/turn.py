@@ -21,6 +21,7 @@ from selection.catalog import Catalog, canonical_json, fingerprint
 from selection.meta_tools import MetaTools
 from selection.query import content_text
 from selection.selector import Selection
+from selection.text_path import ToolBlock, TextFormat, detect
 
 _MISSING = object()
 
@@ -113,12 +114,69 @@ class MetaCall:
     arguments: str
 
 
+@dataclass(frozen=True)
+class TextPlan:
+    """A tool block found in a system (or developer) message's text.
+
+    ``message`` is the message's index in ``messages``; ``part`` the index of the text
+    part when the content is a list of parts, else None.
+    """
+
+    message: int
+    part: int | None
+    text: str
+    block: ToolBlock
+
+    def rewrite_messages(self, messages: list[Any], keep: set[str]) -> list[Any]:
+        """``messages`` with the block's dropped entries replaced by one line."""
+        text = self.block.rewrite(self.text, keep)
+        message = dict(messages[self.message])
+        if self.part is None:
+            message["content"] = text
+        else:
+            parts = list(message["content"])
+            parts[self.part] = {**parts[self.part], "text": text}
+            message["content"] = parts
+        return [*messages[: self.message], message, *messages[self.message + 1 :]]
+
+
+def find_text_plan(
+    messages: Sequence[Any], formats: Sequence[TextFormat], min_entries: int
+) -> TextPlan | None:
+    """The first tool block (with at least ``min_entries`` entries) in a system or
+    developer message, or None."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+            continue
+        content = message.get("content")
+        texts: list[tuple[int | None, str]] = []
+        if isinstance(content, str):
+            texts.append((None, content))
+        elif isinstance(content, list):
+            texts.extend(
+                (i, part["text"])
+                for i, part in enumerate(content)
+                if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+            )
+        for part, text in texts:
+            block = detect(text, formats, min_entries)
+            if block is not None:
+                return TextPlan(index, part, text, block)
+    return None
+
+
 @dataclass
 class Turn:
-    """The acting request being served, possibly over several upstream rounds."""
+    """The acting request being served, possibly over several upstream rounds.
+
+    ``catalog`` is what selection chose from: the native ``tools`` (``native``) and the
+    entries of a text block (``text``), or either alone.
+    """
 
     body: dict[str, Any]
     catalog: Catalog
+    native: Catalog | None
+    text: TextPlan | None
     conversation: str
     selection: Selection
     scores: np.ndarray | None
@@ -132,8 +190,11 @@ class Turn:
     meta_events: list[dict[str, Any]] = field(default_factory=list)
 
     @property
-    def key(self) -> str:
-        return "functions" if self.catalog.legacy else "tools"
+    def path(self) -> str:
+        """Which prompt parts were pruned: ``native``, ``text`` or ``both``."""
+        if self.native is not None and self.text is not None:
+            return "both"
+        return "native" if self.native is not None else "text"
 
     def is_meta(self, name: str | None) -> bool:
         return self.meta is not None and name in self.meta.names
@@ -141,14 +202,18 @@ class Turn:
     def forwarded_entries(self, with_meta: bool) -> list[Any]:
         """The forwarded ``tools`` (or ``functions``) array: other-typed entries, CORE in
         catalogue order, the meta-tools, then loaded tools in admission order."""
-        definitions = {tool.name: tool.definition for tool in self.catalog.tools}
-        core = [definitions[t.name] for t in self.selection.tools if t.reason == "core"]
-        rest = [definitions[t.name] for t in self.selection.tools if t.reason != "core"]
+        if self.native is None:
+            return []
+        definitions = {tool.name: tool.definition for tool in self.native.tools}
+        selected = [t for t in self.selection.tools if t.name in definitions]
+        core = [definitions[t.name] for t in selected if t.reason == "core"]
+        rest = [definitions[t.name] for t in selected if t.reason != "core"]
         meta = list(self.meta.definitions) if with_meta and self.meta else []
-        return [*self.catalog.others, *core, *meta, *rest]
+        return [*self.native.others, *core, *meta, *rest]
 
     def schema_bytes_saved(self) -> int:
-        """JSON bytes of the client's tool definitions not forwarded, less the meta-tools'."""
+        """Bytes of tool definitions (JSON, or block text) not forwarded, less the
+        meta-tools'."""
         forwarded = {tool.name for tool in self.selection.tools}
         dropped = sum(t.size_bytes for t in self.catalog.tools if t.name not in forwarded)
         meta = self.meta.definitions if self.meta else ()
@@ -157,7 +222,11 @@ class Turn:
     def upstream_body(self, with_meta: bool) -> bytes:
         """The request body for the next upstream round (JSON, UTF-8)."""
         body = dict(self.body)
-        body[self.key] = self.forwarded_entries(with_meta)
+        if self.native is not None:
+            body["functions" if self.native.legacy else "tools"] = self.forwarded_entries(with_meta)
+        if self.text is not None:
+            keep = {tool.name for tool in self.selection.tools}
+            body["messages"] = self.text.rewrite_messages(body["messages"], keep)
         if self.extra_messages:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
         if self.tool_choice.forward is not _MISSING:
@@ -171,7 +240,7 @@ class Turn:
     def append_meta_exchange(self, content: str | None, calls: Sequence[MetaCall], results: Sequence[str]) -> None:
         """Append the assistant's meta-calls and one answer per call, as the model will
         see them on the re-issued request."""
-        if self.catalog.legacy:
+        if self.native is not None and self.native.legacy:
             call = calls[0]
             self.extra_messages.append(
                 {

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
+from selection.text_path import PRESETS, TextFormat
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class Policy:
     namespace prefix (``server__tool``) when a catalogue has several namespaces;
     ``max_bundle_size``: larger groups do not travel together (they still group the menu).
     ``examples``: tool name → example utterances, indexed as extra texts for that tool.
+    ``text_formats``: formats tried, in order, to find a tool block in a system prompt.
     """
 
     core: tuple[str, ...] = ()
@@ -46,6 +48,7 @@ class Policy:
     derive_bundles: bool = True
     max_bundle_size: int = 4
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    text_formats: tuple[TextFormat, ...] = PRESETS
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

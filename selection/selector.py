@@ -104,7 +104,8 @@ def select(
         policy: CORE patterns, bundles, top-k, τ, cap.
         state: the conversation's state before this turn (not modified).
         now: current time, Unix seconds; stamps admissions and uses.
-        pinned: tools that must be forwarded (``tool_choice``, calls in the history).
+        pinned: tools that must be forwarded (``tool_choice``, calls in the history); they
+            take no semantic slot, so top-k always brings k candidates beyond them.
         requested: tools a meta-tool loaded this turn; admitted before semantic ones.
         top_k: overrides ``policy.top_k`` for this turn.
 
@@ -125,7 +126,7 @@ def select(
     if scores is not None:
         score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
         k = policy.top_k if top_k is None else top_k
-        semantic = semantic_candidates(catalog, scores, k, policy.threshold, core_set)
+        semantic = semantic_candidates(catalog, scores, k, policy.threshold, core_set | pinned_set)
 
     mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
     bundle_names = [

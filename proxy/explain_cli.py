@@ -1,0 +1,131 @@
+"""``toolprune explain REQUEST.json``: an offline dry run of the proxy's selection on one
+chat-completions request body — which tools would be forwarded and why, the best-scored
+tools left out, forwarded/offered, and the estimated prompt saving. Same code path as
+the proxy (:class:`proxy.planner.Planner`); no upstream is contacted unless the
+configured embedder is an HTTP one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from config.policy import load_policy
+from config.settings import Settings
+from proxy.components import build_embedder
+from proxy.metrics import Metrics
+from proxy.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.turn import Turn
+from selection.engine import SelectionEngine
+from selection.errors import PolicyError, SelectionError
+from selection.state import MemoryStateStore
+
+#: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).
+BYTES_PER_TOKEN_ESTIMATE = 4
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("request", type=Path, help="a chat-completions request body (JSON)")
+    parser.add_argument("--top-k", type=int, help="top-k for this request (X-Tool-Pruning-Top-K)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def report(turn: Turn) -> dict[str, Any]:
+    """The explanation of a planned turn, as plain data."""
+    saved = turn.schema_bytes_saved()
+    return {
+        "decision": "pruned",
+        "path": turn.path,
+        "offered": turn.offered,
+        "forwarded": len(turn.selection.tools),
+        "tools": [
+            {"name": t.name, "reason": t.reason, "score": None if t.score is None else round(t.score, 4)}
+            for t in turn.selection.tools
+        ],
+        "left_out": [{"name": n, "score": round(s, 4)} for n, s in turn.selection.left_out],
+        "meta_tools": sorted(turn.meta.names) if turn.meta else [],
+        "schema_bytes_saved": saved,
+        "tokens_saved_estimate": saved // BYTES_PER_TOKEN_ESTIMATE,
+    }
+
+
+def format_table(explained: dict[str, Any]) -> str:
+    lines = [
+        f"decision: {explained['decision']} ({explained['path']} path)",
+        f"forwarded {explained['forwarded']} of {explained['offered']} tools; "
+        f"meta-tools: {', '.join(explained['meta_tools']) or 'none'}",
+        "",
+        f"{'tool':<40} {'reason':<10} {'score':>7}",
+    ]
+    for tool in explained["tools"]:
+        score = "" if tool["score"] is None else f"{tool['score']:.3f}"
+        lines.append(f"{tool['name']:<40} {tool['reason']:<10} {score:>7}")
+    if explained["left_out"]:
+        lines += ["", "best-scored tools left out:"]
+        lines += [f"  {t['name']:<38} {'':<10} {t['score']:>7.3f}" for t in explained["left_out"]]
+    lines += [
+        "",
+        f"prompt saving: {explained['schema_bytes_saved']} bytes of tool definitions "
+        f"(≈{explained['tokens_saved_estimate']} tokens, estimate at "
+        f"{BYTES_PER_TOKEN_ESTIMATE} bytes/token)",
+    ]
+    return "\n".join(lines)
+
+
+async def explain(body: dict[str, Any], settings: Settings, top_k: int | None) -> dict[str, Any]:
+    """Plan ``body`` as the proxy would, in a fresh conversation state."""
+    policy = load_policy(settings)
+    async with httpx.AsyncClient() as client:
+        engine = SelectionEngine(
+            build_embedder(settings, client),
+            vector_cache_size=settings.vector_cache_size,
+            index_cache_size=settings.index_cache_size,
+            timeout_s=settings.embedder_timeout_s,
+            index_timeout_s=settings.index_timeout_s,
+        )
+        planner = Planner(
+            settings=settings,
+            policy=policy,
+            engine=engine,
+            store=MemoryStateStore(settings.state_ttl_s, 1),
+            metrics=Metrics(),
+            on_late_error=lambda error: None,
+        )
+        headers = [(b"x-tool-pruning-top-k", str(top_k).encode())] if top_k is not None else []
+        try:
+            return report(await planner.plan(body, headers))
+        except NothingToPrune:
+            return {"decision": "passthrough", "reason": "no tools and no tool block"}
+        except SmallCatalog as small:
+            return {"decision": "small_catalog", "offered": small.size}
+        finally:
+            await engine.aclose()
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        body = json.loads(args.request.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"toolprune explain: cannot read {args.request}: {exc}", file=sys.stderr)
+        return 2
+    if not isinstance(body, dict):
+        print("toolprune explain: the request body must be a JSON object", file=sys.stderr)
+        return 2
+    try:
+        explained = asyncio.run(explain(body, Settings(), args.top_k))
+    except (PolicyError, SelectionError) as exc:
+        print(f"toolprune explain: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(explained, indent=2))
+    elif explained["decision"] == "pruned":
+        print(format_table(explained))
+    else:
+        print(json.dumps(explained))
+    return 0

@@ -1,0 +1,56 @@
+"""`toolprune explain`: the proxy's selection, offline, on one request body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from proxy.cli import main
+from tests.support.data import REAL_CATALOGS
+
+PLAYWRIGHT = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
+
+
+def write(tmp_path: Path, body: object) -> str:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body))
+    return str(path)
+
+
+def test_explain_reports_forwarded_tools_reasons_left_out_and_saving(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    called = {"id": "c1", "type": "function", "function": {"name": "browser_pdf_save", "arguments": "{}"}}
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": "Take a screenshot of the current page"},
+            {"role": "assistant", "content": None, "tool_calls": [called]},
+            {"role": "tool", "tool_call_id": "c1", "content": "saved"},
+        ],
+        "tools": PLAYWRIGHT,
+    }
+    assert main(["explain", write(tmp_path, body), "--json", "--top-k", "3"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    reasons = {tool["name"]: tool["reason"] for tool in explained["tools"]}
+    assert reasons["browser_pdf_save"] == "pinned"
+    assert reasons["browser_take_screenshot"] == "semantic"
+    assert sum(reason == "semantic" for reason in reasons.values()) == 3
+    assert (explained["forwarded"], explained["offered"]) == (4, 69)
+    assert explained["meta_tools"] == ["load_tools"]
+    assert len(explained["left_out"]) == 5
+    left_out_names = {tool["name"] for tool in explained["left_out"]}
+    assert not left_out_names & set(reasons)
+    assert explained["schema_bytes_saved"] > 0
+
+
+def test_explain_says_when_nothing_would_be_pruned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    small = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": PLAYWRIGHT[:3]}
+    assert main(["explain", write(tmp_path, small)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"decision": "small_catalog", "offered": 3}
+
+
+def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> None:
+    assert main(["explain", write(tmp_path, [1, 2])]) == 2
