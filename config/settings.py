@@ -79,6 +79,11 @@ class Settings(BaseSettings):
     query_chars: int = Field(
         4000, ge=100, description="Trailing characters of the query that are embedded."
     )
+    text_format: str = Field(
+        "auto",
+        description="Tool blocks in system prompts: `auto` (first preset or policy-file format "
+        "that matches), `off`, or one format's name (`hermes`, `markdown`, `lines`, custom).",
+    )
     search_tools_min_catalog: int = Field(
         150,
         ge=1,
@@ -127,9 +132,49 @@ class Settings(BaseSettings):
     state_max_conversations: int = Field(
         10_000, ge=1, description="Conversations kept by the in-memory store (LRU)."
     )
+    state_url: str | None = Field(
+        None,
+        description="Redis URL (`redis://HOST:6379/0`, `rediss://…`, `unix:///path`): keep "
+        "conversation state in Redis, shared by every replica. Unset: in process memory.",
+    )
+    state_key_prefix: str = Field(
+        "toolprune:", description="Prefix of the proxy's Redis keys (one Redis, several fleets)."
+    )
+    redis_timeout_s: float = Field(
+        0.25,
+        gt=0,
+        description="Budget of one Redis operation (connect included); past it the request "
+        "gets the full catalogue.",
+    )
     fallback_log_interval_s: float = Field(
         60.0, ge=0, description="Least interval between two error logs of one fallback reason."
     )
+
+    # --- usage log ----------------------------------------------------------------
+    usage_db: Path | None = Field(
+        None,
+        description="SQLite file of the usage log (per acting request and tool call; read by "
+        "`toolprune usage report`). Unset: no log.",
+    )
+    usage_store_text: bool = Field(
+        False,
+        description="Also keep the user message that preceded each real tool call, as a "
+        "candidate example utterance (user text: off unless asked).",
+    )
+    usage_retention_days: float = Field(
+        30.0, gt=0, description="Usage-log rows older than this are deleted (days)."
+    )
+
+    @field_validator("state_url", mode="before")
+    @classmethod
+    def _check_state_url(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                return None  # TOOLPRUNE_STATE_URL= (empty) keeps the in-memory store
+            if not value.startswith(("redis://", "rediss://", "unix://")):
+                raise ValueError("state_url must start with redis://, rediss:// or unix://")
+        return value
 
     @field_validator("core", mode="before")
     @classmethod

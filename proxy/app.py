@@ -29,6 +29,7 @@ from proxy.log import configure_logging
 from proxy.metrics import Metrics
 from proxy.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.upstream import Upstream, create_client
+from proxy.usage_log import UsageLog
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 
@@ -103,6 +104,16 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             index_timeout_s=settings.index_timeout_s,
         )
         store = build_state_store(settings)
+        usage = (
+            UsageLog(
+                settings.usage_db,
+                store_text=settings.usage_store_text,
+                retention_days=settings.usage_retention_days,
+                log_interval_s=settings.fallback_log_interval_s,
+            )
+            if settings.usage_db is not None
+            else None
+        )
         chat = ChatHandler(
             settings=settings,
             policy=policy,
@@ -110,6 +121,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             store=store,
             forwarder=forwarder,
             metrics=metrics,
+            usage=usage,
         )
         app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat)
         loading = asyncio.create_task(load_embedder(embedder))
@@ -117,6 +129,8 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             yield
         finally:
             loading.cancel()
+            if usage is not None:  # writes what is queued (bounded wait)
+                await asyncio.to_thread(usage.close)
             await engine.aclose()
             await store.aclose()
             if client is None:

@@ -27,6 +27,7 @@ from proxy.plain import serve_plain
 from proxy.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.streaming import serve_stream
 from proxy.turn import MetaCall, Turn, log_id
+from proxy.usage_log import UsageRecorder
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.policy import Policy
@@ -65,10 +66,13 @@ class ChatHandler:
         forwarder: Forwarder,
         metrics: Metrics,
         clock: Callable[[], float] = time.time,
+        usage: UsageRecorder | None = None,
     ) -> None:
         self.settings = settings
         self.forwarder = forwarder
         self.metrics = metrics
+        #: The usage log (``TOOLPRUNE_USAGE_DB``): told of each acting request and fallback.
+        self.usage = usage
         self.fallback_log = RateLimitedLog(logger, settings.fallback_log_interval_s)
         self.planner = Planner(
             settings=settings,
@@ -116,7 +120,11 @@ class ChatHandler:
         if mode == "dry-run":
             self._count(Decision.DRY_RUN, turn.path)
             self._log(turn, Decision.DRY_RUN, selection_s)
-            await self.forwarder.forward(request, send, extra_response_headers=tools_header)
+            try:
+                await self.forwarder.forward(request, send, extra_response_headers=tools_header)
+            finally:
+                if self.usage is not None:
+                    self.usage.record(turn, Decision.DRY_RUN.value)
             return
         self._count(Decision.PRUNED, turn.path)
         self.metrics.tools_offered.observe(turn.offered)
@@ -135,6 +143,8 @@ class ChatHandler:
         finally:
             self.metrics.meta_rounds.observe(turn.rounds)
             self._log(turn, Decision.PRUNED, selection_s)
+            if self.usage is not None:
+                self.usage.record(turn, Decision.PRUNED.value)
 
     # --- planning ---------------------------------------------------------------
     async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
@@ -148,6 +158,8 @@ class ChatHandler:
     def _fallback(self, error: SelectionError, *, count: bool = True) -> None:
         if count:
             self._count(Decision.FALLBACK)
+            if self.usage is not None:
+                self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()
         self.fallback_log.error(
             error.reason,

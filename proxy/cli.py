@@ -1,4 +1,5 @@
-"""The ``toolprune`` command line (argparse): ``serve``, ``eval``, ``explain``."""
+"""The ``toolprune`` command line (argparse): ``serve``, ``eval``, ``explain``,
+``usage report``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 import uvicorn
 
 from config.settings import Settings
-from proxy import eval_cli, explain_cli
+from proxy import eval_cli, explain_cli, usage_cli
 from proxy.app import create_app
 
 
@@ -51,6 +52,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain_cli.add_arguments(explain)
     explain.set_defaults(run=explain_cli.run)
+    usage = commands.add_parser("usage", help="what the usage log (TOOLPRUNE_USAGE_DB) says")
+    usage_commands = usage.add_subparsers(dest="usage_command", required=True)
+    usage_report = usage_commands.add_parser(
+        "report", help="per-tool table, suggested CORE, harvested example utterances"
+    )
+    usage_cli.add_arguments(usage_report)
+    usage_report.set_defaults(run=usage_cli.run)
     return parser
 
 

@@ -51,5 +51,22 @@ async def load_embedder(embedder: Embedder) -> None:
 
 
 def build_state_store(settings: Settings) -> StateStore:
-    """The in-memory conversation state store."""
+    """Redis when ``state_url`` is set (shared by replicas), else the in-memory store.
+
+    Nothing connects here: a Redis that is down at start-up costs the requests their
+    stickiness (they get the full catalogue) until it answers. Raises ValueError on an
+    invalid URL."""
+    if settings.state_url:
+        from selection.redis_state import RedisStateStore
+
+        store = RedisStateStore(
+            settings.state_url,
+            ttl_s=settings.state_ttl_s,
+            key_prefix=settings.state_key_prefix,
+            timeout_s=settings.redis_timeout_s,
+        )
+        logger.info(
+            "state_store", extra={"fields": {"store": "redis", "endpoint": store.endpoint}}
+        )
+        return store
     return MemoryStateStore(settings.state_ttl_s, settings.state_max_conversations)

@@ -55,6 +55,13 @@ def _split_calls(turn: Turn, message: dict[str, Any]) -> tuple[list[MetaCall], b
     return [], isinstance(function_call, dict)
 
 
+def _call_names(message: dict[str, Any]) -> list[str]:
+    calls = message.get("tool_calls")
+    functions = [c.get("function") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    functions.append(message.get("function_call"))
+    return [f["name"] for f in functions if isinstance(f, dict) and isinstance(f.get("name"), str)]
+
+
 async def serve_plain(
     handler: ChatHandler,
     turn: Turn,
@@ -107,6 +114,7 @@ async def serve_plain(
             await handler.run_meta_calls(turn, meta)
             if not has_real:
                 data["choices"][0]["finish_reason"] = "stop"
+        turn.response_calls = _call_names(message)
         if usage is not None:
             data["usage"] = usage
         metrics.ttft.labels("pruned").observe(time.perf_counter() - started)

