@@ -20,9 +20,9 @@ from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.chat import ChatHandler
-from proxy.components import build_embedder, build_state_store, load_embedder
 from proxy.asgi import ClientDisconnected, read_body, run_until_disconnect, send_error
+from proxy.chat import ChatHandler
+from proxy.components import build_engine, build_state_store, load_embedder
 from proxy.errors import RequestTooLarge
 from proxy.forwarding import ClientRequest, Forwarder
 from proxy.log import configure_logging
@@ -31,7 +31,6 @@ from proxy.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.upstream import Upstream, create_client
 from proxy.usage_log import UsageLog
 from selection.embedders import Embedder
-from selection.engine import SelectionEngine
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 
@@ -95,14 +94,8 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
         upstream_client = client or create_client(settings)
         upstream = Upstream(settings, upstream_client)
         forwarder = Forwarder(upstream, metrics)
-        embedder = build_embedder(settings, upstream_client)
-        engine = SelectionEngine(
-            embedder,
-            vector_cache_size=settings.vector_cache_size,
-            index_cache_size=settings.index_cache_size,
-            timeout_s=settings.embedder_timeout_s,
-            index_timeout_s=settings.index_timeout_s,
-        )
+        engine = build_engine(settings, upstream_client)
+        embedder = engine.embedder
         store = build_state_store(settings)
         usage = (
             UsageLog(

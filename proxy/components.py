@@ -7,6 +7,7 @@ import httpx
 from config.settings import Settings
 from proxy.log import get_logger
 from selection.embedders import Embedder, HttpEmbedder, OnnxEmbedder
+from selection.engine import SelectionEngine
 from selection.errors import EmbedderError
 from selection.state import MemoryStateStore, StateStore
 
@@ -15,6 +16,17 @@ logger = get_logger("startup")
 #: Per-call timeout of the embedder itself; the request path applies
 #: ``embedder_timeout_s`` on top, and catalogue indexing may take longer in the background.
 EMBEDDER_CALL_TIMEOUT_S = 300.0
+
+
+def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngine:
+    """The selection engine over the configured embedder, with the configured caches."""
+    return SelectionEngine(
+        build_embedder(settings, client),
+        vector_cache_size=settings.vector_cache_size,
+        index_cache_size=settings.index_cache_size,
+        timeout_s=settings.embedder_timeout_s,
+        index_timeout_s=settings.index_timeout_s,
+    )
 
 
 def build_embedder(settings: Settings, client: httpx.AsyncClient) -> Embedder:

@@ -18,11 +18,10 @@ import httpx
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.components import build_embedder
+from proxy.components import build_engine
 from proxy.metrics import Metrics
 from proxy.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.turn import Turn
-from selection.engine import SelectionEngine
 from selection.errors import PolicyError, SelectionError
 from selection.state import MemoryStateStore
 
@@ -82,13 +81,7 @@ async def explain(body: dict[str, Any], settings: Settings, top_k: int | None) -
     """Plan ``body`` as the proxy would, in a fresh conversation state."""
     policy = load_policy(settings)
     async with httpx.AsyncClient() as client:
-        engine = SelectionEngine(
-            build_embedder(settings, client),
-            vector_cache_size=settings.vector_cache_size,
-            index_cache_size=settings.index_cache_size,
-            timeout_s=settings.embedder_timeout_s,
-            index_timeout_s=settings.index_timeout_s,
-        )
+        engine = build_engine(settings, client)
         planner = Planner(
             settings=settings,
             policy=policy,

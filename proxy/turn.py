@@ -21,7 +21,7 @@ from selection.catalog import Catalog, canonical_json, fingerprint
 from selection.meta_tools import MetaTools
 from selection.query import content_text
 from selection.selector import Selection
-from selection.text_path import ToolBlock, TextFormat, detect
+from selection.text_path import TextFormat, ToolBlock, detect
 
 _MISSING = object()
 

@@ -19,7 +19,12 @@ import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.data import REAL_CATALOGS
-from tests.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
+from tests.support.redis_server import (
+    REDIS_SERVER,
+    SKIP_REASON,
+    RedisServer,
+    redis_server,
+)
 from tests.support.sse import parse_sse
 from tests.support.upstream import Chat
 
