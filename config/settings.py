@@ -85,7 +85,7 @@ class Settings(BaseSettings):
         "that matches), `off`, or one format's name (`hermes`, `markdown`, `lines`, custom).",
     )
     search_tools_min_catalog: int = Field(
-        150,
+        100,
         ge=1,
         description="Catalogues larger than this get `search_tools` instead of the listed menu.",
     )

@@ -22,7 +22,7 @@ from selection.policy import Bundle
 LOAD_TOOLS = "load_tools"
 SEARCH_TOOLS = "search_tools"
 #: Characters of a tool's description shown on its menu line.
-PURPOSE_CHARS = 80
+PURPOSE_CHARS = 60
 #: Nearest-match suggestions offered for an unknown name.
 SUGGESTIONS = 3
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
