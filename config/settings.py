@@ -65,7 +65,11 @@ class Settings(BaseSettings):
     )
     top_k: int = Field(8, ge=0, description="Semantic candidates admitted per turn (top-k).")
     threshold: float = Field(
-        0.0, ge=-1.0, le=1.0, description="τ: least cosine score (inclusive) for admission."
+        0.1,
+        ge=-1.0,
+        le=1.0,
+        description="τ: least cosine score (inclusive) for admission (calibrated: "
+        "benchmarks/README.md).",
     )
     max_tools: int = Field(
         16, ge=1, description="Cap on forwarded client tools, CORE and pinned excepted."
@@ -74,10 +78,13 @@ class Settings(BaseSettings):
         8, ge=0, description="Catalogues of at most this many tools are never pruned."
     )
     query_user_messages: int = Field(
-        2, ge=1, description="User messages that make up the retrieval query."
+        1, ge=1, description="User messages that make up the retrieval query."
     )
     query_chars: int = Field(
-        4000, ge=100, description="Trailing characters of the query that are embedded."
+        1000,
+        ge=100,
+        description="Trailing characters of the query that are embedded (the default "
+        "embedder reads 256 tokens, about 1,000 characters).",
     )
     text_format: str = Field(
         "auto",

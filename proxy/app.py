@@ -8,7 +8,7 @@ every other method and path is handled by :class:`ProxyEndpoint`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -16,16 +16,23 @@ import httpx
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.asgi import ClientDisconnected, read_body, run_until_disconnect, send_error
+from proxy.asgi import (
+    ClientDisconnected,
+    read_body,
+    run_until_disconnect,
+    send_body,
+    send_error,
+)
 from proxy.chat import ChatHandler
 from proxy.components import build_engine, build_state_store, load_embedder
-from proxy.errors import RequestTooLarge
+from proxy.errors import InternalError, RequestTooLarge, sse_error_event
 from proxy.forwarding import ClientRequest, Forwarder
-from proxy.log import configure_logging
+from proxy.headers import header
+from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics
 from proxy.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.upstream import Upstream, create_client
@@ -33,6 +40,7 @@ from proxy.usage_log import UsageLog
 from selection.embedders import Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+logger = get_logger("app")
 
 
 @dataclass
@@ -45,6 +53,36 @@ class Services:
     forwarder: Forwarder
     embedder: Embedder
     chat: ChatHandler
+
+
+async def serve_guarded(
+    handler: Callable[[ClientRequest, Send], Awaitable[None]], request: ClientRequest, send: Send
+) -> None:
+    """Run ``handler``; a defect in it becomes an OpenAI-shaped 500 (or, once an event
+    stream has started, an SSE error event that ends it) and one JSON log line, instead of
+    a dropped connection."""
+    started: dict[str, bytes | None] = {}
+
+    async def tracking_send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            started["content-type"] = header(message.get("headers", []), b"content-type")
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            started["complete"] = b""
+        await send(message)
+
+    try:
+        await handler(request, tracking_send)
+    except Exception:
+        logger.exception(
+            "internal_error", extra={"fields": {"request_id": request.request_id.decode("latin-1")}}
+        )
+        error = InternalError("the proxy failed to serve this request")
+        if not started:
+            await send_error(send, error)
+        elif "complete" not in started and (started["content-type"] or b"").startswith(
+            b"text/event-stream"
+        ):
+            await send_body(send, sse_error_event(error), more=False)
 
 
 class ProxyEndpoint:
@@ -74,7 +112,7 @@ class ProxyEndpoint:
             handler = services.chat.handle
         else:
             handler = services.forwarder.forward
-        await run_until_disconnect(receive, lambda: handler(request, send))
+        await run_until_disconnect(receive, lambda: serve_guarded(handler, request, send))
 
 
 def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> FastAPI:

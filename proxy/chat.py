@@ -21,7 +21,7 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.forwarding import ClientRequest, Forwarder
 from proxy.headers import TOOLS_HEADER, Headers, header
-from proxy.log import RateLimitedLog, get_logger
+from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
 from proxy.plain import serve_plain
 from proxy.planner import NothingToPrune, Planner, SmallCatalog
@@ -29,7 +29,7 @@ from proxy.streaming import serve_stream
 from proxy.turn import MetaCall, Turn, log_id
 from proxy.usage_log import UsageRecorder
 from selection.engine import SelectionEngine
-from selection.errors import SelectionError
+from selection.errors import SelectionError, UnexpectedSelectionError
 from selection.policy import Policy
 from selection.state import StateStore
 
@@ -110,6 +110,10 @@ class ChatHandler:
             return
         except SelectionError as error:
             self._fallback(error)
+            await self.forwarder.forward(request, send)
+            return
+        except Exception as exc:  # a defect must cost the pruning, never the request
+            self._fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"))
             await self.forwarder.forward(request, send)
             return
         selection_s = time.perf_counter() - started

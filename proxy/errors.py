@@ -70,6 +70,14 @@ class UpstreamResponseInvalid(ProxyError):
     code = "upstream_invalid_response"
 
 
+class InternalError(ProxyError):
+    """The proxy failed while serving a request (a defect): HTTP 500."""
+
+    status_code = 500
+    error_type = "server_error"
+    code = "proxy_internal_error"
+
+
 def error_body(message: str, error_type: str, code: str | None, param: str | None = None) -> bytes:
     """Serialise one OpenAI-style error object to JSON bytes."""
     payload = {"error": {"message": message, "type": error_type, "param": param, "code": code}}

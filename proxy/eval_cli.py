@@ -119,7 +119,7 @@ async def run_eval(
             timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
             index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
         )
-        name = "minilm" if settings.embedder == "onnx" and not settings.embedder_model_dir else "embed"
+        name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
         if not args.no_bm25:
             from selection.bm25 import BM25Scorer

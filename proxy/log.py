@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import time
+import traceback
 
 LOGGER_NAME = "toolprune"
 
@@ -25,9 +26,20 @@ class JsonFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         entry.update(getattr(record, "fields", {}))
-        if record.exc_info and record.exc_info[0] is not None:
-            entry["exception"] = record.exc_info[0].__name__
+        if record.exc_info and record.exc_info[1] is not None:
+            entry["exception"] = record.exc_info[1].__class__.__name__
+            entry["at"] = where(record.exc_info[1])
         return json.dumps(entry, default=str)
+
+
+def where(exc: BaseException) -> str:
+    """``file:line`` of the innermost frame of ``exc``'s traceback (no message text, which
+    may quote request content)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "unknown"
+    frame = frames[-1]
+    return f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}"
 
 
 def configure_logging(level: str) -> None:

@@ -19,7 +19,7 @@ from proxy.errors import ProxyError
 from proxy.forwarding import ClientRequest, response_headers
 from proxy.headers import Headers
 from proxy.rounds import send_round
-from proxy.turn import MetaCall, Turn, add_usage, json_bytes
+from proxy.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
 from proxy.upstream import read_decoded
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def _split_calls(turn: Turn, message: dict[str, Any]) -> tuple[list[MetaCall], b
             function = call.get("function") if isinstance(call, dict) else None
             name = function.get("name") if isinstance(function, dict) else None
             if turn.is_meta(name):
-                arguments = function.get("arguments") or "{}"
+                arguments = arguments_text(function.get("arguments")) or "{}"
                 meta.append(MetaCall(call.get("id") or f"call_{uuid.uuid4().hex[:24]}", name, arguments))
             else:
                 real.append(call)
@@ -50,7 +50,7 @@ def _split_calls(turn: Turn, message: dict[str, Any]) -> tuple[list[MetaCall], b
     function_call = message.get("function_call")
     if isinstance(function_call, dict) and turn.is_meta(function_call.get("name")):
         message.pop("function_call")
-        arguments = function_call.get("arguments") or "{}"
+        arguments = arguments_text(function_call.get("arguments")) or "{}"
         return [MetaCall(f"call_{uuid.uuid4().hex[:24]}", function_call["name"], arguments)], False
     return [], isinstance(function_call, dict)
 
@@ -100,6 +100,8 @@ async def serve_plain(
         try:
             data = json.loads(raw)
             message = data["choices"][0]["message"]
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
         except (ValueError, KeyError, IndexError, TypeError):
             await send_complete(send, 200, [*headers, *extra_headers], raw)
             return

@@ -14,18 +14,11 @@ from typing import Any
 from config.settings import Settings
 from proxy.headers import Headers, header
 from proxy.metrics import Metrics
-from proxy.turn import (
-    MetaCall,
-    TextPlan,
-    Turn,
-    called_tools,
-    conversation_id,
-    find_text_plan,
-    read_tool_choice,
-)
+from proxy.turn import MetaCall, TextPlan, Turn, conversation_id, find_text_plan
 from selection.catalog import Catalog, build_catalog, parse_functions, parse_tools
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError
+from selection.history import called_tools, read_tool_choice
 from selection.meta_tools import (
     LoadOutcome,
     build_meta_tools,
@@ -124,6 +117,8 @@ class Planner:
         choice = read_tool_choice(body)
         if choice.allowed is not None:
             catalog = catalog.restricted_to(set(choice.allowed))
+            if not len(catalog):  # nothing allowed is known: the upstream judges the request
+                raise NothingToPrune()
             native = native.restricted_to(set(choice.allowed)) if native else None
         conversation = conversation_id(header(headers, b"x-conversation-id"), body, catalog)
         state = await self._load_state(conversation)
@@ -217,4 +212,4 @@ class Planner:
 
 def _top_k_override(headers: Headers) -> int | None:
     value = header(headers, b"x-tool-pruning-top-k")
-    return int(value) if value is not None and value.isdigit() else None
+    return int(value) if value is not None and value.isdigit() and len(value) <= 6 else None

@@ -25,7 +25,7 @@ from proxy.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.headers import Headers
 from proxy.rounds import send_round
 from proxy.sse import EventSplitter, data_event
-from proxy.turn import MetaCall, Turn, add_usage, json_bytes
+from proxy.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
 from proxy.upstream import raw_chunks, read_decoded
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ class _StreamServer:
                 call.name = function_call["name"]
                 call.meta = self.turn.is_meta(call.name)
             if call.meta:
-                call.arguments.append(function_call.get("arguments") or "")
+                call.arguments.append(arguments_text(function_call.get("arguments")))
                 delta.pop("function_call")
                 changed = True
         return changed
@@ -253,7 +253,7 @@ class _StreamServer:
             return []
         if call.meta:
             call.id = call.id or item.get("id")
-            call.arguments.append(function.get("arguments") or "")
+            call.arguments.append(arguments_text(function.get("arguments")))
             call.pending.clear()
             return []
         pending, call.pending = call.pending, []

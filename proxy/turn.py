@@ -1,10 +1,9 @@
-"""One acting chat-completions request: how the client's body is read (tool_choice,
-conversation id, pinned tools) and rewritten (forwarded tools, meta exchange appended).
+"""One acting chat-completions request: its conversation id, its system-prompt tool block,
+and how its body is rewritten (forwarded tools, text block, meta exchange appended).
 
 Field names and shapes follow OpenAI's Chat Completions API reference: ``tools`` /
-legacy ``functions``, ``tool_choice`` (``"none" | "auto" | "required"``, a named
-function, or ``{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}``), legacy
-``function_call``, assistant ``tool_calls`` and ``tool`` messages.
+legacy ``functions``, ``tool_choice``, legacy ``function_call``, assistant ``tool_calls``
+and ``tool`` messages.
 """
 
 from __future__ import annotations
@@ -18,70 +17,11 @@ from typing import Any
 import numpy as np
 
 from selection.catalog import Catalog, canonical_json, fingerprint
+from selection.history import KEEP, ToolChoice
 from selection.meta_tools import MetaTools
 from selection.query import content_text
 from selection.selector import Selection
 from selection.text_path import TextFormat, ToolBlock, detect
-
-_MISSING = object()
-
-
-@dataclass(frozen=True)
-class ToolChoice:
-    """What ``tool_choice`` (or legacy ``function_call``) means for pruning.
-
-    ``offer_meta``: meta-tools may be offered (not for ``none`` or a named function).
-    ``pinned``: the function it names, if any. ``allowed``: the ``allowed_tools`` set,
-    if any. ``forward``: the value to send upstream (``_MISSING`` keeps the field as is);
-    ``allowed_tools`` becomes its plain mode, since the forwarded tools are then all
-    allowed ones (and local servers rarely understand ``allowed_tools``).
-    """
-
-    offer_meta: bool = True
-    pinned: str | None = None
-    allowed: frozenset[str] | None = None
-    forward: Any = _MISSING
-
-
-def _named(value: Any) -> str | None:
-    if not isinstance(value, Mapping):
-        return None
-    function = value.get("function") if value.get("type", "function") == "function" else None
-    name = (function if isinstance(function, Mapping) else value).get("name")
-    return name if isinstance(name, str) else None
-
-
-def read_tool_choice(body: Mapping[str, Any]) -> ToolChoice:
-    """Interpret ``tool_choice`` (or legacy ``function_call``)."""
-    choice = body.get("tool_choice", body.get("function_call"))
-    if choice == "none":
-        return ToolChoice(offer_meta=False)
-    if not isinstance(choice, Mapping):
-        return ToolChoice()
-    if choice.get("type") == "allowed_tools":
-        spec = choice.get("allowed_tools", choice)
-        spec = spec if isinstance(spec, Mapping) else {}
-        tools = spec.get("tools") if isinstance(spec.get("tools"), list) else []
-        allowed = frozenset(name for tool in tools if (name := _named(tool)))
-        mode = spec.get("mode") if spec.get("mode") in ("auto", "required") else "auto"
-        return ToolChoice(allowed=allowed, forward=mode)
-    name = _named(choice)
-    return ToolChoice(offer_meta=False, pinned=name) if name else ToolChoice(offer_meta=False)
-
-
-def called_tools(messages: Sequence[Any]) -> list[str]:
-    """Names of every tool an assistant message in the history called, first call first."""
-    names: dict[str, None] = {}
-    for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            if isinstance(call, Mapping) and (name := _named(call)):
-                names.setdefault(name, None)
-        if name := _named(message.get("function_call")):
-            names.setdefault(name, None)
-    return list(names)
 
 
 def conversation_id(
@@ -112,6 +52,14 @@ class MetaCall:
     id: str
     name: str
     arguments: str
+
+
+def arguments_text(value: Any) -> str:
+    """Tool-call ``arguments`` as JSON text: the API sends a string; a server that sends
+    the object itself gets it serialised."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value)
 
 
 @dataclass(frozen=True)
@@ -231,7 +179,7 @@ class Turn:
             body["messages"] = self.text.rewrite_messages(body["messages"], keep)
         if self.extra_messages:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
-        if self.tool_choice.forward is not _MISSING:
+        if self.tool_choice.forward is not KEEP:
             body["tool_choice"] = self.tool_choice.forward
         return json_bytes(body)
 

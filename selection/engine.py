@@ -17,6 +17,12 @@ from selection.errors import EmbedderError, EmbedderTimeout
 from selection.index import LRUCache, ToolIndex, index_key, text_key, tool_texts
 
 
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON strings, not in UTF-8) replaced by
+    U+FFFD, so every embedder and hash can encode it."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
 @dataclass(frozen=True)
 class Scores:
     """Per-tool cosine scores, float32 shape ``(len(catalog),)`` in catalogue order, and
@@ -57,6 +63,7 @@ class SelectionEngine:
 
         Raises: EmbedderError.
         """
+        texts = [encodable(text) for text in texts]
         keys = [text_key(self.embedder.id, text) for text in texts]
         cached = [self._vectors.get(key) for key in keys]
         missing = [i for i, vector in enumerate(cached) if vector is None]
@@ -113,7 +120,9 @@ class SelectionEngine:
     async def embed_query(self, query: str) -> np.ndarray:
         """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""
         try:
-            vectors = await asyncio.wait_for(self.embedder.embed([query]), self.timeout_s)
+            vectors = await asyncio.wait_for(
+                self.embedder.embed([encodable(query)]), self.timeout_s
+            )
         except TimeoutError as exc:
             raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
         return vectors[0]

@@ -38,3 +38,10 @@ class StateStoreError(SelectionError):
 
 class PolicyError(ValueError):
     """The policy file is invalid (raised at start-up, never during a request)."""
+
+
+class UnexpectedSelectionError(SelectionError):
+    """Selection failed in a way no other error describes (a defect): the request is
+    forwarded unchanged all the same, and the failure is logged and counted."""
+
+    reason = "internal_error"

@@ -6,13 +6,18 @@ Cases follow ../shared/data/README.md: one JSON object per line with ``id``,
 optionally ``expected_any_of`` (a list of alternatives; each inner list is one more
 required tool, satisfied by any of its members).
 
-The evaluation runs the proxy's own code path for every case (proxy/chat.py ``_plan``):
-a catalogue of at most ``min_catalog_tools`` tools is passed through whole; otherwise
-``build_query`` → scorer → ``select`` with ``pinned = called_tools(messages)`` (plus a
-``tool_choice`` function, if a case has one) and the conversation's
+The evaluation runs the proxy's own steps for every case (proxy/planner.py
+``Planner.plan``): a catalogue of at most ``min_catalog_tools`` tools is passed through
+whole; otherwise ``build_query`` → scorer → ``select`` with ``pinned`` = a
+``tool_choice`` function + ``called_tools(messages)`` + ``text_called_tools`` and the
+conversation's
 :class:`~selection.state.ConversationState` carried from its previous step, so
 stickiness and history pinning count exactly as in the proxy. Conversations are keyed
-by :func:`conversation_key`, cases replayed in file order. Meta-tools
+by :func:`conversation_key` (as if sent as ``X-Conversation-Id``), cases replayed in
+file order. The query is scored once per case and ``select`` replayed per k (the
+planner would embed the same query again for each k); tests check that the forwarded
+lists equal ``Planner.plan``'s. System-prompt tool blocks (the text path) are not
+evaluated: the data sets send native ``tools``. Meta-tools
 (``load_tools``/``search_tools``) are not simulated: a miss here is a miss the model
 would have to repair with the escape hatch.
 
@@ -54,14 +59,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from proxy.turn import called_tools, read_tool_choice  # the proxy's own reading (no HTTP)
 from selection.catalog import Catalog, parse_tools
 from selection.engine import SelectionEngine
 from selection.errors import CatalogError, SelectionError
+from selection.history import called_tools, read_tool_choice
 from selection.policy import Policy
 from selection.query import build_query
 from selection.selector import select
 from selection.state import ConversationState
+from selection.text_path import text_called_tools
 
 #: ``None`` in a k sweep means "all": k is the catalogue size.
 ALL = None
@@ -309,10 +315,11 @@ class EngineScorer:
 @dataclass
 class ScoredCase:
     """A case after scoring. ``mode``: ``select`` (pruned), ``small`` (catalogue at or
-    below ``min_catalog_tools``: passed through whole), ``fallback`` (unparseable
-    catalogue or scorer error: passed through whole). ``scores`` is None when the case
-    was not scored or had no query. ``ranks``: best rank of each requirement (1-based,
-    None when unranked)."""
+    below ``min_catalog_tools``: passed through whole, though still scored so that its
+    expected tools have ranks), ``fallback`` (unparseable catalogue or scorer error:
+    passed through whole). ``scores`` (what ``select`` gets) is None when the case is not
+    pruned or had no query. ``ranks``: best rank of each requirement (1-based, None when
+    unranked). Embedding time counts pruned cases only, as the proxy spends it."""
 
     case: Case
     catalog: Catalog | None
@@ -375,19 +382,31 @@ async def score_cases(
     """Score every case as the proxy would, catalogue index built (and timed) apart."""
     run = ScoredRun(scorer.name, scorer.uses_threshold, [], 0.0, 0.0, 0)
     for case in progress(cases) if progress else cases:
-        catalog = case.catalog
-        if catalog is None:
+        if case.catalog is None:
             run.cases.append(ScoredCase(case, None, "fallback", None, [], requirement_ranks(case, None, None)))
             continue
-        if len(catalog) <= min_catalog_tools:
-            run.cases.append(ScoredCase(case, catalog, "small", None, [], requirement_ranks(case, catalog, None)))
+        if len(case.catalog) <= min_catalog_tools:
+            # Forwarded whole (before tool_choice is read, as in the planner); scored only
+            # to rank the expected tools, for MRR: not counted as embedding or latency.
+            catalog = case.catalog
+            scores = None
+            query = build_query(case.messages, query_user_messages, query_chars)
+            try:
+                await scorer.prepare(catalog)
+                scores = (await scorer.score(catalog, query))[0] if query else None
+            except SelectionError:
+                run.errors += 1
+            run.cases.append(ScoredCase(case, catalog, "small", None, [], requirement_ranks(case, catalog, scores)))
             continue
         choice_pin, allowed = _tool_choice_of(case)
-        if allowed is not None:
-            catalog = catalog.restricted_to(set(allowed))
-        pinned = [*([choice_pin] if choice_pin else []), *called_tools(case.messages)]
+        catalog = case.catalog if allowed is None else case.catalog.restricted_to(set(allowed))
+        pinned = [  # as proxy/planner.py pins
+            *([choice_pin] if choice_pin else []),
+            *called_tools(case.messages),
+            *text_called_tools(case.messages, set(catalog.names)),
+        ]
         query = build_query(case.messages, query_user_messages, query_chars)
-        scores: np.ndarray | None = None
+        scores = None
         score_s = embedding_s = 0.0
         try:
             run.index_s += await scorer.prepare(catalog)
@@ -521,6 +540,52 @@ def summarise_k(outcomes: Sequence[CaseOutcome], k: int | None) -> dict[str, Any
     }
 
 
+SCORE_PERCENTILES = (5, 10, 25, 50, 75, 90)
+
+
+def score_distribution(run: ScoredRun) -> dict[str, Any]:
+    """Percentiles of the scores ``select`` saw (pruned cases with a query): each
+    requirement's best member (``expected``), the best tool that is not expected
+    (``best_other``), and the best tool of ``expected: []`` cases (``none_best``) — what
+    a threshold τ has to separate. Plus the share of ``expected`` below common τ values."""
+    expected: list[float] = []
+    best_other: list[float] = []
+    none_best: list[float] = []
+    for scored in run.cases:
+        if scored.mode != "select" or scored.scores is None or scored.catalog is None:
+            continue
+        scores, catalog = scored.scores, scored.catalog
+        if scored.case.expects_none:
+            none_best.append(float(scores.max()))
+            continue
+        mask = np.ones(len(scores), dtype=bool)
+        for unit in scored.case.requirements:
+            positions = [p for p in map(catalog.index_of, unit) if p is not None]
+            if positions:
+                expected.append(float(scores[positions].max()))
+                mask[positions] = False
+        if mask.any():
+            best_other.append(float(scores[mask].max()))
+
+    def pcts(values: list[float]) -> dict[str, float] | None:
+        if not values:
+            return None
+        return {f"p{q}": float(np.percentile(values, q)) for q in SCORE_PERCENTILES}
+
+    below = {
+        f"{tau:g}": float(np.mean(np.asarray(expected) < tau)) if expected else None
+        for tau in (0.05, 0.1, 0.15, 0.2, 0.25, 0.3)
+    }
+    return {
+        "expected": pcts(expected),
+        "best_other": pcts(best_other),
+        "none_best": pcts(none_best),
+        "expected_below": below,
+        "n_expected": len(expected),
+        "n_none": len(none_best),
+    }
+
+
 def summarise_method(
     run: ScoredRun, policy: Policy, ks: Sequence[int | None]
 ) -> dict[str, Any]:
@@ -554,6 +619,7 @@ def summarise_method(
         "query_embedding_s": run.query_embedding_s,
         "modes": dict(modes),
         "scorer_errors": run.errors,
+        "scores": score_distribution(run),
         "ks": rows,
     }
 
@@ -617,11 +683,16 @@ def format_report(report: Mapping[str, Any]) -> str:
         else str(report["cases"])
     )
     lines = [
-        f"{report['set']}: {sampled} cases, {report['conversations']} conversations, "
-        f"{report['catalogs']} catalogues, tools/case {report['tools_min']}–{report['tools_max']}"
-        f" (median {report['tools_median']:g}), expected:[] {report['expect_none']}",
-        f"{'method':<8} {'k':>4} {'recall':>7} {'all@k':>7} {'MRR@k':>7} {'fwd':>6} "
-        f"{'fwd(∅)':>7} {'misses':>7} {'miss rank p50/p90':>18}",
+        (
+            f"{report['set']}: {sampled} cases, {report['conversations']} conversations, "
+            f"{report['catalogs']} catalogues, tools/case {report['tools_min']}–"
+            f"{report['tools_max']} (median {report['tools_median']:g}), "
+            f"expected:[] {report['expect_none']}"
+        ),
+        (
+            f"{'method':<8} {'k':>4} {'recall':>7} {'all@k':>7} {'MRR@k':>7} {'fwd':>6} "
+            f"{'fwd(∅)':>7} {'misses':>7} {'miss rank p50/p90':>18}"
+        ),
     ]
     for method in report["methods"]:
         for row in method["ks"]:
@@ -645,6 +716,20 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"{method['index_embedding_s']:.1f} s; cases: {modes}"
             + (f"; scorer errors {method['scorer_errors']}" if method["scorer_errors"] else "")
         )
+        dist = method["scores"]
+        if method["threshold"] is not None and dist["expected"]:
+            parts = [
+                f"{label} p10/p50/p90 "
+                + "/".join(f"{dist[key][q]:.2f}" for q in ("p10", "p50", "p90"))
+                for label, key in (("expected", "expected"), ("best other", "best_other"),
+                                   ("no-tool best", "none_best"))
+                if dist[key]
+            ]
+            below = ", ".join(
+                f"τ={tau}: {share:.1%}" for tau, share in dist["expected_below"].items()
+                if share is not None and float(tau) in (0.1, 0.2, 0.3)
+            )
+            lines.append(f"  {method['method']} scores: " + "; ".join(parts) + f"; expected below {below}")
     return "\n".join(lines)
 
 

@@ -132,13 +132,18 @@ def build_meta_tools(
     return MetaTools(name, None, (_function(name, description, parameters, catalog.legacy),))
 
 
+def _arguments(arguments: str) -> Any:
+    """A tool call's ``arguments`` parsed (JSON text per the API; None when malformed)."""
+    try:
+        return json.loads(arguments or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
 def requested_names(arguments: str) -> list[str] | None:
     """The ``names`` argument of a ``load_tools`` call (a lone string is accepted as one
     name); None when the arguments are not JSON of that shape."""
-    try:
-        parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        return None
+    parsed = _arguments(arguments)
     names = parsed.get("names") if isinstance(parsed, dict) else None
     if isinstance(names, str):
         return [names]
@@ -149,10 +154,7 @@ def requested_names(arguments: str) -> list[str] | None:
 
 def search_query(arguments: str) -> str | None:
     """The ``query`` argument of a ``search_tools`` call, or None when malformed."""
-    try:
-        parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
-        return None
+    parsed = _arguments(arguments)
     query = parsed.get("query") if isinstance(parsed, dict) else None
     return query if isinstance(query, str) and query.strip() else None
 

@@ -273,3 +273,60 @@ def test_real_github_catalogue_goes_through_end_to_end(upstream: RunningUpstream
     sent = chat_requests(upstream)[-1]
     assert "list_pull_requests" in names(sent.json()["tools"])
     assert len(sent.body) < len(json.dumps(GITHUB)) / 3
+
+
+def test_lone_surrogates_in_tools_and_messages_are_pruned_not_failed(
+    upstream: RunningUpstream, pruning_proxy: str
+) -> None:
+    tools = json.loads(json.dumps(PLAYWRIGHT).replace("Navigate to a URL", "Navigate \\ud800 to a URL"))
+    messages = [{"role": "user", "content": "take a screenshot \udc00 now"}]
+    raw = json.dumps({"model": "m", "messages": messages, "tools": tools}).encode()
+    response = httpx.post(pruning_proxy + "/v1/chat/completions", content=raw,
+                          headers={"content-type": "application/json"}, timeout=60)
+    assert response.status_code == 200
+    assert response.headers["x-tool-pruning-tools"].endswith("/69")
+
+
+def test_an_absurd_top_k_header_is_ignored(upstream: RunningUpstream, pruning_proxy: str) -> None:
+    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT},
+                    **{"X-Tool-Pruning-Top-K": "9" * 5000})
+    assert response.status_code == 200
+    assert int(response.headers["x-tool-pruning-tools"].split("/")[0]) <= 6
+
+
+def test_meta_call_arguments_sent_as_an_object_are_understood(
+    upstream: RunningUpstream, pruning_proxy: str
+) -> None:
+    from tests.support.upstream import Raw
+
+    call = {"id": "m1", "type": "function",
+            "function": {"name": "load_tools", "arguments": {"names": ["browser_pdf_save"]}}}
+    upstream.upstream.script(
+        Raw(200, {"id": "x", "object": "chat.completion", "model": "m", "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+             "finish_reason": "tool_calls"}]}),
+        Chat(content="done"),
+    )
+    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT})
+    assert response.json()["choices"][0]["message"]["content"] == "done"
+    assert "browser_pdf_save" in names(chat_requests(upstream)[-1].json()["tools"])
+
+
+def test_an_upstream_answer_the_proxy_cannot_read_is_relayed_as_is(
+    upstream: RunningUpstream, pruning_proxy: str
+) -> None:
+    from tests.support.upstream import Raw
+
+    odd = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": "plain text"}]}
+    upstream.upstream.script(Raw(200, odd))
+    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT})
+    assert response.status_code == 200 and response.json() == odd
+
+
+def test_allowed_tools_naming_no_known_tool_is_forwarded_unchanged(
+    upstream: RunningUpstream, pruning_proxy: str
+) -> None:
+    choice = {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}
+    raw = json.dumps({"model": "m", "messages": ASK, "tools": PLAYWRIGHT, "tool_choice": choice}).encode()
+    httpx.post(pruning_proxy + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
+    assert chat_requests(upstream)[-1].body == raw

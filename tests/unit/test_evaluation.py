@@ -1,0 +1,381 @@
+"""Tests for selection.evaluation and ``toolprune eval``: a tiny hand-made data set and a
+deterministic fake embedder (one axis per keyword), so every metric is known exactly."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from config.settings import Settings
+from proxy import cli, eval_cli
+from selection.engine import SelectionEngine
+from selection.evaluation import (
+    ALL,
+    EngineScorer,
+    conversation_key,
+    evaluate,
+    load_cases,
+    parse_ks,
+    replay,
+    score_cases,
+    summarise_k,
+)
+from selection.policy import Policy
+
+NAMES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+class KeywordEmbedder:
+    """One axis per keyword in NAMES (counts of whole words), plus a bias axis so a text
+    without keywords is a unit vector orthogonal to every tool. Tools without
+    description or parameters are indexed by their name only, so cosines are exact:
+    "alpha alpha beta" scores alpha 2/√5, beta 1/√5, every other tool 0."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    @property
+    def id(self) -> str:
+        return "fake:keywords"
+
+    @property
+    def ready(self) -> bool:
+        return True
+
+    async def load(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        out = np.zeros((len(texts), len(NAMES) + 1), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                if word in NAMES:
+                    out[row, NAMES.index(word)] += 1.0
+            if not out[row].any():
+                out[row, -1] = 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def tool(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {}}}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def call(name: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}],
+    }
+
+
+#: (id, messages, expected, extra keys). Ranks with τ = 0.1 and one user message:
+#: A alpha 1 · B beta 2 · C kappa 10 (0 like 8 tools before it, gamma above) · D none ·
+#: E any-of delta|epsilon 1 · G alpha 1, beta 2 · conversation "conv": call0 theta 1,
+#: call1 theta 9 (query "iota"; sticky from call0), call2 eta 8 (query "kappa"; pinned:
+#: called in the history).
+CONVERSATION = [
+    ("conv_call0", [user("theta")], ["theta"], {}),
+    ("conv_call1", [user("theta"), {"role": "assistant", "content": "ok"}, user("iota")], ["theta"], {}),
+    (
+        "conv_call2",
+        [
+            user("theta"), {"role": "assistant", "content": "ok"}, user("iota"),
+            call("eta"), {"role": "tool", "tool_call_id": "c1", "content": "done"}, user("kappa"),
+        ],
+        ["eta"],
+        {},
+    ),
+]
+CASES = [
+    ("A", [user("alpha")], ["alpha"], {}),
+    ("B", [user("alpha alpha beta")], ["beta"], {}),
+    ("C", [user("gamma")], ["kappa"], {}),
+    ("D", [user("nothing to do here")], [], {}),
+    ("E", [user("epsilon")], [], {"expected_any_of": [["delta", "epsilon"]]}),
+    ("G", [user("alpha")], ["alpha", "beta"], {}),
+    *CONVERSATION,
+]
+POLICY = Policy(top_k=8, threshold=0.1, max_tools=16, min_catalog_tools=8)
+
+
+def write_set(folder: Path, cases: Sequence[tuple[str, list[Any], list[str], dict[str, Any]]] = CASES) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "catalog.json").write_text(json.dumps([tool(name) for name in NAMES]))
+    lines = [
+        json.dumps({"id": case_id, "messages": messages, "catalog": "catalog.json", "expected": expected, **extra})
+        for case_id, messages, expected, extra in cases
+    ]
+    path = folder / "cases.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def engine(embedder: KeywordEmbedder | None = None) -> SelectionEngine:
+    return SelectionEngine(
+        embedder or KeywordEmbedder(), vector_cache_size=1000, index_cache_size=8,
+        timeout_s=10, index_timeout_s=10,
+    )
+
+
+async def run_set(tmp_path: Path, ks: Sequence[int | None] = (1, 2, ALL)) -> dict[str, Any]:
+    case_set = load_cases(write_set(tmp_path / "tiny"))
+    return await evaluate(case_set, [EngineScorer(engine(), {})], POLICY, ks=ks, query_user_messages=1)
+
+
+def row(report: dict[str, Any], k: str, method: int = 0) -> dict[str, Any]:
+    return next(r for r in report["methods"][method]["ks"] if r["k"] == k)
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_conversation_key_prefers_source_id_then_strips_step_suffixes() -> None:
+    assert conversation_key({"id": "x_t0_s1", "source_id": "multi_turn_base_0"}) == "multi_turn_base_0"
+    assert conversation_key({"id": "apibank_1_Foo-level-2-1_call3"}) == "apibank_1_Foo-level-2-1"
+    assert conversation_key({"id": "bfcl_multi_turn_base_0_t2_s1"}) == "bfcl_multi_turn_base_0"
+    assert conversation_key({"id": "metatool_single_7"}) == "metatool_single_7"
+
+
+def test_parse_ks_reads_all_and_rejects_zero() -> None:
+    assert parse_ks("1, 2,all,2") == (1, 2, ALL)
+    with pytest.raises(ValueError):
+        parse_ks("0")
+
+
+def test_load_cases_shares_a_global_catalog_and_reads_any_of(tmp_path: Path) -> None:
+    case_set = load_cases(write_set(tmp_path))
+    assert len(case_set.cases) == len(CASES) == case_set.total
+    assert case_set.cases[0].catalog is case_set.cases[1].catalog  # parsed once
+    e = next(c for c in case_set.cases if c.id == "E")
+    assert e.requirements == (("delta", "epsilon"),) and not e.expects_none
+    assert next(c for c in case_set.cases if c.id == "D").expects_none
+    assert case_set.conversations == 7
+
+
+def test_inline_tools_and_unparseable_catalog_is_passed_through(tmp_path: Path) -> None:
+    bad = [tool("alpha"), tool("alpha")]  # duplicate names: the proxy forwards unchanged
+    lines = [
+        {"id": "inline", "messages": [user("beta")], "tools": [tool(n) for n in NAMES], "expected": ["beta"]},
+        {"id": "bad", "messages": [user("alpha")], "tools": bad, "expected": ["alpha"]},
+        {"id": "small", "messages": [user("x")], "tools": [tool("alpha")], "expected": ["alpha"]},
+    ]
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    case_set = load_cases(path)
+    assert case_set.cases[1].catalog is None and case_set.cases[1].tool_names == ("alpha", "alpha")
+
+
+async def test_small_and_unparseable_catalogs_forward_everything(tmp_path: Path) -> None:
+    lines = [
+        {"id": "bad", "messages": [user("alpha")], "tools": [tool("alpha"), tool("alpha")], "expected": ["alpha"]},
+        {"id": "small", "messages": [user("zzz")], "tools": [tool("alpha"), tool("beta")], "expected": ["beta"]},
+    ]
+    path = tmp_path / "cases.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run = await score_cases(
+        load_cases(path).cases, EngineScorer(engine(), {}),
+        min_catalog_tools=8, query_user_messages=2, query_chars=4000,
+    )
+    assert [c.mode for c in run.cases] == ["fallback", "small"]
+    outcomes = replay(run, POLICY, 1)
+    assert [o.forwarded for o in outcomes] == [["alpha", "alpha"], ["alpha", "beta"]]
+    assert summarise_k(outcomes, 1)["recall"] == 1.0
+
+
+def test_limit_samples_whole_conversations(tmp_path: Path) -> None:
+    path = write_set(tmp_path)
+    for seed in range(6):
+        case_set = load_cases(path, limit=2, seed=seed)
+        ids = [c.id for c in case_set.cases]
+        assert len(ids) >= 2 and case_set.total == len(CASES)
+        steps = [i for i in ids if i.startswith("conv_")]
+        assert steps in ([], ["conv_call0", "conv_call1", "conv_call2"])
+        assert ids == sorted(ids, key=[c[0] for c in CASES].index)  # file order kept
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+async def test_recall_all_and_mrr_at_k_are_exact(tmp_path: Path) -> None:
+    report = await run_set(tmp_path)
+    k1 = row(report, "1")
+    assert k1["cases"] == 8 and k1["requirements"] == 9
+    # hits at k=1: A, E, G-alpha, conv0 (semantic), conv1 (sticky), conv2 (pinned)
+    assert k1["recall"] == pytest.approx(6 / 9)
+    assert k1["recall_macro"] == pytest.approx((1 + 0 + 0 + 1 + 0.5 + 1 + 1 + 1) / 8)
+    assert k1["all"] == pytest.approx(5 / 8)
+    assert k1["mrr_at_k"] == pytest.approx(4 / 8)  # A, E, G, conv0 have their tool at rank 1
+    k2 = row(report, "2")
+    assert k2["recall"] == pytest.approx(7 / 9)  # B's beta now in; G's beta scores 0 < τ
+    assert k2["all"] == pytest.approx(6 / 8)
+    assert k2["mrr_at_k"] == pytest.approx((4 + 0.5) / 8)
+    everything = row(report, "all")
+    assert everything["recall"] == pytest.approx(7 / 9)  # τ keeps zero-score tools out
+    assert everything["mrr_at_k"] == pytest.approx(
+        (1 + 1 / 2 + 1 / 10 + 1 + 1 + 1 + 1 / 9 + 1 / 8) / 8
+    )
+    assert report["methods"][0]["mrr"] == pytest.approx(everything["mrr_at_k"])
+
+
+async def test_forwarded_means_count_sticky_and_pinned_tools(tmp_path: Path) -> None:
+    k1 = row(await run_set(tmp_path), "1")
+    # A B C E G conv0: 1 each; conv1: theta (sticky) + iota; conv2: theta, iota, eta, kappa
+    assert k1["forwarded_mean"] == pytest.approx((6 * 1 + 2 + 4) / 8)
+    assert k1["forwarded_max"] == 4
+
+
+async def test_misses_record_the_rank_the_expected_tool_had(tmp_path: Path) -> None:
+    report = await run_set(tmp_path)
+    k1 = row(report, "1")
+    assert sorted((m["id"], m["expected"][0], m["rank"]) for m in k1["miss_list"]) == [
+        ("B", "beta", 2), ("C", "kappa", 10), ("G", "beta", 2),
+    ]
+    assert k1["misses"] == 3 and k1["miss_rank_p50"] == 2 and k1["miss_unranked"] == 0
+    assert [(m["id"], m["rank"]) for m in row(report, "all")["miss_list"]] == [("C", 10), ("G", 2)]
+
+
+async def test_expected_none_cases_are_reported_apart(tmp_path: Path) -> None:
+    report = await run_set(tmp_path)
+    for k in ("1", "2", "all"):
+        r = row(report, k)
+        assert r["none_cases"] == 1 and r["cases"] == 8
+        assert r["none_forwarded_mean"] == 0.0 and r["none_forwarded_zero"] == 1.0
+    # without τ, the same case forwards k tools for nothing
+    case_set = load_cases(write_set(tmp_path / "again"))
+    loose = Policy(top_k=8, threshold=-1.0, max_tools=16, min_catalog_tools=8)
+    report = await evaluate(case_set, [EngineScorer(engine(), {})], loose, ks=(2,), query_user_messages=1)
+    assert row(report, "2")["none_forwarded_mean"] == 2.0
+
+
+async def test_state_is_carried_per_conversation_so_sticky_and_pinned_tools_count(tmp_path: Path) -> None:
+    case_set = load_cases(write_set(tmp_path))
+    run = await score_cases(
+        case_set.cases, EngineScorer(engine(), {}),
+        min_catalog_tools=8, query_user_messages=1, query_chars=4000,
+    )
+    outcomes = {o.case.case.id: o for o in replay(run, POLICY, 1)}
+    assert outcomes["conv_call0"].forwarded == ["theta"]
+    assert outcomes["conv_call1"].forwarded == ["theta", "iota"]  # sticky, then semantic
+    assert outcomes["conv_call1"].satisfied == [True]
+    assert outcomes["conv_call2"].forwarded == ["theta", "iota", "eta", "kappa"]
+    assert run.cases[-1].pinned == ["eta"]  # called in the history: pinned
+    assert outcomes["conv_call2"].satisfied == [True]
+    # single-turn cases start from an empty state each
+    assert outcomes["G"].forwarded == ["alpha"]
+
+
+async def test_latency_and_embedding_time_are_reported(tmp_path: Path) -> None:
+    method = (await run_set(tmp_path))["methods"][0]
+    assert method["latency_cases"] == len(CASES)
+    assert method["latency_ms_p50"] > 0 and method["latency_ms_p99"] >= method["latency_ms_p50"]
+    assert method["index_embedding_s"] > 0 and method["query_embedding_s"] > 0
+    assert method["modes"] == {"select": len(CASES)}
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_eval_json_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    created: list[KeywordEmbedder] = []
+
+    def factory(settings: Settings, client: httpx.AsyncClient) -> KeywordEmbedder:
+        created.append(KeywordEmbedder())
+        return created[-1]
+
+    monkeypatch.setattr(eval_cli, "default_embedder_factory", factory)
+    path = write_set(tmp_path / "tiny")
+    status = cli.main([
+        "eval", str(path), "--json", "--misses", "--k", "1,2,all", "--threshold", "0.1",
+        "--query-user-messages", "1", "--no-progress",
+    ])
+    assert status == 0 and len(created) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["config"]["threshold"] == 0.1 and report["config"]["ks"] == ["1", "2", "all"]
+    (tiny,) = report["sets"]
+    assert tiny["set"] == "tiny" and tiny["cases"] == len(CASES)
+    assert [m["method"] for m in tiny["methods"]] == ["embed", "bm25"]
+    assert row(tiny, "1")["recall"] == pytest.approx(6 / 9)
+    assert row(tiny, "2")["all"] == pytest.approx(6 / 8)
+    assert math.isclose(row(tiny, "1")["mrr_at_k"], 0.5)
+    assert [m["rank"] for m in row(tiny, "1")["miss_list"]] == [2, 10, 2]
+    bm25 = row(tiny, "all", method=1)
+    assert bm25["recall"] == 1.0  # BM25 ranks every tool: k = all forwards everything
+
+
+def test_cli_eval_table_and_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(eval_cli, "default_embedder_factory", lambda s, c: KeywordEmbedder())
+    path = write_set(tmp_path / "tiny")
+    assert cli.main(["eval", str(path), "--k", "1,all", "--no-bm25", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny: 9 cases" in out and "recall" in out and "latency" in out
+    assert cli.main(["eval", str(tmp_path / "missing.jsonl"), "--no-progress"]) == 2
+
+
+# --------------------------------------------------------------------------- the proxy's path
+
+
+async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -> None:
+    """The evaluation replays the proxy's steps; at the policy's k its forwarded lists
+    must equal ``Planner.plan``'s for the same requests and conversation ids."""
+    from proxy.metrics import Metrics
+    from proxy.planner import Planner, SmallCatalog
+    from selection.state import MemoryStateStore
+
+    extra = [
+        ("small", [user("alpha")], ["alpha"], {}),  # one-tool catalogue: passed through
+    ]
+    path = write_set(tmp_path / "tiny", CASES)
+    lines = path.read_text().splitlines()
+    lines.append(json.dumps({"id": "small", "messages": extra[0][1], "tools": [tool("alpha")], "expected": ["alpha"]}))
+    path.write_text("\n".join(lines) + "\n")
+    case_set = load_cases(path)
+    policy = Policy(top_k=2, threshold=0.1, max_tools=3, min_catalog_tools=8)
+
+    run = await score_cases(
+        case_set.cases, EngineScorer(engine(), {}),
+        min_catalog_tools=policy.min_catalog_tools, query_user_messages=1, query_chars=4000,
+    )
+    replayed = [o.forwarded for o in replay(run, replace(policy, top_k=2), 2)]
+
+    clock = iter(range(1, 1000))
+    planner = Planner(
+        settings=Settings(query_user_messages=1), policy=policy, engine=engine(),
+        store=MemoryStateStore(3600, 100), metrics=Metrics(),
+        on_late_error=lambda error: None, clock=lambda: float(next(clock)),
+    )
+    planned = []
+    for case in case_set.cases:
+        body = {"model": "m", "messages": case.messages, "tools": [tool(n) for n in case.tool_names]}
+        try:
+            turn = await planner.plan(body, [(b"x-conversation-id", case.conversation.encode())])
+        except SmallCatalog:
+            planned.append(list(case.tool_names))
+            continue
+        planned.append([t.name for t in turn.selection.tools])
+    assert replayed == planned
+
+
+async def test_score_distribution_separates_expected_other_and_no_tool_cases(tmp_path: Path) -> None:
+    scores = (await run_set(tmp_path))["methods"][0]["scores"]
+    # expected: A 1, B 1/√5, C 0, E 1, G 1 and 0, conv 1, 0, 0
+    assert scores["n_expected"] == 9 and scores["n_none"] == 1
+    assert scores["expected"]["p50"] == pytest.approx(0.447, abs=1e-3)
+    assert scores["expected_below"]["0.1"] == pytest.approx(4 / 9)
+    assert scores["none_best"]["p50"] == 0.0
