@@ -36,8 +36,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -47,11 +45,10 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
 from tests.support.data import REAL_CATALOGS
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
-HOST = "127.0.0.1"
 CHAT = "/v1/chat/completions"
 TOOLS_HEADER = "x-tool-pruning-tools"
 STARTUP_TIMEOUT_S = 180.0
@@ -83,54 +80,6 @@ QUERIES = [
 
 
 # --- processes ---------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    origin: str
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-
-def start_server(name: str, argv: list[str], port: int, log_dir: Path, env: dict[str, str]) -> Server:
-    log_path = log_dir / f"{name}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Server(name, process, log_path, f"http://{HOST}:{port}")
-
-
-def server_env(log_level: str) -> dict[str, str]:
-    """The environment without any TOOLPRUNE_* setting of the caller's, so defaults apply."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPRUNE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["TOOLPRUNE_LOG_LEVEL"] = log_level
-    return env
-
-
 async def wait_ready(client: httpx.AsyncClient, server: Server, path: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
@@ -439,7 +388,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, log_dir: Path) -> None:
     payloads = build_payloads(args.catalog, not args.no_pruned)
     up_port, proxy_port = free_port(), free_port()
-    env = server_env(args.proxy_log_level)
+    env = clean_env(args.proxy_log_level)
     upstream = start_server(
         "upstream", [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port)], up_port, log_dir, env
     )

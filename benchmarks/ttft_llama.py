@@ -33,30 +33,25 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
 
+from benchmarks.processes import Server, clean_env, free_port, start_server
 from tests.support.data import REAL_CATALOGS
+from tests.support.llama import local_llama
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-LOCAL_LLAMA = REPO_ROOT / "deploy" / "local_llama.py"
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
-HOST = "127.0.0.1"
 TOOLS_HEADER = "x-tool-pruning-tools"
 STARTUP_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT = httpx.Timeout(1200.0, connect=10.0)
@@ -76,63 +71,6 @@ FOLLOW_UPS = [
 
 
 # --- processes ---------------------------------------------------------------------------
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
-def local_llama() -> ModuleType:
-    """``deploy/local_llama.py`` as a module (it is a script, not a package)."""
-    spec = importlib.util.spec_from_file_location("local_llama", LOCAL_LLAMA)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    origin: str
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
-
-def start_server(name: str, argv: list[str], port: int, log_dir: Path, env: dict[str, str]) -> Server:
-    log_path = log_dir / f"{name}.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-    return Server(name, process, log_path, f"http://{HOST}:{port}")
-
-
-def clean_env() -> dict[str, str]:
-    """The environment without any TOOLPRUNE_* setting of the caller's, so defaults apply."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPRUNE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["TOOLPRUNE_LOG_LEVEL"] = "info"
-    return env
-
-
 def wait_ok(client: httpx.Client, server: Server, path: str) -> None:
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while True:
