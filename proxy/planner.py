@@ -185,7 +185,7 @@ class Planner:
             outcomes.append(outcome)
             turn.meta_events.append({"tool": label, "loaded": list(outcome.admit)})
         admit = [name for outcome in outcomes for name in outcome.admit]
-        state = turn.selection.state
+        state = await self._latest_state(turn)
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
@@ -196,6 +196,18 @@ class Planner:
         except StateStoreError as error:
             self.on_late_error(error)
         return [outcome.content for outcome in outcomes]
+
+    async def _latest_state(self, turn: Turn) -> ConversationState:
+        """The conversation's stored state, which another request of the conversation may
+        have changed since this turn was planned (so its loads are kept, not overwritten),
+        else this turn's own."""
+        try:
+            stored = await self.store.get(turn.conversation)
+        except StateStoreError as error:
+            self.metrics.state_errors.labels("get").inc()
+            self.on_late_error(error)
+            return turn.selection.state
+        return stored if stored is not None else turn.selection.state
 
     async def _search(self, turn: Turn, query: str | None, forwarded: set[str]) -> LoadOutcome:
         if query is None:

@@ -330,3 +330,33 @@ def test_allowed_tools_naming_no_known_tool_is_forwarded_unchanged(
     raw = json.dumps({"model": "m", "messages": ASK, "tools": PLAYWRIGHT, "tool_choice": choice}).encode()
     httpx.post(pruning_proxy + "/v1/chat/completions", content=raw, headers={"content-type": "application/json"})
     assert chat_requests(upstream)[-1].body == raw
+
+
+def test_concurrent_turns_of_one_conversation_keep_each_others_loads(
+    upstream: RunningUpstream, pruning_proxy: str
+) -> None:
+    """Two requests of one conversation are planned from the same state; each loads a
+    different tool. The second to save must not overwrite the first's load."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.support.upstream import Slow
+
+    conversation = {"X-Conversation-Id": "concurrent"}
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    first_gate, second_gate = threading.Event(), threading.Event()
+    upstream.upstream.script(
+        Slow(first_gate, Chat(content=None, tool_calls=[load_call("browser_pdf_save")])),
+        Slow(second_gate, Chat(content=None, tool_calls=[load_call("browser_mouse_wheel")])),
+        Chat(content="done"),
+        Chat(content="done"),
+    )
+    with ThreadPoolExecutor(2) as pool:
+        answers = [pool.submit(post, pruning_proxy, body, **conversation) for _ in range(2)]
+        upstream.upstream.wait_for_requests(2)  # both planned from the same state
+        first_gate.set()
+        upstream.upstream.wait_for_requests(3)  # the first load saved and re-issued
+        second_gate.set()
+        assert all(answer.result().status_code == 200 for answer in answers)
+    post(pruning_proxy, body, **conversation)
+    forwarded = names(chat_requests(upstream)[-1].json()["tools"])
+    assert {"browser_pdf_save", "browser_mouse_wheel"} <= set(forwarded)
