@@ -19,8 +19,10 @@ from typing import Any
 from starlette.types import Send
 
 from config.settings import Settings
+from proxy.asgi import send_error
+from proxy.errors import InvalidHeader
 from proxy.forwarding import ClientRequest, Forwarder
-from proxy.headers import TOOLS_HEADER, Headers, header
+from proxy.headers import TOOLS_HEADER, Headers, pruning_mode, top_k_override
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
 from proxy.plain import serve_plain
@@ -87,7 +89,12 @@ class ChatHandler:
     # --- entry ------------------------------------------------------------------
     async def handle(self, request: ClientRequest, send: Send) -> None:
         started = time.perf_counter()
-        mode = (header(request.headers, b"x-tool-pruning") or b"on").decode("latin-1").lower()
+        try:
+            mode = pruning_mode(request.headers)
+            top_k = top_k_override(request.headers)
+        except InvalidHeader as error:
+            await send_error(send, error)
+            return
         if not self.settings.enabled or mode == "off":
             self._count(Decision.DISABLED)
             await self.forwarder.forward(request, send)
@@ -98,7 +105,7 @@ class ChatHandler:
             await self.forwarder.forward(request, send)
             return
         try:
-            turn = await self.planner.plan(body, request.headers)
+            turn = await self.planner.plan(body, request.headers, top_k)
         except NothingToPrune:
             self._count(Decision.PASSTHROUGH)
             await self.forwarder.forward(request, send)

@@ -70,6 +70,14 @@ class UpstreamResponseInvalid(ProxyError):
     code = "upstream_invalid_response"
 
 
+class InvalidHeader(ProxyError):
+    """A toolprune request header has a value the proxy does not understand: HTTP 400."""
+
+    status_code = 400
+    error_type = "invalid_request_error"
+    code = "invalid_toolprune_header"
+
+
 class InternalError(ProxyError):
     """The proxy failed while serving a request (a defect): HTTP 500."""
 

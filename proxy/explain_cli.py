@@ -90,9 +90,8 @@ async def explain(body: dict[str, Any], settings: Settings, top_k: int | None) -
             metrics=Metrics(),
             on_late_error=lambda error: None,
         )
-        headers = [(b"x-tool-pruning-top-k", str(top_k).encode())] if top_k is not None else []
         try:
-            return report(await planner.plan(body, headers))
+            return report(await planner.plan(body, [], top_k))
         except NothingToPrune:
             return {"decision": "passthrough", "reason": "no tools and no tool block"}
         except SmallCatalog as small:

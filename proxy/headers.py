@@ -10,6 +10,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
+from proxy.errors import InvalidHeader
+
 Headers = list[tuple[bytes, bytes]]
 
 HOP_BY_HOP: frozenset[bytes] = frozenset(
@@ -75,3 +77,27 @@ def header(headers: Headers, name: bytes) -> bytes | None:
         if key == name:
             return value
     return None
+
+
+PRUNING_MODES = ("on", "off", "dry-run")
+#: Largest ``X-Tool-Pruning-Top-K`` accepted (the cap ``max_tools`` applies anyway).
+MAX_TOP_K = 10_000
+
+
+def pruning_mode(headers: Headers) -> str:
+    """``X-Tool-Pruning`` (case-insensitive; absent = ``on``). Raises InvalidHeader."""
+    value = (header(headers, b"x-tool-pruning") or b"on").decode("latin-1").strip().lower()
+    if value not in PRUNING_MODES:
+        raise InvalidHeader("X-Tool-Pruning must be one of: on, off, dry-run")
+    return value
+
+
+def top_k_override(headers: Headers) -> int | None:
+    """``X-Tool-Pruning-Top-K`` (absent = None). Raises InvalidHeader."""
+    value = header(headers, b"x-tool-pruning-top-k")
+    if value is None:
+        return None
+    text = value.decode("latin-1").strip()
+    if not text.isdigit() or len(text) > len(str(MAX_TOP_K)) or int(text) > MAX_TOP_K:
+        raise InvalidHeader(f"X-Tool-Pruning-Top-K must be an integer from 0 to {MAX_TOP_K}")
+    return int(text)

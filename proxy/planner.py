@@ -89,7 +89,7 @@ class Planner:
         self.on_late_error = on_late_error
         self.clock = clock
 
-    async def plan(self, body: dict[str, Any], headers: Headers) -> Turn:
+    async def plan(self, body: dict[str, Any], headers: Headers, top_k: int | None = None) -> Turn:
         """Select the tools for this request and record the turn in the state store.
 
         Raises: NothingToPrune, SmallCatalog, SelectionError (CatalogError,
@@ -133,7 +133,6 @@ class Planner:
             *called_tools(messages),
             *text_called_tools(messages, set(catalog.names)),
         ]
-        top_k = _top_k_override(headers)
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k
         )
@@ -219,9 +218,3 @@ class Planner:
             return LoadOutcome((), json.dumps({"error": "tool search is unavailable"}))
         matches = semantic_candidates(turn.catalog, scored.values, SEARCH_RESULTS, -1.0, set())
         return search_outcome([name for name, _ in matches], turn.catalog, forwarded)
-
-
-
-def _top_k_override(headers: Headers) -> int | None:
-    value = header(headers, b"x-tool-pruning-top-k")
-    return int(value) if value is not None and value.isdigit() and len(value) <= 6 else None

@@ -287,11 +287,24 @@ def test_lone_surrogates_in_tools_and_messages_are_pruned_not_failed(
     assert response.headers["x-tool-pruning-tools"].endswith("/69")
 
 
-def test_an_absurd_top_k_header_is_ignored(upstream: RunningUpstream, pruning_proxy: str) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Tool-Pruning-Top-K": "9" * 5000}, {"X-Tool-Pruning-Top-K": "-1"},
+     {"X-Tool-Pruning-Top-K": "abc"}, {"X-Tool-Pruning": "sometimes"}],
+)
+def test_invalid_toolprune_headers_get_a_clear_400(
+    upstream: RunningUpstream, pruning_proxy: str, headers: dict[str, str]
+) -> None:
+    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}, **headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_toolprune_header"
+    assert chat_requests(upstream) == []
+
+
+def test_the_top_k_header_sets_this_requests_top_k(upstream: RunningUpstream, pruning_proxy: str) -> None:
     response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT},
-                    **{"X-Tool-Pruning-Top-K": "9" * 5000})
-    assert response.status_code == 200
-    assert int(response.headers["x-tool-pruning-tools"].split("/")[0]) <= 6
+                    **{"X-Tool-Pruning-Top-K": "2", "X-Tool-Pruning": "Dry-Run"})
+    assert response.headers["x-tool-pruning-tools"] == "2/69"
 
 
 def test_meta_call_arguments_sent_as_an_object_are_understood(
