@@ -373,3 +373,23 @@ def test_concurrent_turns_of_one_conversation_keep_each_others_loads(
     post(pruning_proxy, body, **conversation)
     forwarded = names(chat_requests(upstream)[-1].json()["tools"])
     assert {"browser_pdf_save", "browser_mouse_wheel"} <= set(forwarded)
+
+
+def test_large_catalogues_get_search_tools_which_loads_by_the_models_words(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()  # GitHub's 117 tools exceed search_tools_min_catalog (100)
+    search = {"id": "s1", "name": "search_tools",
+              "arguments": json.dumps({"query": "star a repository"})}
+    upstream.upstream.script(Chat(content=None, tool_calls=[search]), Chat(content="starred"))
+    ask = [{"role": "user", "content": "List the open pull requests in octocat/hello-world"}]
+    response = post(proxy, {"model": "m", "messages": ask, "tools": GITHUB, "stream": True})
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chat_chunks(response.content) if c["choices"])
+    assert "search_tools" not in response.text and text == "starred"
+    first, second = chat_requests(upstream)
+    first_tools = names(first.json()["tools"])
+    assert "search_tools" in first_tools and "load_tools" not in first_tools
+    assert "star_repository" not in first_tools
+    assert "star_repository" in names(second.json()["tools"])
+    answer = json.loads(second.json()["messages"][-1]["content"])
+    assert "star_repository" in answer["loaded"]
