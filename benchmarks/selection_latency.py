@@ -1,16 +1,17 @@
 """Selection latency on a warm catalogue, query embedding included.
 
-What one acting request costs the proxy before it forwards: ``build_query`` →
-``SelectionEngine.score`` (embed the query, search the catalogue's faiss index) →
-``select``. The catalogue index is built first (its cold cost is printed apart), so
-this is the steady state of a catalogue seen before.
+What one acting request costs the proxy before it forwards: ``query_parts`` →
+``SelectionEngine.score`` (embed the query and its parts in one call, score the
+catalogue's index vectors) → ``select``. The catalogue index is built first (its cold
+cost is printed apart), so this is the steady state of a catalogue seen before.
 
 Catalogues: the GitHub MCP server's tools (first 100 of 117, real schemas) and the
 Seal-Tools catalogue (first 4,000 of 4,076 tools), both from the shared data (``$TOOLPRUNE_SHARED_DATA``, else
 ``shared/data`` beside the repository).
 Queries: "short" = single user messages (MetaTool and Seal-Tools cases, median ~25
-tokens); "long" = real queries joined up to ``query_chars`` (4,000) characters, which the
-embedder truncates to 256 tokens: the most a query can cost (a long tool result does that).
+tokens); "long" = real queries joined up to ``query_chars`` characters, which the
+embedder truncates to 256 tokens: the most a query can cost (a long tool result does that),
+sent as one user message, so that it is also split into ``query_parts`` parts.
 
 Columns: ``p50``/``p99`` = score (query embedding + index search) + ``select``, the
 figure the targets are about; ``parse p50`` = ``parse_tools`` of the request's tools
@@ -43,7 +44,7 @@ from selection.catalog import parse_tools
 from selection.embedders import OnnxEmbedder
 from selection.engine import SelectionEngine
 from selection.policy import Policy
-from selection.query import build_query
+from selection.query import build_query, query_parts
 from selection.selector import select
 from selection.state import ConversationState
 from tests.support.data import SHARED_DATA
@@ -61,7 +62,10 @@ def _read_jsonl(path: Path, limit: int) -> list[dict[str, Any]]:
     return rows
 
 
-def load_queries(data: Path, count: int, seed: int, settings: Settings) -> dict[str, list[str]]:
+def load_queries(
+    data: Path, count: int, seed: int, settings: Settings
+) -> dict[str, list[list[str]]]:
+    """Per kind, each query as :func:`query_parts` gives it to ``SelectionEngine.score``."""
     rng = random.Random(seed)
     short_rows = _read_jsonl(data / "metatool" / "cases.jsonl", 5000)
     short_rows += _read_jsonl(data / "sealtools" / "cases.jsonl", 2100)
@@ -82,7 +86,12 @@ def load_queries(data: Path, count: int, seed: int, settings: Settings) -> dict[
         while sum(len(part) + 1 for part in parts) < settings.query_chars:
             parts.append(rng.choice(pool))
         long.append("\n".join(parts)[-settings.query_chars :])
-    return {"short": rng.sample(short, min(count, len(short))), "long": long}
+    def parted(text: str) -> list[str]:
+        message = {"role": "user", "content": text}
+        return query_parts([message], 1, settings.query_chars, settings.query_parts)
+
+    short_sample = rng.sample(short, min(count, len(short)))
+    return {"short": [parted(q) for q in short_sample], "long": [parted(q) for q in long]}
 
 
 def load_catalogs(data: Path) -> dict[int, list[Any]]:
@@ -93,7 +102,7 @@ def load_catalogs(data: Path) -> dict[int, list[Any]]:
 
 
 async def measure(
-    engine: SelectionEngine, tools: list[Any], queries: list[str], policy: Policy
+    engine: SelectionEngine, tools: list[Any], queries: list[list[str]], policy: Policy
 ) -> dict[str, Any]:
     total, embed_search, selecting, parsing = [], [], [], []
     catalog = parse_tools(tools)
@@ -117,6 +126,7 @@ async def measure(
 
     return {
         "queries": len(queries),
+        "parts_mean": float(np.mean([len(query) for query in queries])),
         "p50_ms": pct(total, 50),
         "p99_ms": pct(total, 99),
         "score_p50_ms": pct(embed_search, 50),
@@ -165,11 +175,11 @@ def main() -> int:
         return 0
     print(f"selection latency, warm index, query embedding included ({report['embedder']}, "
           f"{report['threads']} thread(s))")
-    print(f"{'tools':>6} {'texts':>6} {'query':>6} {'n':>4} {'p50 ms':>7} {'p99 ms':>7} "
+    print(f"{'tools':>6} {'texts':>6} {'query':>6} {'n':>4} {'parts':>5} {'p50 ms':>7} {'p99 ms':>7} "
           f"{'score p50':>9} {'select p50':>10} {'target p50':>10} {'parse p50':>9} {'index cold s':>12}")
     for row in report["rows"]:
         print(f"{row['tools']:>6} {row['texts']:>6} {row['queries_kind']:>6} {row['queries']:>4} "
-              f"{row['p50_ms']:>7.2f} {row['p99_ms']:>7.2f} {row['score_p50_ms']:>9.2f} "
+              f"{row['parts_mean']:>5.1f} {row['p50_ms']:>7.2f} {row['p99_ms']:>7.2f} {row['score_p50_ms']:>9.2f} "
               f"{row['select_p50_ms']:>10.2f} {row['target_p50_ms']:>10.0f} {row['parse_p50_ms']:>9.2f} "
               f"{row['index_cold_s']:>12.1f}")
     return 0

@@ -86,6 +86,12 @@ class Settings(BaseSettings):
         description="Trailing characters of the query that are embedded (the default "
         "embedder reads 256 tokens, about 1,000 characters).",
     )
+    query_parts: int = Field(
+        6,
+        ge=0,
+        description="Parts of the query (sentences of its user messages, tool results; the "
+        "newest) embedded with it; a tool scores its best part. 0: the whole query only.",
+    )
     text_format: str = Field(
         "auto",
         description="Tool blocks in system prompts: `auto` (first preset or policy-file format "

@@ -66,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--query-chars", type=int, help="query length cap (TOOLPRUNE_QUERY_CHARS)")
     parser.add_argument(
+        "--query-parts", type=int, help="query parts embedded with it (TOOLPRUNE_QUERY_PARTS)"
+    )
+    parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (it shows on a terminal only)"
     )
 
@@ -77,6 +80,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "top_k": args.top_k,
         "query_user_messages": args.query_user_messages,
         "query_chars": args.query_chars,
+        "query_parts": args.query_parts,
     }
     return Settings(**{key: value for key, value in overrides.items() if value is not None})
 
@@ -134,6 +138,7 @@ async def run_eval(
                     case_set, scorers, policy, ks=ks,
                     query_user_messages=settings.query_user_messages,
                     query_chars=settings.query_chars,
+                    query_parts_max=settings.query_parts,
                     progress=lambda items, name, set_name=case_set.name: progress(
                         items, f"{set_name} {name}"
                     ),
@@ -153,6 +158,7 @@ async def run_eval(
             "min_catalog_tools": policy.min_catalog_tools,
             "query_user_messages": settings.query_user_messages,
             "query_chars": settings.query_chars,
+            "query_parts": settings.query_parts,
             "ks": [k_label(k) for k in ks],
             "limit": args.limit,
             "seed": args.seed,

@@ -28,7 +28,7 @@ from selection.meta_tools import (
     search_query,
 )
 from selection.policy import Policy, catalog_bundles
-from selection.query import build_query
+from selection.query import query_parts
 from selection.selector import select, semantic_candidates
 from selection.state import ConversationState, StateStore
 from selection.text_path import text_called_tools
@@ -114,18 +114,23 @@ class Planner:
         if len(catalog) <= self.policy.min_catalog_tools:
             raise SmallCatalog(len(catalog), path)
         offered = len(catalog)
+        conversation = conversation_id(header(headers, b"x-conversation-id"), body, catalog)
         choice = read_tool_choice(body)
         if choice.allowed is not None:
             catalog = catalog.restricted_to(set(choice.allowed))
             if not len(catalog):  # nothing allowed is known: the upstream judges the request
                 raise NothingToPrune()
             native = native.restricted_to(set(choice.allowed)) if native else None
-        conversation = conversation_id(header(headers, b"x-conversation-id"), body, catalog)
         state = await self._load_state(conversation)
-        query = build_query(messages, self.settings.query_user_messages, self.settings.query_chars)
+        parts = query_parts(
+            messages,
+            self.settings.query_user_messages,
+            self.settings.query_chars,
+            self.settings.query_parts,
+        )
         scores = None
-        if query:
-            scored = await self.engine.score(catalog, self.policy.examples, query)
+        if parts:  # the whole query, then its parts: one embedding call, best part per tool
+            scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores = scored.values
         pinned = [

@@ -56,10 +56,14 @@ class BM25Scorer:
         """Build the catalogue's index if needed; the seconds it took."""
         return self._index(catalog)[1]
 
-    async def score(self, catalog: Catalog, query: str) -> tuple[np.ndarray, float]:
-        """BM25 score per catalogue tool, float32 ``(len(catalog),)``; no embedding (0 s)."""
+    async def score(
+        self, catalog: Catalog, query: str | Sequence[str]
+    ) -> tuple[np.ndarray, float]:
+        """BM25 score per catalogue tool, float32 ``(len(catalog),)``; no embedding (0 s).
+        ``query``: a text, or query parts (only the first, the whole query, is used)."""
         retriever, _ = self._index(catalog)
-        tokens = _tokenize([query])[0]
+        text = query if isinstance(query, str) else (query[0] if query else "")
+        tokens = _tokenize([text])[0]
         if not tokens or len(catalog) == 0:
             return np.zeros(len(catalog), dtype=np.float32), 0.0
         scores = retriever.get_scores(tokens)  # type: ignore[attr-defined]

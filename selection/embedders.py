@@ -72,6 +72,21 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _length_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """Indices of ``texts`` in batches of at most ``batch_size`` texts of similar length
+    (sorted by length; a text over twice the length of its batch's first starts a new
+    batch), since every text in a batch is padded to the longest one: a long query and
+    its short parts are not embedded at the long one's cost."""
+    batches: list[list[int]] = []
+    for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
+        batch = batches[-1] if batches else None
+        if batch is None or len(batch) >= batch_size or len(texts[i]) > 2 * len(texts[batch[0]]) + 32:
+            batches.append([i])
+        else:
+            batch.append(i)
+    return batches
+
+
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if not np.all(np.isfinite(vectors)) or np.any(norms == 0):
@@ -193,9 +208,7 @@ class OnnxEmbedder:
         """
         self.load_sync()
         out = np.empty((len(texts), self._dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding
-        for start in range(0, len(order), self._batch_size):
-            chunk = order[start : start + self._batch_size]
+        for chunk in _length_batches(texts, self._batch_size):
             out[chunk] = self._run([texts[i] for i in chunk])
         return out
 

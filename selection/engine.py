@@ -119,25 +119,44 @@ class SelectionEngine:
 
     async def embed_query(self, query: str) -> np.ndarray:
         """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""
+        return (await self.embed_parts([query]))[0]
+
+    async def embed_parts(self, parts: Sequence[str]) -> np.ndarray:
+        """The vectors of a query's parts in ONE embedder call, float32 shape (p, d); not
+        cached (queries rarely repeat). ``timeout_s`` bounds the call.
+
+        Raises: EmbedderError (also for a wrong number of vectors), EmbedderTimeout.
+        """
         try:
             vectors = await asyncio.wait_for(
-                self.embedder.embed([encodable(query)]), self.timeout_s
+                self.embedder.embed([encodable(part) for part in parts]), self.timeout_s
             )
         except TimeoutError as exc:
             raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
-        return vectors[0]
+        if vectors.shape[0] != len(parts):
+            raise EmbedderError("embedder returned a wrong number of vectors")
+        return np.asarray(vectors, dtype=np.float32)
 
     async def score(
-        self, catalog: Catalog, examples: Mapping[str, Sequence[str]], query: str
+        self,
+        catalog: Catalog,
+        examples: Mapping[str, Sequence[str]],
+        query: str | Sequence[str],
     ) -> Scores:
-        """Cosine of ``query`` against every tool of ``catalog`` (best text per tool).
+        """Cosine of ``query`` against every tool of ``catalog``: per tool, the best of its
+        texts against the best of the query's parts.
+
+        ``query``: one text, or a query's parts (:func:`selection.query.query_parts`: the
+        whole query, then its sentences and tool results), embedded in one call — parts
+        (p, d) float32 → scores (len(catalog),) float32, each the max over parts and texts.
 
         Raises: EmbedderError, EmbedderTimeout.
         """
+        parts = [query] if isinstance(query, str) else list(query)
         index, index_s = await self.index_for(catalog, examples)
         started = time.perf_counter()
-        vector = await self.embed_query(query)
-        return Scores(index.scores(vector), index_s + time.perf_counter() - started)
+        vectors = await self.embed_parts(parts)
+        return Scores(index.best_scores(vectors), index_s + time.perf_counter() - started)
 
     async def aclose(self) -> None:
         for task in list(self._building.values()):

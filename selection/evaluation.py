@@ -8,7 +8,7 @@ required tool, satisfied by any of its members).
 
 The evaluation runs the proxy's own steps for every case (proxy/planner.py
 ``Planner.plan``): a catalogue of at most ``min_catalog_tools`` tools is passed through
-whole; otherwise ``build_query`` → scorer → ``select`` with ``pinned`` = a
+whole; otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a
 ``tool_choice`` function + ``called_tools(messages)`` + ``text_called_tools`` and the
 conversation's
 :class:`~selection.state.ConversationState` carried from its previous step, so
@@ -64,7 +64,7 @@ from selection.engine import SelectionEngine
 from selection.errors import CatalogError, SelectionError
 from selection.history import called_tools, read_tool_choice
 from selection.policy import Policy
-from selection.query import build_query
+from selection.query import query_parts
 from selection.selector import select
 from selection.state import ConversationState
 from selection.text_path import text_called_tools
@@ -286,8 +286,9 @@ class Scorer(Protocol):
         """Build what scoring ``catalog`` needs; the seconds spent embedding for it."""
         ...
 
-    async def score(self, catalog: Catalog, query: str) -> tuple[np.ndarray, float]:
-        """Per-tool scores (float32, catalogue order) and the seconds spent embedding."""
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> tuple[np.ndarray, float]:
+        """Per-tool scores (float32, catalogue order) and the seconds spent embedding.
+        ``query``: :func:`~selection.query.query_parts` (the whole query first)."""
         ...
 
 
@@ -307,7 +308,7 @@ class EngineScorer:
     async def prepare(self, catalog: Catalog) -> float:
         return (await self.engine.index_for(catalog, self.examples))[1]
 
-    async def score(self, catalog: Catalog, query: str) -> tuple[np.ndarray, float]:
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> tuple[np.ndarray, float]:
         scored = await self.engine.score(catalog, self.examples, query)
         return scored.values, scored.embedding_s
 
@@ -377,6 +378,7 @@ async def score_cases(
     min_catalog_tools: int,
     query_user_messages: int,
     query_chars: int,
+    query_parts_max: int = 6,
     progress: Callable[[Iterable[Case]], Iterable[Case]] | None = None,
 ) -> ScoredRun:
     """Score every case as the proxy would, catalogue index built (and timed) apart."""
@@ -390,7 +392,7 @@ async def score_cases(
             # to rank the expected tools, for MRR: not counted as embedding or latency.
             catalog = case.catalog
             scores = None
-            query = build_query(case.messages, query_user_messages, query_chars)
+            query = query_parts(case.messages, query_user_messages, query_chars, query_parts_max)
             try:
                 await scorer.prepare(catalog)
                 scores = (await scorer.score(catalog, query))[0] if query else None
@@ -405,7 +407,7 @@ async def score_cases(
             *called_tools(case.messages),
             *text_called_tools(case.messages, set(catalog.names)),
         ]
-        query = build_query(case.messages, query_user_messages, query_chars)
+        query = query_parts(case.messages, query_user_messages, query_chars, query_parts_max)
         scores = None
         score_s = embedding_s = 0.0
         try:
@@ -649,6 +651,7 @@ async def evaluate(
     ks: Sequence[int | None] = DEFAULT_KS,
     query_user_messages: int = 2,
     query_chars: int = 4000,
+    query_parts_max: int = 6,
     progress: Callable[[Iterable[Case], str], Iterable[Case]] | None = None,
 ) -> dict[str, Any]:
     """Evaluate each scorer on ``case_set``; a JSON-ready report."""
@@ -661,6 +664,7 @@ async def evaluate(
             min_catalog_tools=policy.min_catalog_tools,
             query_user_messages=query_user_messages,
             query_chars=query_chars,
+            query_parts_max=query_parts_max,
             progress=wrap,
         )
         report["methods"].append(summarise_method(run, policy, ks))

@@ -90,12 +90,26 @@ class ToolIndex:
         ``query``: float32, shape (d,), L2-normalised. Returns float32 shape (n_tools,);
         a tool with no text scores -1.
         """
-        n_texts = self.index.ntotal
+        return self.best_scores(query.reshape(1, -1))
+
+    def best_scores(self, queries: np.ndarray) -> np.ndarray:
+        """Per-tool best cosine over several query vectors (the parts of one query): for
+        each tool, the max over its texts and over ``queries``.
+
+        ``queries``: float32, shape (p, d), rows L2-normalised. Returns float32 shape
+        (n_tools,); a tool with no text (or ``p`` = 0) scores -1. One matrix product
+        against the index's vectors (faster than a faiss search ranking every text).
+        """
         best = np.full(self.n_tools, -1.0, dtype=np.float32)
-        if n_texts == 0:
+        n_texts = self.index.ntotal
+        if n_texts == 0 or queries.shape[0] == 0:
             return best
-        similarities, ids = self.index.search(query.reshape(1, -1).astype(np.float32), n_texts)
-        np.maximum.at(best, self.owners[ids[0]], similarities[0])
+        # A view of the flat index's own storage (no copy; taken per call, so it never
+        # outlives a reallocation — the index is not added to after build).
+        vectors = faiss.rev_swig_ptr(self.index.get_xb(), n_texts * self.index.d)
+        vectors = vectors.reshape(n_texts, self.index.d)
+        similarities = np.asarray(queries, dtype=np.float32) @ vectors.T  # (p, n_texts)
+        np.maximum.at(best, self.owners, similarities.max(axis=0))
         return best
 
 

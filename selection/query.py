@@ -5,12 +5,29 @@ assistant message (after a tool result the signal is often in the result), in
 conversation order, trailing ``max_chars`` characters. Assistant prose is left out.
 Message shapes follow OpenAI's Chat Completions API (``content`` a string or a list of
 parts; text parts are ``{"type": "text", "text": ...}``).
+
+:func:`query_parts` adds the query's parts — the sentences of its user messages and each
+trailing tool result — so that a tool can be scored by its best part: one vector for a
+request that asks for several things lands among the tools of its dominant intent
+(benchmarks/README.md, "Selection quality").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+#: Where a user message is split into parts: after a sentence end (``. ! ? ;``), at line
+#: breaks, and before a connective that starts another request.
+_SPLIT = re.compile(
+    r"(?<=[.!?;])\s+|\n+|(?<!\band)\s+(?=(?:and then|then|also|finally|lastly|next|after that|"
+    r"additionally)\b)",
+    re.IGNORECASE,
+)
+
+#: Parts of fewer words are fragments ("Thanks.", "then"), not requests: dropped.
+MIN_PART_WORDS = 3
 
 
 def content_text(content: Any) -> str:
@@ -27,8 +44,9 @@ def content_text(content: Any) -> str:
     return ""
 
 
-def build_query(messages: Sequence[Any], user_messages: int = 2, max_chars: int = 4000) -> str:
-    """The query text for ``messages`` (empty when there is nothing to search with)."""
+def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool, str]]:
+    """``(is_user, text)`` of what the query is made of, in conversation order: the last
+    ``user_messages`` user messages, then the trailing tool results; blank texts left out."""
     valid = [m for m in messages if isinstance(m, Mapping)]
     trailing_results: list[str] = []
     for message in reversed(valid):
@@ -38,5 +56,52 @@ def build_query(messages: Sequence[Any], user_messages: int = 2, max_chars: int 
             break
     trailing_results.reverse()
     users = [content_text(m.get("content")) for m in valid if m.get("role") == "user"]
-    parts = [text for text in [*users[-user_messages:], *trailing_results] if text.strip()]
-    return "\n".join(parts)[-max_chars:] if max_chars > 0 else ""
+    texts = [(True, text) for text in users[-user_messages:]]
+    texts += [(False, text) for text in trailing_results]
+    return [(is_user, text) for is_user, text in texts if text.strip()]
+
+
+def build_query(messages: Sequence[Any], user_messages: int = 2, max_chars: int = 4000) -> str:
+    """The query text for ``messages`` (empty when there is nothing to search with)."""
+    texts = [text for _, text in _query_texts(messages, user_messages)]
+    return "\n".join(texts)[-max_chars:] if max_chars > 0 else ""
+
+
+def split_sentences(text: str) -> list[str]:
+    """The parts of one user message: its sentences and lines, also cut before "then",
+    "also", "finally", "next"…; stripped, parts under :data:`MIN_PART_WORDS` words dropped."""
+    parts = (part.strip() for part in _SPLIT.split(text) if part)
+    return [part for part in parts if len(part.split()) >= MIN_PART_WORDS]
+
+
+def query_parts(
+    messages: Sequence[Any], user_messages: int = 2, max_chars: int = 4000, max_parts: int = 6
+) -> list[str]:
+    """What to embed for ``messages``: the query (:func:`build_query`) first, then at most
+    ``max_parts`` of its parts — the sentences of its user messages (:func:`split_sentences`)
+    and each trailing tool result whole — the newest kept, in conversation order.
+
+    Parts come from the query's own trailing ``max_chars`` characters (a part cut by that
+    window keeps its tail if still long enough), so they add at most ``max_chars``
+    characters; a part equal to the query, or to an earlier part, is left out. Empty when
+    the query is; ``[query]`` alone when ``max_parts`` is 0 or the query has one part.
+    """
+    query = build_query(messages, user_messages, max_chars)
+    if not query or max_parts <= 0:
+        return [query] if query else []
+    parts: list[str] = []
+    budget = max_chars
+    for is_user, text in reversed(_query_texts(messages, user_messages)):
+        if budget <= 0 or len(parts) >= max_parts:
+            break
+        window = text[-budget:]
+        budget -= len(text) + 1  # the newline build_query joins with
+        pieces = split_sentences(window) if is_user else [window.strip()]
+        for piece in reversed(pieces):
+            if len(piece.split()) >= MIN_PART_WORDS and len(parts) < max_parts:
+                parts.append(piece)
+    unique: list[str] = []
+    for part in reversed(parts):
+        if part != query and part not in unique:
+            unique.append(part)
+    return [query, *unique]

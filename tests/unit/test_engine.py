@@ -442,3 +442,67 @@ def test_lru_cache_overwrite_refreshes_the_entry() -> None:
     cache.put("a", 10)
     cache.put("c", 3)
     assert cache.get("a") == 10 and cache.get("b") is None
+
+
+# --------------------------------------------------------------------------- query parts
+
+
+async def test_query_parts_are_embedded_in_one_call_and_a_tool_scores_its_best_part() -> None:
+    embedder = FakeEmbedder()
+    engine = engine_for(embedder)
+    catalog = catalog_of(*BASE)
+    await engine.index_for(catalog, {})
+    embedder.calls.clear()
+    parts = ["alpha beta gamma", "alpha", "gamma"]
+    scored = await engine.score(catalog, {}, parts)
+    assert embedder.calls == [parts]
+    assert scored.values.dtype == np.float32 and scored.values.shape == (3,)
+    # alpha: 1 (part "alpha"); beta: 1/√3 (the whole query); gamma: 1 (part "gamma").
+    np.testing.assert_allclose(scored.values, [1.0, 1 / math.sqrt(3), 1.0], atol=1e-6)
+
+
+async def test_one_text_and_a_one_part_list_score_the_same() -> None:
+    engine = engine_for(FakeEmbedder())
+    catalog = catalog_of(tool("alpha"), tool("beta", "alpha"), tool("gamma"))
+    text = (await engine.score(catalog, {}, "alpha beta")).values
+    listed = (await engine.score(catalog, {}, ["alpha beta"])).values
+    np.testing.assert_array_equal(text, listed)
+
+
+async def test_embed_parts_returns_one_float32_row_per_part() -> None:
+    engine = engine_for(FakeEmbedder())
+    vectors = await engine.embed_parts(["alpha", "beta gamma"])
+    assert vectors.dtype == np.float32 and vectors.shape == (2, len(VOCAB))
+    np.testing.assert_allclose(vectors[0], bag("alpha"))
+
+
+async def test_a_wrong_number_of_part_vectors_is_an_embedder_error() -> None:
+    embedder = FakeEmbedder()
+    engine = engine_for(embedder)
+    catalog = catalog_of(*BASE)
+    await engine.index_for(catalog, {})
+    embedder.wrong_count = True
+    with pytest.raises(EmbedderError):
+        await engine.score(catalog, {}, ["alpha", "beta"])
+
+
+async def test_slow_query_parts_raise_embedder_timeout() -> None:
+    embedder = FakeEmbedder()
+    engine = engine_for(embedder, timeout_s=0.01)
+    catalog = catalog_of(*BASE)
+    await engine.index_for(catalog, {})
+    embedder.gate = asyncio.Event()
+    with pytest.raises(EmbedderTimeout):
+        await engine.score(catalog, {}, ["alpha", "beta"])
+    embedder.gate.set()
+
+
+def test_best_scores_take_the_max_over_parts_and_texts() -> None:
+    vectors = np.eye(3, dtype=np.float32)
+    index = ToolIndex.build(vectors, owners=[0, 1, 1], n_tools=3)
+    parts = np.array([[0.0, 0.6, 0.8], [1.0, 0.0, 0.0]], dtype=np.float32)
+    best = index.best_scores(parts)
+    assert best.dtype == np.float32 and best.shape == (3,)
+    np.testing.assert_allclose(best, [1.0, 0.8, -1.0], atol=1e-6)
+    np.testing.assert_allclose(index.best_scores(parts[:1]), index.scores(parts[0]), atol=1e-6)
+    np.testing.assert_array_equal(index.best_scores(np.zeros((0, 3), np.float32)), [-1, -1, -1])

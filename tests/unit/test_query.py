@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from selection.query import build_query, content_text
+from selection.query import (
+    MIN_PART_WORDS,
+    build_query,
+    content_text,
+    query_parts,
+    split_sentences,
+)
 
 
 def user(content: object) -> dict:
@@ -151,3 +157,103 @@ def test_nothing_to_search_with_gives_an_empty_query() -> None:
 def test_malformed_messages_are_skipped() -> None:
     messages = ["not a message", None, 3, user("kept"), {"content": "no role"}]
     assert build_query(messages) == "kept"
+
+
+# --------------------------------------------------------------------------- query parts
+
+
+def test_split_sentences_cuts_at_sentence_ends_lines_and_connectives() -> None:
+    text = (
+        "Book a flight to Paris. Find a hotel near the Louvre; check the weather there!\n"
+        "Convert 100 euros to dollars then email the plan to Ann and then add it to my calendar"
+    )
+    assert split_sentences(text) == [
+        "Book a flight to Paris.",
+        "Find a hotel near the Louvre;",
+        "check the weather there!",
+        "Convert 100 euros to dollars",
+        "then email the plan to Ann",
+        "and then add it to my calendar",
+    ]
+
+
+def test_split_sentences_drops_fragments_under_min_part_words() -> None:
+    assert MIN_PART_WORDS == 3
+    assert split_sentences("Thanks. Ok! Please list my open issues.") == [
+        "Please list my open issues."
+    ]
+    assert split_sentences("") == []
+
+
+def test_query_parts_are_the_query_then_its_sentences() -> None:
+    text = "Book a flight to Paris. Then find a hotel near the Louvre."
+    assert query_parts([user(text)]) == [
+        text, "Book a flight to Paris.", "Then find a hotel near the Louvre."
+    ]
+
+
+def test_a_one_sentence_query_is_its_only_part() -> None:
+    assert query_parts([user("what is the weather in Rome today?")]) == [
+        "what is the weather in Rome today?"
+    ]
+
+
+def test_query_parts_include_each_trailing_tool_result_whole() -> None:
+    messages = [
+        user("what is failing in CI?"),
+        assistant(None, calls=True),
+        tool("job build failed. missing dependency libfoo", "c1"),
+        tool("job lint passed with warnings", "c2"),
+    ]
+    query = build_query(messages)
+    assert query_parts(messages) == [
+        query,
+        "what is failing in CI?",
+        "job build failed. missing dependency libfoo",
+        "job lint passed with warnings",
+    ]
+
+
+def test_query_parts_keep_the_newest_when_capped() -> None:
+    text = "one two three. four five six. seven eight nine. ten eleven twelve."
+    assert query_parts([user(text)], max_parts=2) == [
+        text, "seven eight nine.", "ten eleven twelve."
+    ]
+
+
+def test_query_parts_come_from_the_user_messages_of_the_query() -> None:
+    messages = [user("list all open issues. close the stale ones"), assistant("ok"),
+                user("now email the report to Bob. and archive it afterwards")]
+    assert query_parts(messages, user_messages=1)[1:] == [
+        "now email the report to Bob.", "and archive it afterwards"
+    ]
+    assert query_parts(messages, user_messages=2)[1:] == [
+        "list all open issues.", "close the stale ones",
+        "now email the report to Bob.", "and archive it afterwards",
+    ]
+
+
+def test_query_parts_stay_within_the_query_window() -> None:
+    old = "an older request about something else entirely."
+    new = "create a branch named fix. open a pull request for it."
+    parts = query_parts([user(old), user(new)], max_chars=len(new) + 10)
+    assert parts[0] == build_query([user(old), user(new)], max_chars=len(new) + 10)
+    assert parts[1:] == ["create a branch named fix.", "open a pull request for it."]
+    assert sum(len(part) for part in parts[1:]) <= len(new) + 10
+
+
+def test_duplicate_parts_are_embedded_once() -> None:
+    assert query_parts([user("list my open issues. list my open issues.")]) == [
+        "list my open issues. list my open issues.", "list my open issues."
+    ]
+
+
+def test_zero_max_parts_gives_the_whole_query_only() -> None:
+    text = "Book a flight to Paris. Then find a hotel near the Louvre."
+    assert query_parts([user(text)], max_parts=0) == [text]
+
+
+def test_no_query_gives_no_parts() -> None:
+    assert query_parts([]) == []
+    assert query_parts([user("hello")], max_chars=0) == []
+    assert query_parts([assistant("hi")]) == []
