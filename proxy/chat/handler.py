@@ -19,17 +19,18 @@ from typing import Any
 from starlette.types import Send
 
 from config.settings import Settings
-from proxy.asgi import send_error
-from proxy.errors import InvalidHeader
-from proxy.forwarding import ClientRequest, Forwarder
-from proxy.headers import TOOLS_HEADER, Headers, pruning_mode, top_k_override
+from proxy.chat.context import TurnServices, UsageRecorder
+from proxy.chat.identity import log_id
+from proxy.chat.plain import serve_plain
+from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.chat.streaming import serve_stream
+from proxy.chat.turn import MetaCall, Turn
+from proxy.http.asgi import send_error
+from proxy.http.errors import InvalidHeader
+from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.headers import TOOLS_HEADER, Headers, pruning_mode, top_k_override
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
-from proxy.plain import serve_plain
-from proxy.planner import NothingToPrune, Planner, SmallCatalog
-from proxy.streaming import serve_stream
-from proxy.turn import MetaCall, Turn, log_id
-from proxy.usage_log import UsageRecorder
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, UnexpectedSelectionError
 from selection.policy import Policy
@@ -84,6 +85,12 @@ class ChatHandler:
             metrics=metrics,
             on_late_error=lambda error: self._fallback(error, count=False),
             clock=clock,
+        )
+        self.services = TurnServices(
+            forwarder=forwarder,
+            metrics=metrics,
+            max_meta_rounds=settings.max_meta_rounds,
+            run_meta_calls=self.run_meta_calls,
         )
 
     # --- entry ------------------------------------------------------------------
@@ -148,9 +155,9 @@ class ChatHandler:
                     request, send, body=body, extra_response_headers=tools_header
                 )
             elif body.get("stream") is True:
-                await serve_stream(self, turn, request, send, tools_header, started)
+                await serve_stream(self.services, turn, request, send, tools_header, started)
             else:
-                await serve_plain(self, turn, request, send, tools_header, started)
+                await serve_plain(self.services, turn, request, send, tools_header, started)
         finally:
             self.metrics.meta_rounds.observe(turn.rounds)
             self._log(turn, Decision.PRUNED, selection_s)

@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.types import Send
 
-from proxy.asgi import send_complete, send_error
-from proxy.errors import ProxyError
-from proxy.forwarding import ClientRequest, response_headers
-from proxy.headers import Headers
-from proxy.rounds import send_round
-from proxy.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
-from proxy.upstream import read_decoded
-
-if TYPE_CHECKING:
-    from proxy.chat import ChatHandler
+from proxy.chat.context import TurnServices
+from proxy.chat.rounds import send_round
+from proxy.chat.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
+from proxy.http.asgi import send_complete, send_error
+from proxy.http.errors import ProxyError
+from proxy.http.forwarding import ClientRequest, response_headers
+from proxy.http.headers import Headers
+from proxy.http.upstream import read_decoded
 
 
 def _split_calls(turn: Turn, message: dict[str, Any]) -> tuple[list[MetaCall], bool]:
@@ -63,7 +61,7 @@ def _call_names(message: dict[str, Any]) -> list[str]:
 
 
 async def serve_plain(
-    handler: ChatHandler,
+    services: TurnServices,
     turn: Turn,
     request: ClientRequest,
     send: Send,
@@ -71,20 +69,20 @@ async def serve_plain(
     started: float,
 ) -> None:
     """Serve ``turn`` and send one response to the client."""
-    upstream, metrics = handler.forwarder.upstream, handler.metrics
+    upstream, metrics = services.forwarder.upstream, services.metrics
     usage: dict[str, Any] | None = None
     while True:
-        offered = turn.offer_meta_now(handler.settings.max_meta_rounds)
+        offered = turn.offer_meta_now(services.max_meta_rounds)
         try:
             response = await send_round(
-                upstream, metrics, request, turn, handler.settings.max_meta_rounds
+                upstream, metrics, request, turn, services.max_meta_rounds
             )
         except ProxyError as error:
             await send_error(send, error)
             return
         try:
             if response.status_code != 200:
-                await handler.forwarder.relay(response, send, extra_headers)
+                await services.forwarder.relay(response, send, extra_headers)
                 return
             raw = await read_decoded(response)
         except ProxyError as error:
@@ -108,12 +106,12 @@ async def serve_plain(
         usage = add_usage(usage, data.get("usage"))
         meta, has_real = _split_calls(turn, message)
         if meta and not has_real and offered:
-            results = await handler.run_meta_calls(turn, meta)
+            results = await services.run_meta_calls(turn, meta)
             turn.append_meta_exchange(message.get("content"), meta, results)
             turn.rounds += 1
             continue
         if meta:  # mixed, or rounds exhausted: loads take effect next turn
-            await handler.run_meta_calls(turn, meta)
+            await services.run_meta_calls(turn, meta)
             if not has_real:
                 data["choices"][0]["finish_reason"] = "stop"
         turn.response_calls = _call_names(message)

@@ -12,9 +12,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from config.settings import Settings
-from proxy.headers import Headers, header
+from proxy.chat.identity import conversation_id
+from proxy.chat.text_plan import TextPlan, find_text_plan
+from proxy.chat.turn import MetaCall, Turn
+from proxy.http.headers import Headers, header
 from proxy.metrics import Metrics
-from proxy.turn import MetaCall, TextPlan, Turn, conversation_id, find_text_plan
 from selection.catalog import Catalog, build_catalog, parse_functions, parse_tools
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import httpx
 
-from proxy.forwarding import ClientRequest
-from proxy.headers import upstream_request_headers
+from proxy.chat.turn import Turn
+from proxy.http.forwarding import ClientRequest
+from proxy.http.headers import upstream_request_headers
+from proxy.http.upstream import Upstream
 from proxy.metrics import Metrics
-from proxy.turn import Turn
-from proxy.upstream import Upstream
 
 
 async def send_round(
@@ -16,7 +16,7 @@ async def send_round(
 ) -> httpx.Response:
     """Send the turn's current body upstream (meta-tools offered while rounds remain) and
     return the response with headers read. The proxy must read intercepted bodies, so it
-    asks for them uncompressed. Raises the ``proxy.errors`` of :meth:`Upstream.send`."""
+    asks for them uncompressed. Raises the ``proxy.http.errors`` of :meth:`Upstream.send`."""
     headers = [
         (name, value)
         for name, value in upstream_request_headers(request.headers, request.request_id)

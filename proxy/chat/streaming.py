@@ -14,22 +14,20 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from starlette.types import Send
 
-from proxy.asgi import send_body, send_error, start_response
-from proxy.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
-from proxy.forwarding import ClientRequest, is_event_stream, response_headers
-from proxy.headers import Headers
-from proxy.rounds import send_round
-from proxy.sse import EventSplitter, data_event
-from proxy.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
-from proxy.upstream import raw_chunks, read_decoded
-
-if TYPE_CHECKING:
-    from proxy.chat import ChatHandler
+from proxy.chat.context import TurnServices
+from proxy.chat.rounds import send_round
+from proxy.chat.turn import MetaCall, Turn, add_usage, arguments_text, json_bytes
+from proxy.http.asgi import send_body, send_error, start_response
+from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
+from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
+from proxy.http.headers import Headers
+from proxy.http.sse import EventSplitter, data_event
+from proxy.http.upstream import raw_chunks, read_decoded
 
 _LEGACY_INDEX = -1  # key of the legacy ``function_call`` delta
 
@@ -70,10 +68,10 @@ class _Round:
 
 class _StreamServer:
     def __init__(
-        self, handler: ChatHandler, turn: Turn, request: ClientRequest, send: Send,
+        self, services: TurnServices, turn: Turn, request: ClientRequest, send: Send,
         extra_headers: Headers, started: float,
     ) -> None:
-        self.handler = handler
+        self.services = services
         self.turn = turn
         self.request = request
         self.send = send
@@ -86,13 +84,13 @@ class _StreamServer:
         self.usage_chunk: dict[str, Any] | None = None
 
     async def run(self) -> None:
-        max_rounds = self.handler.settings.max_meta_rounds
-        metrics = self.handler.metrics
+        max_rounds = self.services.max_meta_rounds
+        metrics = self.services.metrics
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
                 response = await send_round(
-                    self.handler.forwarder.upstream, metrics, self.request, self.turn, max_rounds
+                    self.services.forwarder.upstream, metrics, self.request, self.turn, max_rounds
                 )
             except ProxyError as error:
                 await self._fail(error)
@@ -108,12 +106,12 @@ class _StreamServer:
                 await response.aclose()
             meta = outcome.meta_calls()
             if meta and not outcome.has_real_calls() and offered:
-                results = await self.handler.run_meta_calls(self.turn, meta)
+                results = await self.services.run_meta_calls(self.turn, meta)
                 self.turn.append_meta_exchange("".join(outcome.content) or None, meta, results)
                 self.turn.rounds += 1
                 continue
             if meta:  # mixed, or rounds exhausted: loads take effect next turn
-                await self.handler.run_meta_calls(self.turn, meta)
+                await self.services.run_meta_calls(self.turn, meta)
             self.turn.response_calls = [
                 call.name for call in outcome.calls.values() if not call.meta and call.name
             ]
@@ -133,7 +131,7 @@ class _StreamServer:
                 self.client_started = True
             return True
         if not self.client_started:
-            await self.handler.forwarder.relay(response, self.send, self.extra_headers)
+            await self.services.forwarder.relay(response, self.send, self.extra_headers)
             return False
         await read_decoded(response)
         raise UpstreamResponseInvalid(
@@ -272,7 +270,7 @@ class _StreamServer:
     def _observe_first_token(self, delta: dict[str, Any]) -> None:
         if not self.first_token_seen and (delta.get("content") or delta.get("tool_calls")):
             self.first_token_seen = True
-            self.handler.metrics.ttft.labels("pruned").observe(time.perf_counter() - self.started)
+            self.services.metrics.ttft.labels("pruned").observe(time.perf_counter() - self.started)
 
     async def _finish(self, outcome: _Round, *, only_meta: bool) -> None:
         for chunk in outcome.finish:
@@ -293,7 +291,7 @@ class _StreamServer:
 
 
 async def serve_stream(
-    handler: ChatHandler,
+    services: TurnServices,
     turn: Turn,
     request: ClientRequest,
     send: Send,
@@ -301,4 +299,4 @@ async def serve_stream(
     started: float,
 ) -> None:
     """Serve ``turn`` as one SSE response to the client."""
-    await _StreamServer(handler, turn, request, send, extra_headers, started).run()
+    await _StreamServer(services, turn, request, send, extra_headers, started).run()

@@ -1,5 +1,5 @@
-"""One acting chat-completions request: its conversation id, its system-prompt tool block,
-and how its body is rewritten (forwarded tools, text block, meta exchange appended).
+"""One acting chat-completions request and how its body is rewritten (forwarded tools,
+text block, meta exchange appended).
 
 Field names and shapes follow OpenAI's Chat Completions API reference: ``tools`` /
 legacy ``functions``, ``tool_choice``, legacy ``function_call``, assistant ``tool_calls``
@@ -8,7 +8,6 @@ and ``tool`` messages.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,33 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from selection.catalog import Catalog, canonical_json, fingerprint
+from proxy.chat.text_plan import TextPlan
+from selection.catalog import Catalog, canonical_json
 from selection.history import KEEP, ToolChoice
 from selection.meta_tools import MetaTools
-from selection.query import content_text
 from selection.selector import Selection
-from selection.text_path import TextFormat, ToolBlock, detect
-
-
-def conversation_id(
-    header_value: bytes | None, body: Mapping[str, Any], catalog: Catalog
-) -> str:
-    """The ``X-Conversation-Id`` header; else a hash of (model, catalogue fingerprint,
-    first system message, first user message), stable across the conversation's turns."""
-    if header_value:
-        return header_value.decode("latin-1")
-    messages = [m for m in body.get("messages", []) if isinstance(m, Mapping)]
-
-    def first(role: str) -> str:
-        return next((content_text(m.get("content")) for m in messages if m.get("role") == role), "")
-
-    key = [body.get("model"), catalog.fingerprint, first("system"), first("user")]
-    return "h:" + fingerprint(key)[:32]
-
-
-def log_id(conversation: str) -> str:
-    """What logs show of a conversation id: a short hash, never the id itself."""
-    return hashlib.sha256(conversation.encode()).hexdigest()[:12]
 
 
 @dataclass
@@ -60,57 +37,6 @@ def arguments_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return "" if value is None else json.dumps(value)
-
-
-@dataclass(frozen=True)
-class TextPlan:
-    """A tool block found in a system (or developer) message's text.
-
-    ``message`` is the message's index in ``messages``; ``part`` the index of the text
-    part when the content is a list of parts, else None.
-    """
-
-    message: int
-    part: int | None
-    text: str
-    block: ToolBlock
-
-    def rewrite_messages(self, messages: list[Any], keep: set[str]) -> list[Any]:
-        """``messages`` with the block's dropped entries replaced by one line."""
-        text = self.block.rewrite(self.text, keep)
-        message = dict(messages[self.message])
-        if self.part is None:
-            message["content"] = text
-        else:
-            parts = list(message["content"])
-            parts[self.part] = {**parts[self.part], "text": text}
-            message["content"] = parts
-        return [*messages[: self.message], message, *messages[self.message + 1 :]]
-
-
-def find_text_plan(
-    messages: Sequence[Any], formats: Sequence[TextFormat], min_entries: int
-) -> TextPlan | None:
-    """The first tool block (with at least ``min_entries`` entries) in a system or
-    developer message, or None."""
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
-            continue
-        content = message.get("content")
-        texts: list[tuple[int | None, str]] = []
-        if isinstance(content, str):
-            texts.append((None, content))
-        elif isinstance(content, list):
-            texts.extend(
-                (i, part["text"])
-                for i, part in enumerate(content)
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-            )
-        for part, text in texts:
-            block = detect(text, formats, min_entries)
-            if block is not None:
-                return TextPlan(index, part, text, block)
-    return None
 
 
 @dataclass

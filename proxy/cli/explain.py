@@ -1,7 +1,7 @@
 """``toolprune explain REQUEST.json``: an offline dry run of the proxy's selection on one
 chat-completions request body — which tools would be forwarded and why, the best-scored
 tools left out, forwarded/offered, and the estimated prompt saving. Same code path as
-the proxy (:class:`proxy.planner.Planner`); no upstream is contacted unless the
+the proxy (:class:`proxy.chat.planner.Planner`); no upstream is contacted unless the
 configured embedder is an HTTP one.
 """
 
@@ -18,10 +18,10 @@ import httpx
 
 from config.policy import load_policy
 from config.settings import Settings
+from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.chat.turn import Turn
 from proxy.components import build_engine
 from proxy.metrics import Metrics
-from proxy.planner import NothingToPrune, Planner, SmallCatalog
-from proxy.turn import Turn
 from selection.errors import PolicyError, SelectionError
 from selection.state import MemoryStateStore
 

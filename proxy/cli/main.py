@@ -10,8 +10,10 @@ from collections.abc import Sequence
 import uvicorn
 
 from config.settings import Settings
-from proxy import eval_cli, explain_cli, usage_cli
 from proxy.app import create_app
+from proxy.cli import eval as eval_cli
+from proxy.cli import explain as explain_cli
+from proxy.cli import usage as usage_cli
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--upstream", help="upstream OpenAI base URL (TOOLPRUNE_UPSTREAM_URL)")
     serve.set_defaults(run=_serve)
     evaluate = commands.add_parser(
-        "eval", help="measure tool selection on labelled cases (see proxy/eval_cli.py)"
+        "eval", help="measure tool selection on labelled cases (see proxy/cli/eval.py)"
     )
     eval_cli.add_arguments(evaluate)
     evaluate.set_defaults(run=eval_cli.run)

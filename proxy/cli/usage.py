@@ -2,7 +2,7 @@
 
 A ranked per-tool table, a suggested CORE with its projected prompt saving, and (when the
 proxy stored user text) suggested example utterances as a policy-file ``[examples]``
-fragment; see :mod:`selection.usage_analysis` for the definitions. Token counts come from
+fragment; see :mod:`proxy.usage.analysis` for the definitions. Token counts come from
 the upstream's tokenizer when it answers (llama-server ``POST /tokenize`` with
 ``{"content": …}`` → ``{"tokens": […]}``); otherwise token numbers are labelled
 estimates. Nothing else is contacted.
@@ -22,8 +22,9 @@ from urllib.parse import urlsplit
 import httpx
 
 from config.settings import Settings
-from proxy.usage_log import parse_since, read_definitions, read_usage
-from selection.usage_analysis import add_token_counts, analyse, format_report
+from proxy.usage.analysis import add_token_counts, analyse
+from proxy.usage.reader import parse_since, read_definitions, read_usage
+from proxy.usage.report import format_report
 
 #: Catalogues (most requests first) whose saving is counted with the tokenizer.
 TOKENIZED_CATALOGS = 10

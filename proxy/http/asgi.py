@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 from starlette.types import Message, Receive, Send
 
-from proxy.errors import ProxyError, RequestTooLarge
-from proxy.headers import Headers, header
+from proxy.http.errors import ProxyError, RequestTooLarge
+from proxy.http.headers import Headers, header
 
 
 class ClientDisconnected(Exception):

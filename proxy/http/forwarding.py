@@ -8,12 +8,12 @@ from dataclasses import dataclass
 import httpx
 from starlette.types import Send
 
-from proxy.asgi import send_body, send_error, start_response
-from proxy.errors import ProxyError, sse_error_event
-from proxy.headers import Headers, end_to_end, upstream_request_headers
+from proxy.http.asgi import send_body, send_error, start_response
+from proxy.http.errors import ProxyError, sse_error_event
+from proxy.http.headers import Headers, end_to_end, upstream_request_headers
+from proxy.http.upstream import Upstream, raw_chunks
 from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
-from proxy.upstream import Upstream, raw_chunks
 
 logger = get_logger("forwarding")
 

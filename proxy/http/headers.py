@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 
-from proxy.errors import InvalidHeader
+from proxy.http.errors import InvalidHeader
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -6,7 +6,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from proxy.headers import REQUEST_ID, request_id
+from proxy.http.headers import REQUEST_ID, request_id
 from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
 

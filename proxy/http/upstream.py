@@ -1,6 +1,6 @@
 """The upstream connection: URL mapping, the shared httpx client, and error mapping.
 
-Every transport failure is turned into a :mod:`proxy.errors` exception here, so callers
+Every transport failure is turned into a :mod:`proxy.http.errors` exception here, so callers
 handle one family: connect failures → :class:`UpstreamUnavailable` (502), timeouts →
 :class:`UpstreamTimeout` (504), a body that breaks after the response started →
 :class:`UpstreamStreamBroken`.
@@ -15,8 +15,8 @@ from http.cookiejar import CookieJar, DefaultCookiePolicy
 import httpx
 
 from config.settings import Settings
-from proxy.errors import UpstreamStreamBroken, UpstreamTimeout, UpstreamUnavailable
-from proxy.headers import Headers
+from proxy.http.errors import UpstreamStreamBroken, UpstreamTimeout, UpstreamUnavailable
+from proxy.http.headers import Headers
 
 
 def create_client(settings: Settings) -> httpx.AsyncClient:

@@ -1,6 +1,6 @@
 """What the usage log says (``toolprune usage report``): pure analysis, no I/O.
 
-Input is the plain data :func:`proxy.usage_log.read_usage` reads from the SQLite usage
+Input is the plain data :func:`proxy.usage.reader.read_usage` reads from the SQLite usage
 log (:class:`UsageData`); output is JSON-ready data and its terminal rendering.
 
 * **Per-tool table**, ranked by calls: ``calls`` (every call seen once, whatever its
@@ -29,115 +29,27 @@ log (:class:`UsageData`); output is JSON-ready data and its terminal rendering.
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
-#: Call statuses (the ``status`` column of the log's ``calls`` table).
-FORWARDED = "forwarded"
-LOADED = "loaded"
-MISS = "miss"
-HISTORY = "history"
-STATUSES = (FORWARDED, LOADED, MISS, HISTORY)
-
-#: Decisions of logged requests: acting ones, and fallbacks (full catalogue forwarded).
-ACTING = ("pruned", "dry_run")
-FALLBACK = "fallback"
-
-#: Bytes per token when no tokenizer was reachable (JSON tool schemas; an estimate).
-BYTES_PER_TOKEN_ESTIMATE = 4
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """One logged request: an acting one (``pruned`` / ``dry_run``) or a ``fallback``
-    (``reason`` set; no conversation or catalogue is known then)."""
-
-    ts: float
-    decision: str
-    conversation: str | None = None
-    catalog: str | None = None
-    turn: int | None = None
-    reason: str | None = None
-    path: str | None = None
-    offered: int | None = None
-    forwarded: int | None = None
-    schema_bytes_saved: int | None = None
-    meta_calls: int = 0
-
-
-@dataclass(frozen=True)
-class CallRecord:
-    """One real tool call, counted once (``status``: one of :data:`STATUSES`)."""
-
-    ts: float
-    conversation: str
-    tool: str
-    turn: int
-    status: str
-    catalog: str | None = None
-
-
-@dataclass(frozen=True)
-class ExampleRecord:
-    """A user message that preceded a call of ``tool`` (stored only on opt-in)."""
-
-    tool: str
-    text: str
-    conversation: str
-
-
-@dataclass
-class UsageData:
-    """Everything a report reads. ``catalogs``: catalogue fingerprint → tool name →
-    schema bytes, in catalogue order."""
-
-    requests: list[RequestRecord] = field(default_factory=list)
-    calls: list[CallRecord] = field(default_factory=list)
-    catalogs: dict[str, dict[str, int]] = field(default_factory=dict)
-    examples: list[ExampleRecord] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ToolUsage:
-    tool: str
-    calls: int
-    conversations: int
-    conversation_share: float
-    median_first_turn: float | None
-    forwarded: int
-    loaded: int
-    misses: int
-    history: int
-    first_turn_conversations: int
-
-
-@dataclass(frozen=True)
-class CoreSuggestion:
-    """``names``: the suggested CORE (``by_share`` first, then ``first_turn`` extras).
-    ``covered_share``: calls of ``names`` / all calls."""
-
-    names: list[str]
-    by_share: list[str]
-    first_turn: list[str]
-    core_share: float
-    first_turn_share: float
-    total_calls: int
-    covered_calls: int
-    covered_share: float | None
-
-
-@dataclass(frozen=True)
-class ExampleSuggestion:
-    """A candidate example utterance for a tool: in how many conversations it preceded a
-    call of the tool, and how many distinct tools it preceded in all."""
-
-    text: str
-    conversations: int
-    tools: int
+from proxy.usage.examples import examples_toml, harvest_examples
+from proxy.usage.records import (
+    ACTING,
+    BYTES_PER_TOKEN_ESTIMATE,
+    FALLBACK,
+    FORWARDED,
+    HISTORY,
+    LOADED,
+    MISS,
+    STATUSES,
+    CallRecord,
+    CoreSuggestion,
+    ToolUsage,
+    UsageData,
+)
 
 
 def conversations_of(data: UsageData) -> set[str]:
@@ -287,76 +199,6 @@ def add_token_counts(saving: dict[str, Any], counts: Mapping[str, tuple[int, int
         saving["tokens"] = "tokenizer"
 
 
-def harvest_examples(
-    records: Iterable[ExampleRecord], *, per_tool: int = 3, max_chars: int = 400
-) -> dict[str, list[ExampleSuggestion]]:
-    """Candidate example utterances per tool (see the module docstring). Whitespace is
-    collapsed; empty texts and texts longer than ``max_chars`` are skipped."""
-    conversations: dict[tuple[str, str], set[str]] = defaultdict(set)
-    tools_of: dict[str, set[str]] = defaultdict(set)
-    for record in records:
-        text = " ".join(record.text.split())
-        if not text or len(text) > max_chars:
-            continue
-        conversations[(record.tool, text)].add(record.conversation)
-        tools_of[text].add(record.tool)
-    by_tool: dict[str, list[ExampleSuggestion]] = defaultdict(list)
-    for (tool, text), seen in conversations.items():
-        by_tool[tool].append(ExampleSuggestion(text, len(seen), len(tools_of[text])))
-    return {
-        tool: sorted(items, key=lambda e: (-e.conversations, e.tools, e.text))[:per_tool]
-        for tool, items in sorted(by_tool.items())
-    }
-
-
-def toml_string(text: str) -> str:
-    """``text`` as a TOML basic string (control characters escaped; a lone surrogate,
-    not a Unicode scalar value, replaced)."""
-    text = text.encode("utf-8", errors="replace").decode("utf-8")
-    out = ['"']
-    for char in text:
-        code = ord(char)
-        if char == '"':
-            out.append('\\"')
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F:
-            out.append(f"\\u{code:04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
-def examples_toml(
-    examples: Mapping[str, Sequence[ExampleSuggestion]], table: Sequence[ToolUsage] = ()
-) -> str:
-    """A policy-file ``[examples]`` fragment (see ``config/policy.py``) for ``examples``."""
-    rows = {row.tool: row for row in table}
-    lines = [
-        "# Suggested example utterances, harvested from real user messages by",
-        "# `toolprune usage report`: review them (they are user text) before adopting.",
-        "[examples]",
-    ]
-    for tool, items in examples.items():
-        if not items:
-            continue
-        row = rows.get(tool)
-        if row is not None:
-            lines.append(
-                f"# {tool}: {row.calls} calls, {row.loaded} through load_tools, {row.misses} misses"
-            )
-        seen = ", ".join(f"{e.conversations}×" for e in items)
-        lines.append(f"{toml_string(tool)} = [  # conversations: {seen}")
-        lines.extend(f"    {toml_string(e.text)}," for e in items)
-        lines.append("]")
-    return "\n".join(lines) + "\n"
-
-
 def analyse(
     data: UsageData,
     *,
@@ -394,91 +236,3 @@ def analyse(
             "toml": examples_toml(examples, table) if examples else None,
         },
     }
-
-
-def _fmt(value: float | None, pattern: str) -> str:
-    return "–" if value is None else format(value, pattern)
-
-
-def format_report(report: Mapping[str, Any], *, limit: int | None = 40) -> str:
-    """The terminal rendering of :func:`analyse`'s report."""
-    requests = report["requests"]
-    calls = report["calls"]
-    lines = [
-        f"requests: {requests['acting']} acting ({requests['pruned']} pruned, "
-        f"{requests['dry_run']} dry-run), {requests['fallback']} fallbacks"
-        + (
-            " (" + ", ".join(f"{k} {v}" for k, v in requests["fallback_reasons"].items()) + ")"
-            if requests["fallback_reasons"]
-            else ""
-        )
-        + f"; {report['conversations']} conversations; {requests['meta_calls']} meta-calls",
-        (
-            f"tool calls: {calls['total']} ({calls[FORWARDED]} forwarded, {calls[LOADED]} "
-            f"through load_tools, {calls[MISS]} misses, {calls[HISTORY]} seen only in histories)"
-        ),
-        "",
-        (
-            f"{'tool':<36} {'calls':>6} {'conv%':>6} {'1st turn':>8} {'loaded':>7} "
-            f"{'misses':>7} {'history':>8}"
-        ),
-    ]
-    tools = report["tools"]
-    for row in tools if limit is None else tools[:limit]:
-        lines.append(
-            f"{row['tool']:<36} {row['calls']:>6} {row['conversation_share'] * 100:>5.1f}% "
-            f"{_fmt(row['median_first_turn'], 'g'):>8} {row['loaded']:>7} {row['misses']:>7} "
-            f"{row['history']:>8}"
-        )
-    if limit is not None and len(tools) > limit:
-        lines.append(f"… {len(tools) - limit} more tools (--json for all)")
-    core = report["core"]
-    saving = core["saving"]
-    lines += [
-        "",
-        (
-            f"suggested CORE ({len(core['names'])} tools: {_fmt(core['covered_share'], '.1%')} "
-            f"of calls; target {core['core_share']:.0%}, plus first-turn tools in ≥"
-            f"{core['first_turn_share']:.0%} of conversations):"
-        ),
-        "  core = " + json.dumps(core["names"]),
-    ]
-    if core["first_turn"]:
-        lines.append("  first-turn tools among them: " + ", ".join(core["first_turn"]))
-    if saving["requests"]:
-        tokens = (
-            f"{saving['saving_tokens_total']} tokens (tokenizer)"
-            if saving["tokens"] == "tokenizer"
-            else f"≈{saving['saving_tokens_total_estimate']} tokens (estimate, "
-            f"{saving['bytes_per_token_estimate']} bytes/token)"
-        )
-        lines.append(
-            f"  projected saving of a CORE-only prompt over {saving['requests']} requests: "
-            f"{saving['saving_bytes_total']} schema bytes, {tokens}"
-        )
-        for row in saving["catalogs"][:5]:
-            if not row["requests"]:
-                continue
-            observed = _fmt(row["observed_saving_bytes_mean"], ".0f")
-            measured = (
-                f", {row['saving_tokens_per_request']} tokens"
-                if "saving_tokens_per_request" in row
-                else ""
-            )
-            lines.append(
-                f"    catalogue {row['catalog']}: {row['tools']} tools, {row['requests']} "
-                f"requests, {row['full_bytes']} → {row['core_bytes']} bytes per request "
-                f"({_fmt(row['saving_share'], '.0%')} saved{measured}; measured saving now "
-                f"{observed} bytes)"
-            )
-    examples = report["examples"]
-    lines.append("")
-    if examples["toml"]:
-        lines.append("suggested example utterances (policy file fragment):")
-        lines.append(examples["toml"].rstrip("\n"))
-    else:
-        lines.append(
-            "no example utterances stored (the proxy stores them only with "
-            "TOOLPRUNE_USAGE_STORE_TEXT=true)"
-        )
-    return "\n".join(lines)

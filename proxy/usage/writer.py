@@ -11,7 +11,7 @@ opened and every ``retention_interval_s`` after, so the file never grows without
 Tables:
 
 * ``requests``: per acting request (``pruned``/``dry_run``) the time, the conversation id
-  *hash* (:func:`proxy.turn.log_id`, never the id), catalogue fingerprint, turn number,
+  *hash* (:func:`proxy.chat.identity.log_id`, never the id), catalogue fingerprint, turn number,
   path, tools offered and forwarded, schema bytes saved, meta-calls (count and the names
   they loaded) and rounds; per fallback the time and reason.
 * ``calls``: every real tool call seen, once: in the response the client got
@@ -33,112 +33,21 @@ Tables:
 
 from __future__ import annotations
 
-import json
 import queue
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
 
+from proxy.chat.turn import Turn
 from proxy.log import RateLimitedLog, get_logger
-from proxy.turn import Turn, log_id
-from selection.catalog import canonical_json
-from selection.query import content_text
-from selection.text_path import text_called_tools
-from selection.usage_analysis import (
-    FORWARDED,
-    HISTORY,
-    LOADED,
-    MISS,
-    CallRecord,
-    ExampleRecord,
-    RequestRecord,
-    UsageData,
-)
+from proxy.usage.rows import ActingEvent, PreviousRequest, write_acting
+from proxy.usage.schema import apply_retention, open_database
 
 logger = get_logger("usage")
-
-SCHEMA_VERSION = 1
-#: Longest user text kept per example (characters).
-EXAMPLE_MAX_CHARS = 4000
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS requests (
-    id INTEGER PRIMARY KEY,
-    ts REAL NOT NULL,
-    decision TEXT NOT NULL,
-    reason TEXT,
-    conversation TEXT,
-    catalog TEXT,
-    turn INTEGER,
-    path TEXT,
-    offered INTEGER,
-    forwarded INTEGER,
-    schema_bytes_saved INTEGER,
-    meta_calls INTEGER NOT NULL DEFAULT 0,
-    meta_loaded TEXT,
-    rounds INTEGER
-);
-CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
-CREATE TABLE IF NOT EXISTS calls (
-    id INTEGER PRIMARY KEY,
-    ts REAL NOT NULL,
-    conversation TEXT NOT NULL,
-    catalog TEXT,
-    tool TEXT NOT NULL,
-    turn INTEGER NOT NULL,
-    status TEXT NOT NULL,
-    source TEXT NOT NULL,
-    call_key TEXT
-);
-CREATE INDEX IF NOT EXISTS calls_ts ON calls (ts);
-CREATE UNIQUE INDEX IF NOT EXISTS calls_key ON calls (conversation, call_key)
-    WHERE call_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS calls_pending ON calls (conversation, tool)
-    WHERE call_key IS NULL;
-CREATE TABLE IF NOT EXISTS catalog_tools (
-    catalog TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    tool TEXT NOT NULL,
-    size_bytes INTEGER NOT NULL,
-    definition TEXT,
-    ts REAL NOT NULL,
-    PRIMARY KEY (catalog, tool)
-);
-CREATE TABLE IF NOT EXISTS examples (
-    id INTEGER PRIMARY KEY,
-    ts REAL NOT NULL,
-    conversation TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS examples_ts ON examples (ts);
-"""
-
-
-class UsageRecorder(Protocol):
-    """What :class:`proxy.chat.ChatHandler` calls; must never raise nor block."""
-
-    def record(self, turn: Turn, decision: str) -> None: ...
-
-    def record_fallback(self, reason: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Acting:
-    ts: float
-    turn: Turn
-    decision: str
-    number: int
-    forwarded: tuple[str, ...]
-    meta_events: tuple[Mapping[str, Any], ...]
-    response_calls: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -153,66 +62,6 @@ class _Flush:
 
 
 _STOP = object()
-
-
-@dataclass(frozen=True)
-class _Previous:
-    """The last logged request of a conversation: what a new history call answers."""
-
-    turn: int
-    forwarded: frozenset[str]
-    response_read: bool
-    messages: int
-
-
-@dataclass(frozen=True)
-class _HistoryCall:
-    key: str
-    tool: str
-    turn: int
-    message: int
-    user_text: str | None
-
-
-def last_user_text(messages: Sequence[Any], before: int | None = None) -> str | None:
-    """The text of the last ``user`` message before index ``before`` (all: None)."""
-    end = len(messages) if before is None else before
-    for message in reversed(messages[:end]):
-        if isinstance(message, Mapping) and message.get("role") == "user":
-            text = content_text(message.get("content")).strip()
-            return text[:EXAMPLE_MAX_CHARS] if text else None
-    return None
-
-
-def history_calls(messages: Sequence[Any], text_names: set[str] | None) -> list[_HistoryCall]:
-    """Real tool calls in a request's history, in order. ``turn``: the request that made
-    the call, counted as the assistant message's ordinal (one assistant message per
-    request in an agent loop). Keys: the call id; else the message and call position (a
-    history only grows). ``text_names``: also tools named in assistant text (text path)."""
-    found: list[_HistoryCall] = []
-    assistants = 0
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        assistants += 1
-        named: list[tuple[str, str]] = []
-        calls = message.get("tool_calls")
-        for position, call in enumerate(calls if isinstance(calls, list) else []):
-            function = call.get("function") if isinstance(call, Mapping) else None
-            name = function.get("name") if isinstance(function, Mapping) else None
-            if isinstance(name, str) and name:
-                call_id = call.get("id")
-                key = f"id:{call_id}" if isinstance(call_id, str) and call_id else f"m{index}:{position}"
-                named.append((key, name))
-        function_call = message.get("function_call")
-        if isinstance(function_call, Mapping) and isinstance(function_call.get("name"), str):
-            named.append((f"m{index}:f", function_call["name"]))
-        if text_names:
-            named += [(f"m{index}:t:{name}", name) for name in text_called_tools([message], text_names)]
-        if named:
-            user = last_user_text(messages, index)
-            found += [_HistoryCall(key, name, assistants, index, user) for key, name in named]
-    return found
 
 
 class UsageLog:
@@ -251,7 +100,7 @@ class UsageLog:
         self._errors = RateLimitedLog(logger, log_interval_s)
         self._connection: sqlite3.Connection | None = None
         self._catalogs: set[str] = set()
-        self._previous: OrderedDict[str, _Previous] = OrderedDict()
+        self._previous: OrderedDict[str, PreviousRequest] = OrderedDict()
         self._max_conversations = max_conversations
         self._next_retention = 0.0
         self._closed = False
@@ -262,7 +111,7 @@ class UsageLog:
     def record(self, turn: Turn, decision: str) -> None:
         """Queue one served acting request (never raises, never blocks)."""
         try:
-            event = _Acting(
+            event = ActingEvent(
                 ts=self.clock(),
                 turn=turn,
                 decision=decision,
@@ -359,7 +208,7 @@ class UsageLog:
             self._disconnect()
 
     def _process(self, batch: list[object]) -> bool:
-        events: list[_Acting | _Fallback] = []
+        events: list[ActingEvent | _Fallback] = []
         stop = False
         for item in batch:
             if item is _STOP:
@@ -368,12 +217,12 @@ class UsageLog:
                 self._write(events)
                 events = []
                 item.done.set()
-            elif isinstance(item, _Acting | _Fallback):
+            elif isinstance(item, ActingEvent | _Fallback):
                 events.append(item)
         self._write(events)
         return stop
 
-    def _write(self, events: list[_Acting | _Fallback]) -> None:
+    def _write(self, events: list[ActingEvent | _Fallback]) -> None:
         if not events:
             return
         try:
@@ -390,7 +239,7 @@ class UsageLog:
                             (event.ts, event.reason),
                         )
                     else:
-                        self._write_acting(connection, event, previous, catalogs)
+                        write_acting(connection, event, previous, catalogs, self.store_text)
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
@@ -403,139 +252,11 @@ class UsageLog:
         except Exception as error:  # noqa: BLE001 - a broken database must not stop the writer
             self._fail("write", error, len(events))
 
-    def _write_acting(
-        self,
-        db: sqlite3.Connection,
-        event: _Acting,
-        previous: OrderedDict[str, _Previous],
-        catalogs: set[str],
-    ) -> None:
-        turn = event.turn
-        conversation = log_id(turn.conversation)
-        catalog = turn.catalog.fingerprint
-        if catalog not in catalogs:
-            db.executemany(
-                "INSERT OR IGNORE INTO catalog_tools (catalog, position, tool, size_bytes, "
-                "definition, ts) VALUES (?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        catalog,
-                        position,
-                        tool.name,
-                        tool.size_bytes,
-                        canonical_json(tool.definition).decode("utf-8", errors="replace"),
-                        event.ts,
-                    )
-                    for position, tool in enumerate(turn.catalog.tools)
-                ],
-            )
-            catalogs.add(catalog)
-        loaded = [
-            name
-            for meta in event.meta_events
-            for name in (meta.get("loaded") or [])
-            if isinstance(name, str)
-        ]
-        db.execute(
-            "INSERT INTO requests (ts, decision, conversation, catalog, turn, path, offered, "
-            "forwarded, schema_bytes_saved, meta_calls, meta_loaded, rounds) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                event.ts,
-                event.decision,
-                conversation,
-                catalog,
-                event.number,
-                turn.path,
-                turn.offered,
-                len(event.forwarded),
-                turn.schema_bytes_saved(),
-                len(event.meta_events),
-                json.dumps(loaded),
-                turn.rounds,
-            ),
-        )
-        messages = turn.body.get("messages")
-        messages = messages if isinstance(messages, list) else []
-        forwarded = frozenset(event.forwarded)
-        before = previous.get(conversation)
-        text_names = set(turn.catalog.names) if turn.text is not None else None
-        for call in history_calls(messages, text_names):
-            if db.execute(
-                "SELECT 1 FROM calls WHERE conversation = ? AND call_key = ?",
-                (conversation, call.key),
-            ).fetchone():
-                continue
-            pending = db.execute(
-                "SELECT id FROM calls WHERE conversation = ? AND tool = ? AND call_key IS NULL "
-                "ORDER BY id LIMIT 1",
-                (conversation, call.tool),
-            ).fetchone()
-            if pending is not None:
-                db.execute("UPDATE calls SET call_key = ? WHERE id = ?", (call.key, pending[0]))
-                continue
-            status, number = HISTORY, call.turn
-            if before is not None and not before.response_read and call.message >= before.messages:
-                status = FORWARDED if call.tool in before.forwarded else MISS
-                number = before.turn
-            self._insert_call(db, event.ts, conversation, catalog, call.tool, number, status,
-                              "history", call.key, call.user_text)
-        user_text = last_user_text(messages) if event.response_calls else None
-        for name in event.response_calls:
-            status = LOADED if name in loaded else FORWARDED if name in forwarded else MISS
-            self._insert_call(db, event.ts, conversation, catalog, name, event.number, status,
-                              "response", None, user_text)
-        previous[conversation] = _Previous(
-            turn=event.number,
-            forwarded=forwarded,
-            response_read=event.decision == "pruned" and turn.native is not None,
-            messages=len(messages),
-        )
-        previous.move_to_end(conversation)
-
-    def _insert_call(
-        self,
-        db: sqlite3.Connection,
-        ts: float,
-        conversation: str,
-        catalog: str,
-        tool: str,
-        turn: int,
-        status: str,
-        source: str,
-        key: str | None,
-        user_text: str | None,
-    ) -> None:
-        db.execute(
-            "INSERT INTO calls (ts, conversation, catalog, tool, turn, status, source, call_key) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (ts, conversation, catalog, tool, turn, status, source, key),
-        )
-        if self.store_text and user_text:
-            db.execute(
-                "INSERT INTO examples (ts, conversation, tool, text) VALUES (?, ?, ?, ?)",
-                (ts, conversation, tool, user_text),
-            )
-
     # --- connection and retention -------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
         if self._connection is not None:
             return self._connection
-        connection = sqlite3.connect(
-            self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        try:
-            connection.execute("PRAGMA auto_vacuum = INCREMENTAL")  # new files only
-            connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute("PRAGMA synchronous = NORMAL")
-            connection.executescript(_SCHEMA)
-            connection.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-        except BaseException:
-            connection.close()
-            raise
+        connection = open_database(self.path, self.busy_timeout_s)
         self._connection = connection
         self._next_retention = 0.0
         return connection
@@ -590,117 +311,3 @@ class UsageLog:
             self._disconnect()  # reopen on the next batch (the file may have been fixed)
 
 
-def apply_retention(connection: sqlite3.Connection, cutoff: float) -> None:
-    """Delete rows older than ``cutoff`` (Unix seconds) and the catalogue sizes no
-    remaining request uses; give the freed pages back (incremental vacuum)."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        for table in ("requests", "calls", "examples"):
-            connection.execute(f"DELETE FROM {table} WHERE ts < ?", (cutoff,))
-        connection.execute(
-            "DELETE FROM catalog_tools WHERE catalog NOT IN "
-            "(SELECT DISTINCT catalog FROM requests WHERE catalog IS NOT NULL) "
-            "AND catalog NOT IN (SELECT DISTINCT catalog FROM calls WHERE catalog IS NOT NULL)"
-        )
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    connection.execute("PRAGMA incremental_vacuum")
-
-
-# --------------------------------------------------------------------------- reading
-
-
-def parse_since(text: str, now: float | None = None) -> float:
-    """``--since``: an ISO date or date-time (UTC unless it says otherwise), or a
-    duration back from now: ``7d``, ``12h``, ``30m``, ``2w``. Unix seconds; ValueError."""
-    text = text.strip()
-    units = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-    if len(text) > 1 and text[-1].lower() in units:
-        try:
-            amount = float(text[:-1])
-        except ValueError:
-            amount = None
-        if amount is not None:
-            if amount < 0:
-                raise ValueError(f"negative duration {text!r}")
-            return (time.time() if now is None else now) - amount * units[text[-1].lower()]
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"not an ISO date nor a duration like 7d: {text!r}") from exc
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-def _reader(path: Path | str) -> sqlite3.Connection:
-    """A read-only connection (a report never writes, and may run as another user)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no usage database at {path}")
-    return sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5.0)
-
-
-def read_usage(path: Path | str, since: float | None = None) -> UsageData:
-    """Read the log (rows at or after ``since``) for analysis. Raises FileNotFoundError
-    when there is no database, sqlite3.Error when it cannot be read."""
-    connection = _reader(path)
-    try:
-        cutoff = float("-inf") if since is None else since
-        requests = [
-            RequestRecord(
-                ts=row[0], decision=row[1], reason=row[2], conversation=row[3], catalog=row[4],
-                turn=row[5], path=row[6], offered=row[7], forwarded=row[8],
-                schema_bytes_saved=row[9], meta_calls=row[10] or 0,
-            )
-            for row in connection.execute(
-                "SELECT ts, decision, reason, conversation, catalog, turn, path, offered, "
-                "forwarded, schema_bytes_saved, meta_calls FROM requests WHERE ts >= ? "
-                "ORDER BY id",
-                (cutoff,),
-            )
-        ]
-        calls = [
-            CallRecord(ts=row[0], conversation=row[1], tool=row[2], turn=row[3], status=row[4],
-                       catalog=row[5])
-            for row in connection.execute(
-                "SELECT ts, conversation, tool, turn, status, catalog FROM calls WHERE ts >= ? "
-                "ORDER BY id",
-                (cutoff,),
-            )
-        ]
-        used = {r.catalog for r in requests if r.catalog} | {c.catalog for c in calls if c.catalog}
-        catalogs: dict[str, dict[str, int]] = {}
-        for catalog, tool, size in connection.execute(
-            "SELECT catalog, tool, size_bytes FROM catalog_tools ORDER BY catalog, position"
-        ):
-            if catalog in used:
-                catalogs.setdefault(catalog, {})[tool] = size
-        examples = [
-            ExampleRecord(tool=row[0], text=row[1], conversation=row[2])
-            for row in connection.execute(
-                "SELECT tool, text, conversation FROM examples WHERE ts >= ? ORDER BY id",
-                (cutoff,),
-            )
-        ]
-    finally:
-        connection.close()
-    return UsageData(requests, calls, catalogs, examples)
-
-
-def read_definitions(path: Path | str, catalog: str) -> dict[str, str]:
-    """A logged catalogue's tool definitions (canonical JSON), by name, in order."""
-    connection = _reader(path)
-    try:
-        return {
-            tool: definition
-            for tool, definition in connection.execute(
-                "SELECT tool, definition FROM catalog_tools WHERE catalog = ? ORDER BY position",
-                (catalog,),
-            )
-            if definition is not None
-        }
-    finally:
-        connection.close()

@@ -27,10 +27,11 @@ import pytest
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.app import create_app
-from proxy.cli import main
+from proxy.chat.identity import log_id
+from proxy.cli.main import main
 from proxy.components import build_embedder
-from proxy.turn import log_id
-from proxy.usage_log import UsageLog, read_usage
+from proxy.usage.reader import read_usage
+from proxy.usage.writer import UsageLog
 from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
 from tests.support.data import REAL_CATALOGS, SHARED_DATA
