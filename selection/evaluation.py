@@ -1,12 +1,12 @@
 """Offline evaluation of tool selection on labelled cases (``toolprune eval``). No HTTP.
 
-Cases follow ../shared/data/README.md: one JSON object per line with ``id``,
+Cases follow docs/eval-format.md: one JSON object per line with ``id``,
 ``messages``, ``tools`` (or ``catalog``: a file relative to the set's folder holding the
 ``tools`` array), ``expected`` (tool names; ``[]`` means no tool should be called) and
 optionally ``expected_any_of`` (a list of alternatives; each inner list is one more
 required tool, satisfied by any of its members).
 
-The evaluation runs the proxy's own steps for every case (proxy/planner.py
+The evaluation runs the proxy's own steps for every case (proxy/chat/planner.py
 ``Planner.plan``): a catalogue of at most ``min_catalog_tools`` tools is passed through
 whole; otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a
 ``tool_choice`` function + ``called_tools(messages)`` + ``text_called_tools`` and the
@@ -402,7 +402,7 @@ async def score_cases(
             continue
         choice_pin, allowed = _tool_choice_of(case)
         catalog = case.catalog if allowed is None else case.catalog.restricted_to(set(allowed))
-        pinned = [  # as proxy/planner.py pins
+        pinned = [  # as proxy/chat/planner.py pins
             *([choice_pin] if choice_pin else []),
             *called_tools(case.messages),
             *text_called_tools(case.messages, set(catalog.names)),

@@ -2,7 +2,7 @@
 deterministic given the per-tool scores (no I/O, no clock: ``now`` is passed in).
 
 ``loaded = CORE ∪ PINNED ∪ STICKY ∪ SEMANTIC (+ bundle-mates) ∪ meta-tool loads``, capped
-(../shared/DESIGN.md, "Selection"). Forwarded order is KV-cache order: CORE in catalogue
+(ARCHITECTURE.md, "Request flow", step 3). Forwarded order is KV-cache order: CORE in catalogue
 order, then loaded tools in admission order, new ones appended; a turn that admits
 nothing forwards exactly the previous turn's list.
 """

@@ -1,6 +1,6 @@
 """The usage log and ``toolprune usage report`` (issue #8), through the real proxy.
 
-Conversations of ../shared/data/bfcl_multi_turn are replayed step by step through the
+Conversations of BFCL multi-turn (tests/data/bfcl_multi_turn_tradingbot) are replayed step by step through the
 proxy (uvicorn on loopback, default embedded embedder) in front of a scripted upstream
 that plays the model: it makes the step's ground-truth call when the tool was forwarded,
 else asks ``load_tools`` for it first. The log must then hold exactly what was sent, the
@@ -34,11 +34,11 @@ from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
 from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
-from tests.support.data import REAL_CATALOGS, SHARED_DATA
+from tests.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
 from tests.support.servers import serve_in_thread
 from tests.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
 
-BFCL = SHARED_DATA / "bfcl_multi_turn"
+BFCL = BFCL_TRADINGBOT
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: One catalogue (TradingBot, 20 tools) and the conversations that use it: the first
 #: REPLAYED go through the proxy; the rest are held out for the recall measurement.
