@@ -20,6 +20,7 @@ import httpx
 
 from config.policy import load_policy
 from config.settings import Settings
+from proxy.cli.help import HelpFormatter, from_setting
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import EmbedderError, PolicyError
@@ -43,33 +44,58 @@ EVAL_INDEX_TIMEOUT_S = 3600.0
 EmbedderFactory = Callable[[Settings, httpx.AsyncClient], Embedder]
 
 
+DESCRIPTION = """\
+Measure how well the proxy picks tools, offline: each labelled case (a conversation,
+its tools, and the tools its next call needs) goes through the proxy's own selection
+code, with the conversation's state carried from step to step, for each k of the sweep.
+Prints, per file, recall@k (needed tools that were forwarded), all@k (cases with every
+needed tool forwarded), MRR, tools forwarded, the ranks of the misses and the selection
+latency, next to a BM25 baseline. Nothing is sent to a model.
+
+Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository).
+Selection settings come from TOOLPRUNE_* variables and the policy file; the options
+below override them for this run.
+
+example:
+  toolprune eval tests/data/bfcl_multi_turn_tradingbot/cases.jsonl --k 2,4,8
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", nargs="+", type=Path, help="cases.jsonl file(s)")
+    parser.add_argument("data", nargs="+", type=Path, metavar="CASES.jsonl",
+                        help="files of labelled cases, one JSON object a line")
     parser.add_argument(
         "--k", default=",".join(k_label(k) for k in DEFAULT_KS),
-        help="comma-separated k sweep, 'all' = whole catalogue (default: %(default)s)",
+        help="the k values to measure, comma-separated; 'all' forwards the whole catalogue",
     )
     parser.add_argument(
-        "--limit", type=int, help="sample whole conversations until at least N cases per file"
+        "--limit", type=int, metavar="N",
+        help="use a random sample: whole conversations until at least N cases per file",
     )
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
-    parser.add_argument("--json", action="store_true", help="print a JSON report on stdout")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--misses", action="store_true", help="with --json: list every miss with its rank"
     )
     parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 baseline")
-    parser.add_argument("--policy", type=Path, help="TOML policy file (TOOLPRUNE_POLICY_FILE)")
-    parser.add_argument("--threshold", type=float, help="τ (TOOLPRUNE_THRESHOLD)")
-    parser.add_argument("--top-k", type=int, help="policy top_k: k of the latency line (TOOLPRUNE_TOP_K)")
+    parser.add_argument("--policy", type=Path, metavar="FILE",
+                        help=f"TOML policy file {from_setting('policy_file')}")
+    parser.add_argument("--threshold", type=float, metavar="TAU",
+                        help=f"least cosine score a tool needs, τ {from_setting('threshold')}")
+    parser.add_argument("--top-k", type=int, metavar="K",
+                        help=f"k of the latency measurement {from_setting('top_k')}")
     parser.add_argument(
-        "--query-user-messages", type=int, help="user messages in the query (TOOLPRUNE_QUERY_USER_MESSAGES)"
+        "--query-user-messages", type=int, metavar="N",
+        help=f"user messages that make up the query {from_setting('query_user_messages')}",
     )
-    parser.add_argument("--query-chars", type=int, help="query length cap (TOOLPRUNE_QUERY_CHARS)")
+    parser.add_argument("--query-chars", type=int, metavar="N",
+                        help=f"characters of the query embedded {from_setting('query_chars')}")
     parser.add_argument(
-        "--query-parts", type=int, help="query parts embedded with it (TOOLPRUNE_QUERY_PARTS)"
+        "--query-parts", type=int, metavar="N",
+        help=f"parts of the query embedded with it {from_setting('query_parts')}",
     )
     parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bar (it shows on a terminal only)"
+        "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
     )
 
 
@@ -182,7 +208,9 @@ def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="toolprune eval", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="toolprune eval", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 

@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tabulate import tabulate
 
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.chat.turn import Turn
+from proxy.cli.help import from_setting
 from proxy.components import build_engine
 from proxy.metrics import Metrics
 from selection.errors import PolicyError, SelectionError
@@ -29,9 +31,24 @@ from selection.state import MemoryStateStore
 BYTES_PER_TOKEN_ESTIMATE = 4
 
 
+DESCRIPTION = """\
+Show what the proxy would do with one chat-completions request, without sending it
+anywhere: the tools it would forward and why (core, pinned, sticky, or the semantic
+score), the best-scored tools it would leave out, and the estimated prompt saving. The
+request is planned as the first turn of a new conversation, with the settings of
+TOOLPRUNE_* variables and the policy file.
+
+example:
+  toolprune explain request.json --top-k 4
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("request", type=Path, help="a chat-completions request body (JSON)")
-    parser.add_argument("--top-k", type=int, help="top-k for this request (X-Tool-Pruning-Top-K)")
+    parser.add_argument("request", type=Path, metavar="REQUEST.json",
+                        help="a POST /v1/chat/completions request body")
+    parser.add_argument("--top-k", type=int, metavar="K",
+                        help=f"semantic matches admitted, as X-Tool-Pruning-Top-K would set "
+                        f"{from_setting('top_k')}")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -55,19 +72,22 @@ def report(turn: Turn) -> dict[str, Any]:
 
 
 def format_table(explained: dict[str, Any]) -> str:
+    """The terminal rendering of :func:`report`'s result: columns sized to their content."""
+    rows = [
+        [t["name"], t["reason"], None if t["score"] is None else t["score"]]
+        for t in explained["tools"]
+    ]
     lines = [
         f"decision: {explained['decision']} ({explained['path']} path)",
         f"forwarded {explained['forwarded']} of {explained['offered']} tools; "
         f"meta-tools: {', '.join(explained['meta_tools']) or 'none'}",
         "",
-        f"{'tool':<40} {'reason':<10} {'score':>7}",
+        tabulate(rows, headers=["tool", "reason", "score"], floatfmt=".3f", missingval=""),
     ]
-    for tool in explained["tools"]:
-        score = "" if tool["score"] is None else f"{tool['score']:.3f}"
-        lines.append(f"{tool['name']:<40} {tool['reason']:<10} {score:>7}")
     if explained["left_out"]:
-        lines += ["", "best-scored tools left out:"]
-        lines += [f"  {t['name']:<38} {'':<10} {t['score']:>7.3f}" for t in explained["left_out"]]
+        left_out = [[t["name"], t["score"]] for t in explained["left_out"]]
+        lines += ["", "best-scored tools left out:", "",
+                  tabulate(left_out, headers=["tool", "score"], floatfmt=".3f")]
     lines += [
         "",
         f"prompt saving: {explained['schema_bytes_saved']} bytes of tool definitions "

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from config.settings import Settings
+from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.analysis import add_token_counts, analyse
 from proxy.usage.reader import parse_since, read_definitions, read_usage
 from proxy.usage.report import format_report
@@ -31,29 +32,43 @@ TOKENIZED_CATALOGS = 10
 TOKENIZE_TIMEOUT_S = 5.0
 
 
+DESCRIPTION = """\
+Summarise the usage log the proxy writes when TOOLPRUNE_USAGE_DB is set: a table of the
+tools called (how often, in how many conversations, how early, and how often only
+through load_tools), the fewest tools to always forward (CORE) with the prompt they would
+save, and, when the proxy stored user text, example phrasings per tool as a policy-file
+fragment to review. Reads the database only; token counts come from the model server's
+tokenizer when it answers, else they are labelled estimates.
+
+example:
+  toolprune usage report --db /var/lib/toolprune/usage.db --since 7d
+"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", type=Path, help="usage database (default: TOOLPRUNE_USAGE_DB)")
+    parser.add_argument("--db", type=Path, metavar="FILE",
+                        help=f"the usage database {from_setting('usage_db')}")
     parser.add_argument(
         "--since", help="only rows since an ISO date/time (UTC) or a duration back: 7d, 12h, 2w"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
         "--core-share", type=float, default=0.9,
-        help="share of calls the suggested CORE covers (default: %(default)s)",
+        help="share of calls the suggested CORE covers",
     )
     parser.add_argument(
         "--first-turn-share", type=float, default=0.1,
         help="also suggest tools called on the first turn of at least this share of "
-        "conversations (default: %(default)s)",
+        "conversations",
     )
     parser.add_argument(
         "--examples", type=int, default=3,
-        help="example utterances suggested per tool (default: %(default)s)",
+        help="example utterances suggested per tool",
     )
     parser.add_argument(
         "--upstream",
-        help="base URL whose tokenizer counts the saving in tokens (llama-server "
-        "/tokenize; default: TOOLPRUNE_UPSTREAM_URL); skipped when unreachable",
+        help="OpenAI base URL of a llama-server whose /tokenize counts the saving in "
+        f"tokens; skipped when it does not answer {from_setting('upstream_url')}",
     )
     parser.add_argument(
         "--no-tokenize", action="store_true", help="do not contact a tokenizer (estimates only)"
@@ -144,7 +159,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="toolprune usage report", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="toolprune usage report", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
     add_arguments(parser)
     return run(parser.parse_args(argv))
 
