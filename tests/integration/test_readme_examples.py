@@ -31,8 +31,8 @@ def examples(kind: str) -> list[str]:
 
 
 def run(code: str, tmp_path: Path, proxy_origin: str | None = None) -> str:
+    code = code.replace("/tmp/", str(tmp_path) + "/")  # first: the paths put in may be under /tmp
     code = code.replace(".venv/bin/", str(Path(sys.executable).parent) + "/")
-    code = code.replace("/tmp/", str(tmp_path) + "/")
     if proxy_origin is not None:
         code = code.replace(f"http://{PROXY_ADDRESS}", proxy_origin)
     done = subprocess.run(
