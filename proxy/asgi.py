@@ -7,12 +7,19 @@ that one task owns ``receive``: the disconnect watcher.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import anyio
 from starlette.types import Message, Receive, Send
 
-from proxy.errors import ProxyError, RequestTooLarge
+from proxy.errors import (
+    BodyTimeout,
+    ProxyError,
+    RequestHeadersTooLarge,
+    RequestTooLarge,
+    sse_error_event,
+)
 from proxy.headers import Headers, header
 
 

@@ -17,6 +17,9 @@ import httpx
 from config.settings import Settings
 from proxy.errors import UpstreamStreamBroken, UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import Headers
+from proxy.log import get_logger
+
+logger = get_logger("upstream")
 
 
 def create_client(settings: Settings) -> httpx.AsyncClient:
@@ -43,6 +46,18 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
         follow_redirects=False,
         cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
     )
+
+
+class _ConnectionTrace:
+    """httpcore trace events of one request: whether it opened a new connection (a
+    ``connection.connect_tcp`` event) rather than reusing a pooled one."""
+
+    def __init__(self) -> None:
+        self.opened = False
+
+    async def trace(self, event: str, info: dict[str, object]) -> None:
+        if event.startswith(("connection.connect_tcp", "connection.connect_unix_socket")):
+            self.opened = True
 
 
 class Upstream:
@@ -77,17 +92,37 @@ class Upstream:
         Returns the streaming response and the seconds the upstream took to answer with
         headers. The caller must ``aclose()`` the response.
 
+        A request that provably never reached the upstream is sent again, once: it went out
+        on a pooled (reused) connection that the upstream had closed, which failed before
+        any byte of a response (the keep-alive race of RFC 9112 §9.3.1: the server closed
+        an idle connection as the client reused it). A fresh connection's failure, or any
+        timeout, is never retried.
+
         Raises: UpstreamUnavailable, UpstreamTimeout.
         """
-        request = self.client.build_request(method, url, headers=headers, content=content)
         started = time.perf_counter()
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
-        except httpx.TransportError as exc:
-            raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
-        return response, time.perf_counter() - started
+        for attempt in (1, 2):
+            connection = _ConnectionTrace()
+            request = self.client.build_request(
+                method, url, headers=headers, content=content,
+                extensions={"trace": connection.trace},
+            )
+            try:
+                response = await self.client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if attempt == 1 and not connection.opened:
+                    logger.info(
+                        "upstream_retry_stale_connection",
+                        extra={"fields": {"error": type(exc).__name__}},
+                    )
+                    continue
+                raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+            except httpx.TransportError as exc:
+                raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+            return response, time.perf_counter() - started
+        raise AssertionError("unreachable")
 
     async def probe(self, timeout_s: float) -> bool:
         """True when ``GET {upstream_url}/models`` answers with any status below 500."""

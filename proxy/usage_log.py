@@ -40,14 +40,14 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
 from proxy.log import RateLimitedLog, get_logger
 from proxy.turn import Turn, log_id
-from selection.catalog import canonical_json
+from selection.catalog import Catalog, canonical_json
 from selection.query import content_text
 from selection.text_path import text_called_tools
 from selection.usage_analysis import (
@@ -132,13 +132,27 @@ class UsageRecorder(Protocol):
 
 @dataclass(frozen=True)
 class _Acting:
+    """What the writer needs of one served turn, extracted on the request path: the queue
+    never holds a request body (a locked database must not keep whole requests alive).
+    ``catalog`` is kept only while the catalogue's tools may not be written yet."""
+
     ts: float
-    turn: Turn
     decision: str
     number: int
     forwarded: tuple[str, ...]
     meta_events: tuple[Mapping[str, Any], ...]
     response_calls: tuple[str, ...]
+    conversation: str  # log_id: a hash, never the id
+    catalog_fingerprint: str
+    catalog: Catalog | None
+    path: str
+    offered: int
+    schema_bytes_saved: int
+    rounds: int
+    history: tuple[_HistoryCall, ...]
+    user_text: str | None  # only with store_text and response calls
+    messages: int
+    response_read: bool
 
 
 @dataclass(frozen=True)
@@ -262,19 +276,41 @@ class UsageLog:
     def record(self, turn: Turn, decision: str) -> None:
         """Queue one served acting request (never raises, never blocks)."""
         try:
-            event = _Acting(
-                ts=self.clock(),
-                turn=turn,
-                decision=decision,
-                number=turn.selection.state.turn,
-                forwarded=tuple(tool.name for tool in turn.selection.tools),
-                meta_events=tuple(turn.meta_events),
-                response_calls=tuple(turn.response_calls),
-            )
+            event = self._extract(turn, decision)
         except Exception:  # noqa: BLE001 - the log must never fail a request
             self._count(dropped=1)
             return
         self._put(event)
+
+    def _extract(self, turn: Turn, decision: str) -> _Acting:
+        messages = turn.body.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        text_names = set(turn.catalog.names) if turn.text is not None else None
+        history = history_calls(messages, text_names)
+        if not self.store_text:
+            history = [replace(call, user_text=None) for call in history]
+        fingerprint = turn.catalog.fingerprint
+        return _Acting(
+            ts=self.clock(),
+            decision=decision,
+            number=turn.selection.state.turn,
+            forwarded=tuple(tool.name for tool in turn.selection.tools),
+            meta_events=tuple(turn.meta_events),
+            response_calls=tuple(turn.response_calls),
+            conversation=log_id(turn.conversation),
+            catalog_fingerprint=fingerprint,
+            catalog=None if fingerprint in self._catalogs else turn.catalog,
+            path=turn.path,
+            offered=turn.offered,
+            schema_bytes_saved=turn.schema_bytes_saved(),
+            rounds=turn.rounds,
+            history=tuple(history),
+            user_text=(
+                last_user_text(messages) if self.store_text and turn.response_calls else None
+            ),
+            messages=len(messages),
+            response_read=decision == "pruned" and turn.native is not None,
+        )
 
     def record_fallback(self, reason: str) -> None:
         """Queue one fallback (never raises, never blocks)."""
@@ -410,10 +446,9 @@ class UsageLog:
         previous: OrderedDict[str, _Previous],
         catalogs: set[str],
     ) -> None:
-        turn = event.turn
-        conversation = log_id(turn.conversation)
-        catalog = turn.catalog.fingerprint
-        if catalog not in catalogs:
+        conversation = event.conversation
+        catalog = event.catalog_fingerprint
+        if catalog not in catalogs and event.catalog is not None:
             db.executemany(
                 "INSERT OR IGNORE INTO catalog_tools (catalog, position, tool, size_bytes, "
                 "definition, ts) VALUES (?, ?, ?, ?, ?, ?)",
@@ -426,7 +461,7 @@ class UsageLog:
                         canonical_json(tool.definition).decode("utf-8", errors="replace"),
                         event.ts,
                     )
-                    for position, tool in enumerate(turn.catalog.tools)
+                    for position, tool in enumerate(event.catalog.tools)
                 ],
             )
             catalogs.add(catalog)
@@ -446,21 +481,18 @@ class UsageLog:
                 conversation,
                 catalog,
                 event.number,
-                turn.path,
-                turn.offered,
+                event.path,
+                event.offered,
                 len(event.forwarded),
-                turn.schema_bytes_saved(),
+                event.schema_bytes_saved,
                 len(event.meta_events),
                 json.dumps(loaded),
-                turn.rounds,
+                event.rounds,
             ),
         )
-        messages = turn.body.get("messages")
-        messages = messages if isinstance(messages, list) else []
         forwarded = frozenset(event.forwarded)
         before = previous.get(conversation)
-        text_names = set(turn.catalog.names) if turn.text is not None else None
-        for call in history_calls(messages, text_names):
+        for call in event.history:
             if db.execute(
                 "SELECT 1 FROM calls WHERE conversation = ? AND call_key = ?",
                 (conversation, call.key),
@@ -480,7 +512,7 @@ class UsageLog:
                 number = before.turn
             self._insert_call(db, event.ts, conversation, catalog, call.tool, number, status,
                               "history", call.key, call.user_text)
-        user_text = last_user_text(messages) if event.response_calls else None
+        user_text = event.user_text
         for name in event.response_calls:
             status = LOADED if name in loaded else FORWARDED if name in forwarded else MISS
             self._insert_call(db, event.ts, conversation, catalog, name, event.number, status,
@@ -488,8 +520,8 @@ class UsageLog:
         previous[conversation] = _Previous(
             turn=event.number,
             forwarded=forwarded,
-            response_read=event.decision == "pruned" and turn.native is not None,
-            messages=len(messages),
+            response_read=event.response_read,
+            messages=event.messages,
         )
         previous.move_to_end(conversation)
 
