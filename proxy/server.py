@@ -26,6 +26,10 @@ from config.settings import Settings
 from proxy.errors import ConnectionLimit, HeaderTimeout, ProxyError
 
 
+#: How long a rejected connection stays open (read side only) before it is closed, s.
+LINGER_S = 1.0
+
+
 @dataclass(frozen=True)
 class ConnectionLimits:
     """``header_timeout_s`` (seconds), ``max_connections`` (per process)."""
@@ -62,6 +66,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._rejected = False
         limits = self._limits()
         if len(self.connections) > limits.max_connections:
             self._reject(ConnectionLimit(
@@ -71,6 +76,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return  # answered already; what the client still sends is read and dropped
         if self._header_deadline is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # a new request begins on a kept-alive connection
         super().data_received(data)
@@ -109,10 +116,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         ))
 
     def _reject(self, error: ProxyError) -> None:
+        """Answer ``error`` and close. The write side is shut first and the connection
+        closed a moment later, so that a request the client already sent does not turn
+        the close into a reset that discards the answer (RFC 9112 §9.6)."""
         self._disarm()
-        if not self.transport.is_closing():
-            self.transport.write(error_response(error))
-            self.transport.close()
+        self._rejected = True
+        if self.transport.is_closing():
+            return
+        self.transport.write(error_response(error))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
 
 
 def configure(settings: Settings) -> type[GuardedHttpProtocol]:
