@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import httpx
@@ -63,6 +64,9 @@ class Services:
     forwarder: Forwarder
     embedder: Embedder
     chat: ChatHandler
+    #: Tasks serving proxied requests: at shutdown, those the server cancelled get a
+    #: moment to tell their clients before the process exits.
+    in_flight: set[asyncio.Task[Any] | None] = field(default_factory=set)
 
 
 async def serve_guarded(
@@ -118,10 +122,14 @@ class ProxyEndpoint:
         else:
             handler = services.forwarder.forward
         tracked = TrackedSend(send)
+        task = asyncio.current_task()
+        services.in_flight.add(task)
         try:
             await run_until_disconnect(receive, lambda: serve_guarded(handler, request, tracked))
         except asyncio.CancelledError:
             await self._cut_by_shutdown(request, tracked)
+        finally:
+            services.in_flight.discard(task)
 
     @staticmethod
     async def _cut_by_shutdown(request: ClientRequest, tracked: TrackedSend) -> None:
@@ -188,9 +196,15 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
         app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat)
         loading = asyncio.create_task(load_embedder(embedder))
         warming = asyncio.create_task(warm_catalogs(settings.warm_files, engine, policy))
+        app.state.warming = warming
         try:
             yield
         finally:
+            # uvicorn cancels requests still running past the grace period, then shuts the
+            # app down and exits at once: let the cancelled ones send their closing error.
+            cut = {task for task in app.state.services.in_flight if task is not None}
+            if cut:
+                await asyncio.wait(cut, timeout=SHUTDOWN_NOTICE_TIMEOUT_S)
             loading.cancel()
             warming.cancel()
             if usage is not None:  # writes what is queued (bounded wait)
@@ -215,12 +229,14 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        """Readiness: the upstream answers ``GET {upstream_url}/models`` and the embedder
-        is loaded (when pruning is enabled)."""
+        """Readiness: the upstream answers ``GET {upstream_url}/models``, the embedder
+        is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled)."""
         services: Services = app.state.services
         checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
         if settings.enabled:
             checks["embedder"] = services.embedder.ready
+            if settings.warm_files:
+                checks["warm_catalogs"] = app.state.warming.done()
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks},
