@@ -358,10 +358,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds of one measurement window (default 10)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="windows per target per stream count, alternating (default 2)")
-    parser.add_argument("--chunks", type=int, default=20,
-                        help="content chunks per upstream stream (default 20)")
-    parser.add_argument("--chunk-interval-ms", type=float, default=50.0,
-                        help="upstream pause before each chunk, ms (default 50: 1 s streams)")
+    parser.add_argument("--chunks", type=int, default=40,
+                        help="content chunks per upstream stream (default 40)")
+    parser.add_argument("--chunk-interval-ms", type=float, default=100.0,
+                        help="upstream pause before each chunk, ms (default 100: 4 s streams, "
+                        "10 tokens/s each)")
     parser.add_argument("--workers", type=int, default=1,
                         help="toolprune serve --workers (default 1; >1 starts a redis-server)")
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
