@@ -82,7 +82,7 @@ class ChatHandler:
         self.usage = usage
         self.fallback_log = RateLimitedLog(logger, settings.fallback_log_interval_s)
         #: Request bodies are decoded through it: a catalogue seen before is not re-parsed.
-        self.catalogs = catalogs or CatalogCache(
+        self.catalogs = catalogs if catalogs is not None else CatalogCache(
             settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
         )
         self.planner = Planner(

@@ -84,7 +84,7 @@ class Planner:
         catalogs: CatalogCache | None = None,
     ) -> None:
         self.settings = settings
-        self.catalogs = catalogs or CatalogCache(
+        self.catalogs = catalogs if catalogs is not None else CatalogCache(
             0, max_tool_bytes=settings.max_tool_definition_bytes
         )
         self.policy = policy

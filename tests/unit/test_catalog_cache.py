@@ -106,3 +106,18 @@ def test_legacy_functions_are_cached_apart_from_tools() -> None:
     assert decoded is not None
     catalog = cache.catalog(decoded["functions"], legacy=True)
     assert catalog.legacy and len(catalog) == 10
+
+
+async def test_the_chat_handler_and_its_planner_share_one_cache() -> None:
+    from config.policy import load_policy
+    from config.settings import Settings
+    from proxy.chat import ChatHandler
+    from proxy.metrics import Metrics
+    from selection.state import MemoryStateStore
+
+    settings = Settings()
+    handler = ChatHandler(
+        settings=settings, policy=load_policy(settings), engine=None,  # type: ignore[arg-type]
+        store=MemoryStateStore(60, 10), forwarder=None, metrics=Metrics(),  # type: ignore[arg-type]
+    )
+    assert handler.planner.catalogs is handler.catalogs
