@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     connect_retries: int = Field(
         2, ge=0, description="Retries of a failed connect (never of a sent request)."
     )
+    upstream_pools: int = Field(
+        32,
+        ge=1,
+        description="Upstream connection pools requests are spread over (each keeps up to 64 "
+        "connections alive); many small pools cost less per request than one large one.",
+    )
     max_request_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
     )

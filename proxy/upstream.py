@@ -18,8 +18,13 @@ from config.settings import Settings
 from proxy.errors import UpstreamStreamBroken, UpstreamTimeout, UpstreamUnavailable
 from proxy.headers import Headers
 from proxy.log import get_logger
+from proxy.pools import ShardedTransport
 
 logger = get_logger("upstream")
+
+
+#: Connections one pool opens and keeps alive at most.
+CONNECTIONS_PER_POOL = 64
 
 
 def create_client(settings: Settings) -> httpx.AsyncClient:
@@ -28,7 +33,9 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
     Connect timeout ``connect_timeout_s``; read timeout ``idle_timeout_s`` applies to each
     read (time between two chunks), so a long stream never hits a total timeout.
     Only failed connects are retried (httpx transport ``retries``), never a sent request.
-    Cookies the upstream sets are never stored (a reject-all cookie policy).
+    Cookies the upstream sets are never stored (a reject-all cookie policy). Requests are
+    spread over ``upstream_pools`` connection pools (:mod:`proxy.pools`), each keeping up
+    to ``CONNECTIONS_PER_POOL`` connections alive.
     """
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_s,
@@ -36,9 +43,11 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
         write=settings.idle_timeout_s,
         pool=settings.connect_timeout_s,
     )
-    transport = httpx.AsyncHTTPTransport(
-        retries=settings.connect_retries,
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+    limits = httpx.Limits(
+        max_connections=CONNECTIONS_PER_POOL, max_keepalive_connections=CONNECTIONS_PER_POOL
+    )
+    transport = ShardedTransport(
+        settings.upstream_pools, retries=settings.connect_retries, limits=limits
     )
     return httpx.AsyncClient(
         transport=transport,

@@ -218,7 +218,8 @@ def test_a_request_on_a_pooled_connection_the_upstream_closed_is_sent_again_once
     closing = ClosingUpstream()
     try:
         with ExitStack() as stack:
-            proxy = guarded_proxy(stack, closing.origin + "/v1")
+            # one pool, so that the second request reuses the first one's connection
+            proxy = guarded_proxy(stack, closing.origin + "/v1", upstream_pools=1)
             with httpx.Client(timeout=30) as client:
                 assert client.get(proxy + "/v1/models").status_code == 200
                 # the proxy's pooled connection is reused; the upstream drops it unanswered
