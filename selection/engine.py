@@ -24,6 +24,10 @@ from selection.index import (
 )
 
 
+#: Texts per embedder call when embedding many (a catalogue's tool texts).
+EMBED_CHUNK_TEXTS = 256
+
+
 def encodable(text: str) -> str:
     """``text`` with lone surrogates (valid in JSON strings, not in UTF-8) replaced by
     U+FFFD, so every embedder and hash can encode it."""
@@ -81,11 +85,15 @@ class SelectionEngine:
         keys = [text_key(self.embedder.id, text) for text in texts]
         cached = [self._vectors.get(key) for key in keys]
         missing = [i for i, vector in enumerate(cached) if vector is None]
-        if missing:
-            fresh = await self.embedder.embed([texts[i] for i in missing])
-            if fresh.shape[0] != len(missing):
+        # In chunks: each embedder call stays within its own timeout however large the
+        # catalogue, and what was embedded is cached, so a build that fails part-way
+        # resumes where it stopped.
+        for start in range(0, len(missing), EMBED_CHUNK_TEXTS):
+            chunk = missing[start : start + EMBED_CHUNK_TEXTS]
+            fresh = await self.embedder.embed([texts[i] for i in chunk])
+            if fresh.shape[0] != len(chunk):
                 raise EmbedderError("embedder returned a wrong number of vectors")
-            for i, vector in zip(missing, fresh, strict=True):
+            for i, vector in zip(chunk, fresh, strict=True):
                 cached[i] = vector
                 self._vectors.put(keys[i], vector)
         if not cached:

@@ -8,10 +8,12 @@ import asyncio
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 
 from selection.catalog import parse_tools
 from selection.embedders import CHARS_PER_TOKEN_BOUND, OnnxEmbedder
 from selection.engine import SelectionEngine
+from selection.errors import EmbedderTimeout
 from selection.index import tool_texts
 
 HUGE = "word " * 2_000_000  # 10 MB
@@ -109,3 +111,33 @@ async def test_catalogue_builds_embed_one_at_a_time() -> None:
     results = await asyncio.gather(*builds)
     assert [index.n_tools for index, _ in results] == [10, 10, 10]
     assert embedder.most == 1
+
+
+async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_a_failure() -> None:
+    from selection.engine import EMBED_CHUNK_TEXTS
+
+    class FailingOnce(CountingEmbedder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate.set()
+            self.calls: list[int] = []
+
+        async def embed(self, texts: Sequence[str]) -> np.ndarray:
+            self.calls.append(len(texts))
+            if len(self.calls) == 2:
+                raise EmbedderTimeout("the second call times out")
+            return await super().embed(texts)
+
+    embedder = FailingOnce()
+    engine = SelectionEngine(
+        embedder, vector_cache_size=10_000, index_cache_size=8, timeout_s=5.0,  # type: ignore[arg-type]
+        index_timeout_s=30.0,
+    )
+    catalog = parse_tools([{"type": "function", "function": {"name": f"t{i}", "description": f"d{i}"}}
+                           for i in range(2 * EMBED_CHUNK_TEXTS + 10)])
+    with pytest.raises(EmbedderTimeout, match="times out"):
+        await engine.index_for(catalog, {})
+    assert embedder.calls == [EMBED_CHUNK_TEXTS, EMBED_CHUNK_TEXTS]
+    index, _ = await engine.index_for(catalog, {})  # resumes: the first chunk is cached
+    assert index.n_tools == len(catalog)
+    assert embedder.calls[2:] == [EMBED_CHUNK_TEXTS, 10]
