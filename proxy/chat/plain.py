@@ -100,7 +100,7 @@ async def serve_plain(
             message = data["choices"][0]["message"]
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
-        except (ValueError, KeyError, IndexError, TypeError):
+        except (ValueError, KeyError, IndexError, TypeError, RecursionError):
             await send_complete(send, 200, [*headers, *extra_headers], raw)
             return
         usage = add_usage(usage, data.get("usage"))

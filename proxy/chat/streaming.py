@@ -170,7 +170,7 @@ class _StreamServer:
             return
         try:
             chunk = json.loads(data)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # relayed as it came
             await self._emit(raw)
             return
         if not isinstance(chunk, dict) or "error" in chunk:
@@ -215,6 +215,9 @@ class _StreamServer:
                 if not isinstance(item, dict):
                     continue
                 index = item.get("index", position)
+                if isinstance(index, bool) or not isinstance(index, int | str):
+                    relayed.append(item)  # an index that cannot key a call: relayed as it came
+                    continue
                 call = outcome.calls.setdefault(index, _Call())
                 kept = self._route_call_delta(call, item, outcome)
                 relayed.extend(kept)

@@ -148,6 +148,11 @@ class Upstream:
         with self._condition:
             self._scripts.setdefault(path, deque()).extend(replies)
 
+    def clear_script(self) -> None:
+        """Drop every queued reply (later requests get the built-in defaults)."""
+        with self._condition:
+            self._scripts.clear()
+
     def wait_for_requests(self, n: int, timeout: float = 10) -> list[Recorded]:
         """Block until ``n`` requests were recorded and return them all; TimeoutError if not."""
         with self._condition:
