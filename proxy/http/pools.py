@@ -17,11 +17,13 @@ import httpx
 
 class ShardedTransport(httpx.AsyncBaseTransport):
     """``shards`` :class:`httpx.AsyncHTTPTransport` pools used in turn; ``options`` are
-    passed to each (``limits`` apply per pool)."""
+    passed to each (``limits`` apply per pool). The pools share one TLS context (building
+    one loads the CA bundle: ~0.2 s each)."""
 
     def __init__(self, shards: int, **options: object) -> None:
         if shards < 1:
             raise ValueError("shards must be at least 1")
+        options.setdefault("verify", httpx.create_ssl_context())
         self._pools = [httpx.AsyncHTTPTransport(**options) for _ in range(shards)]  # type: ignore[arg-type]
         self._next = itertools.cycle(self._pools)
 
