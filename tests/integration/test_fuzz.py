@@ -136,7 +136,7 @@ def test_no_request_and_no_upstream_answer_makes_the_proxy_fail(
     )
     @given(body=bodies, request_headers=headers, answer=answers)
     def exchange(body: bytes, request_headers: dict[str, str], answer: Any) -> None:
-        upstream.upstream.clear_script()
+        upstream.upstream.drain()
         upstream.upstream.script(*[answer] * ANSWERS_PER_EXAMPLE)
         request = {**request_headers, "content-type": "application/json"}
         try:
