@@ -26,6 +26,7 @@ def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngi
         index_cache_size=settings.index_cache_size,
         timeout_s=settings.embedder_timeout_s,
         index_timeout_s=settings.index_timeout_s,
+        lexical_weight=settings.lexical_weight,
     )
 
 

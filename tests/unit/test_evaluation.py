@@ -310,12 +310,12 @@ def test_cli_eval_json_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     assert report["config"]["threshold"] == 0.1 and report["config"]["ks"] == ["1", "2", "all"]
     (tiny,) = report["sets"]
     assert tiny["set"] == "tiny" and tiny["cases"] == len(CASES)
-    assert [m["method"] for m in tiny["methods"]] == ["embed", "bm25"]
+    assert [m["method"] for m in tiny["methods"]] == ["toolprune", "dense", "oracle", "bm25"]
     assert row(tiny, "1")["recall"] == pytest.approx(6 / 9)
     assert row(tiny, "2")["all"] == pytest.approx(6 / 8)
     assert math.isclose(row(tiny, "1")["mrr_at_k"], 0.5)
     assert [m["rank"] for m in row(tiny, "1")["miss_list"]] == [2, 10, 2]
-    bm25 = row(tiny, "all", method=1)
+    bm25 = row(tiny, "all", method=3)
     assert bm25["recall"] == 1.0  # BM25 ranks every tool: k = all forwards everything
 
 
