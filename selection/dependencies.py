@@ -196,9 +196,11 @@ def expand(
     exclude: set[str],
     *,
     max_added: int,
+    min_score: float = -np.inf,
 ) -> list[Dependency]:
     """Producers for the identifier needs of ``parents`` (in their order), at most one
-    per need and ``max_added`` in all.
+    per need and ``max_added`` in all, each scoring at least ``min_score`` (τ) for the
+    query.
 
     ``scores``: float32 ``(len(catalog),)``, the query's score per tool (breaks ties
     between equally ranked producers). A need whose best producer is already in
@@ -219,7 +221,7 @@ def expand(
             ranked = [
                 (rank, float(scores[position]), position)
                 for position, rank in index.producers(need.entity)
-                if position != parent_position
+                if position != parent_position and scores[position] >= min_score
             ]
             if not ranked:
                 continue

@@ -215,7 +215,9 @@ def choose(
         if parents < policy.dependency_parents:
             parents += 1
             room = policy.max_dependencies - sum(c.reason == "dependency" for c in chosen)
-            for dependency in expand(catalog, scores, [tool.name], exclude | taken, max_added=room):
+            for dependency in expand(
+                catalog, scores, [tool.name], exclude | taken, max_added=room, min_score=threshold
+            ):
                 producer = catalog.get(dependency.name)
                 assert producer is not None
                 position_of = catalog.index_of(dependency.name)
