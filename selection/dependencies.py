@@ -13,7 +13,8 @@ need an identifier of that entity. Producers are ranked by where they name the e
 (name over description), by what their name says they do (a search finds any entity it
 names; a read — ``get``/``list``… — beats a change — ``create``/``delete``/``play``…), by
 having fewer required parameters, then by the query's score; the best one per need is
-taken. Pure functions over :class:`~selection.catalog.Catalog` (no I/O).
+taken, and the best search too (a search finds any entity it names, where a listing
+finds only the user's own). Pure functions over :class:`~selection.catalog.Catalog` (no I/O).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ _MUTATION_WORDS = frozenset({
 _OF_ENTITY = re.compile(r"\b(?:id|ids|uri|uris)\b\s+of\s+(?:the\s+|an?\s+)?([a-z]{3,})", re.I)
 #: "… the artist Spotify IDs", "… a track uri": the word before the identifier.
 _BEFORE_ENTITY = re.compile(r"\b([a-z]{3,})\s+(?:[a-z]+\s+)?(?:id|ids|uri|uris)\b", re.I)
+#: A markdown link ``[text](url)``: matched as its text.
+_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _NOT_ENTITIES = frozenset({"the", "and", "any", "your", "its", "their", "this", "that", "unique", "with"})
 _WORD = re.compile(r"[a-z0-9]+")
 #: Characters of a description searched for an entity's name.
@@ -109,7 +112,7 @@ def _needs_of(tool: Tool) -> tuple[Need, ...]:
         if not entity:
             schema = properties.get(parameter)
             about = schema.get("description") if isinstance(schema, dict) else None
-            about = about if isinstance(about, str) else ""
+            about = _LINK.sub(r"\1", about) if isinstance(about, str) else ""
             found = [m[1].lower() for pattern in (_OF_ENTITY, _BEFORE_ENTITY)
                      for m in pattern.finditer(about) if m[1].lower() not in _NOT_ENTITIES]
             if found:
@@ -137,6 +140,7 @@ class _Producer:
     position: int
     in_name: bool
     base: float  # the rank without the in-name / in-description terms
+    search: bool
 
 
 class ProducerIndex:
@@ -159,11 +163,12 @@ class ProducerIndex:
             head_keys = set().union(*(_keys(w) for w in head)) if head else set()
             for key in name_keys | head_keys:
                 self._by_stem.setdefault(key, []).append(
-                    _Producer(position, key in name_keys, base)
+                    _Producer(position, key in name_keys, base, bool(words & _SEARCH_WORDS))
                 )
 
-    def producers(self, entity: str) -> list[tuple[int, float]]:
-        """``(position, rank)`` of every producer of ``entity`` (higher rank is better):
+    def producers(self, entity: str) -> list[tuple[int, float, bool]]:
+        """``(position, rank, is_search)`` of every producer of ``entity`` (higher rank is
+        better):
         2 if it names the entity in its name, else 1 (description), plus what its name
         says it does (search +1, read +0.5, change −1), −0.25 per required parameter,
         −0.01 per name word (the more generic tool first). A tool that itself needs an
@@ -173,7 +178,8 @@ class ProducerIndex:
         for producer in self._by_stem.get(stem, ()):
             if any(_stem(need.entity) == stem for need in self.needs[producer.position]):
                 continue
-            found.append((producer.position, (2.0 if producer.in_name else 1.0) + producer.base))
+            rank = (2.0 if producer.in_name else 1.0) + producer.base
+            found.append((producer.position, rank, producer.search))
         return found
 
 
@@ -198,9 +204,10 @@ def expand(
     max_added: int,
     min_score: float = -np.inf,
 ) -> list[Dependency]:
-    """Producers for the identifier needs of ``parents`` (in their order), at most one
-    per need and ``max_added`` in all, each scoring at least ``min_score`` (τ) for the
-    query.
+    """Producers for the identifier needs of ``parents`` (in their order): per need the
+    best producer, and the best search producer when that is another tool (a search
+    finds what a listing of "my" items does not); ``max_added`` in all, each scoring at
+    least ``min_score`` (τ) for the query.
 
     ``scores``: float32 ``(len(catalog),)``, the query's score per tool (breaks ties
     between equally ranked producers). A need whose best producer is already in
@@ -219,15 +226,16 @@ def expand(
             if len(added) >= max_added:
                 return added
             ranked = [
-                (rank, float(scores[position]), position)
-                for position, rank in index.producers(need.entity)
+                (rank, float(scores[position]), -position, search)
+                for position, rank, search in index.producers(need.entity)
                 if position != parent_position and scores[position] >= min_score
             ]
-            if not ranked:
-                continue
-            best = catalog.tools[max(ranked, key=lambda item: (item[0], item[1], -item[2]))[2]].name
-            if best in present:  # already there
-                continue
-            present.add(best)
-            added.append(Dependency(best, parent_name, need))
+            best = max(ranked, default=None)
+            best_search = max((item for item in ranked if item[3]), default=None)
+            for choice in dict.fromkeys(item for item in (best, best_search) if item):
+                name = catalog.tools[-choice[2]].name
+                if name in present or len(added) >= max_added:  # already there, or full
+                    continue
+                present.add(name)
+                added.append(Dependency(name, parent_name, need))
     return added
