@@ -78,7 +78,7 @@ class Settings(BaseSettings):
         8, ge=0, description="Catalogues of at most this many tools are never pruned."
     )
     lexical_weight: float = Field(
-        0.2,
+        0.1,
         ge=0.0,
         le=2.0,
         description="Weight of the BM25 score (normalised by the turn's best) added to the "

@@ -49,7 +49,7 @@ class RankingPolicy:
     forwarded ones.
     """
 
-    lexical_weight: float = 0.2
+    lexical_weight: float = 0.1
     budget: Literal["tokens", "count"] = "tokens"
     token_budget: int = 0
     dominance_margin: float | None = None
