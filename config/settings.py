@@ -63,7 +63,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated tool names or glob patterns always forwarded.",
     )
-    top_k: int = Field(8, ge=0, description="Semantic candidates admitted per turn (top-k).")
+    top_k: int = Field(
+        8, ge=0,
+        description="Top-k: the semantic candidates of a turn may cost top-k × the catalogue's "
+        "mean tool tokens (unless `token_budget` is set).",
+    )
     threshold: float = Field(
         0.1,
         ge=-1.0,
