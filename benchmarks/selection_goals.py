@@ -96,7 +96,8 @@ async def plan_set(planner: Planner, path: Path, limit: int | None) -> dict[str,
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings()
+    # Budgets as toolprune eval's: a cold catalogue is indexed, never given up on.
+    settings = Settings().model_copy(update={"index_timeout_s": 3600.0, "embedder_timeout_s": 120.0})
     results: dict[str, Any] = {"before": [], "after": []}
     async with httpx.AsyncClient() as client:
         engine = build_engine(settings, client)  # one engine: tool vectors embedded once
