@@ -60,7 +60,7 @@ def plot_reports(reports: Sequence[Mapping[str, Any]], path: Path | str) -> Path
         for axis in (recall_axis, token_axis):
             axis.grid(alpha=0.3)
             axis.tick_params(labelsize=7)
-    axes[0][0].set_ylabel("recall@k (first turn)")
+    axes[0][0].set_ylabel("recall@k")
     axes[1][0].set_ylabel("forwarded schema tokens")
     handles, labels = axes[0][0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
