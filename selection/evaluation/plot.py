@@ -66,6 +66,7 @@ def plot_reports(reports: Sequence[Mapping[str, Any]], path: Path | str) -> Path
     figure.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
     figure.tight_layout(rect=(0, 0.05, 1, 1))
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return path
