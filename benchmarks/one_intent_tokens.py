@@ -40,7 +40,7 @@ from config.policy import load_policy
 from config.settings import Settings
 from proxy.components import build_engine
 from proxy.metrics import Metrics
-from proxy.planner import Planner
+from proxy.chat.planner import Planner
 from selection.catalog import canonical_json
 from selection.state import MemoryStateStore
 from selection.tokens import BYTES_PER_TOKEN

@@ -6,7 +6,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/overhead.py --help
 
 The upstream (``tests.support.upstream.Upstream``, no inference: it answers ``"ok"`` at once)
-and the proxy (``python -m proxy.cli serve``) each run as their own uvicorn process, so the
+and the proxy (``python -m proxy.cli.main serve``) each run as their own uvicorn process, so the
 benchmark client (``httpx.AsyncClient``), the proxy and the upstream do not share a GIL.
 
 Payloads (one row each):
@@ -396,7 +396,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
     try:
         proxy = start_server(
             "proxy",
-            [sys.executable, "-m", "proxy.cli", "serve", "--host", HOST, "--port",
+            [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port",
              str(proxy_port), "--upstream", f"{upstream.origin}/v1"],
             proxy_port, log_dir, env,
         )

@@ -24,6 +24,7 @@ Goals: recall ≥ 0.75 (livemcpbench_dev), ≥ 0.85 (restbench_spotify), ≥ 0.9
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import json
 import math
@@ -41,14 +42,14 @@ from config.policy import load_policy
 from config.settings import Settings
 from proxy.components import build_engine
 from proxy.metrics import Metrics
-from proxy.planner import Planner
-from proxy.turn import MetaCall
+from proxy.chat.planner import Planner
+from proxy.chat.turn import MetaCall
 from selection.catalog import canonical_json
 from selection.evaluation import load_cases
 from selection.evaluation.replay import TOP_K
 from selection.state import MemoryStateStore
 from selection.tokens import BYTES_PER_TOKEN
-from tests.support.data import SHARED_DATA
+from tests.support.data import EVALUATION_DATA_VARIABLE
 
 SETS = {"livemcpbench_dev": 0.75, "restbench_spotify": 0.85, "toolbench_dev": 0.92}
 
@@ -122,12 +123,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED_DATA, help="the shared data ($TOOLPRUNE_SHARED_DATA)")
+    parser.add_argument("--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
+                        help="the evaluation data folder ($TOOLPRUNE_SHARED_DATA)")
     parser.add_argument("--limit", type=int, help="sample whole conversations until N cases per set")
     parser.add_argument("--sets", type=lambda text: text.split(","), default=list(SETS),
                         help="comma-separated subset of %(default)s")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.data is None and not getattr(args, "from_json", None):
+        parser.error("needs the evaluation data: --data PATH or $TOOLPRUNE_SHARED_DATA")
     if unknown := set(args.sets) - set(SETS):
         parser.error(f"unknown sets {sorted(unknown)}")
     results = asyncio.run(run(args))

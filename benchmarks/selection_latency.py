@@ -6,8 +6,9 @@ catalogue's index vectors) → ``select``. The catalogue index is built first (i
 cost is printed apart), so this is the steady state of a catalogue seen before.
 
 Catalogues: the GitHub MCP server's tools (first 100 of 117, real schemas) and the
-Seal-Tools catalogue (first 4,000 of 4,076 tools), both from the shared data (``$TOOLPRUNE_SHARED_DATA``, else
-``shared/data`` beside the repository).
+Seal-Tools catalogue (first 4,000 of 4,076 tools): the first from tests/data, the second
+from the optional evaluation data (``--data PATH`` or ``$TOOLPRUNE_SHARED_DATA``; format in
+docs/eval-format.md), which also gives the queries.
 Queries: "short" = single user messages (MetaTool and Seal-Tools cases, median ~25
 tokens); "long" = real queries joined up to ``query_chars`` characters, which the
 embedder truncates to 256 tokens: the most a query can cost (a long tool result does that),
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -49,7 +51,7 @@ from selection.policy import Policy
 from selection.query import build_query, query_parts
 from selection.selector import select
 from selection.state import ConversationState
-from tests.support.data import SHARED_DATA
+from tests.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
 
 TARGETS_MS = {100: 20.0, 4000: 40.0}
 
@@ -98,7 +100,7 @@ def load_queries(
 
 def load_catalogs(data: Path) -> dict[int, list[Any]]:
     """Raw ``tools`` arrays, as a request carries them."""
-    github = json.loads((data / "real_catalogs" / "github_mcp_server.json").read_text())
+    github = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
     seal = json.loads((data / "sealtools" / "catalog.json").read_text())
     return {100: github[:100], 4000: seal[:4000]}
 
@@ -166,12 +168,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED_DATA, help="the shared data ($TOOLPRUNE_SHARED_DATA)")
+    parser.add_argument(
+        "--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
+        help=f"folder of the evaluation data holding metatool/ and sealtools/ (${EVALUATION_DATA_VARIABLE})",
+    )
     parser.add_argument("--queries", type=int, default=200, help="queries per kind")
     parser.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.data is None:
+        parser.error(f"needs the evaluation data (MetaTool and Seal-Tools sets): --data PATH "
+                     f"or {EVALUATION_DATA_VARIABLE}=PATH")
     report = asyncio.run(run(args))
     if args.json:
         print(json.dumps(report, indent=1))

@@ -17,6 +17,7 @@ recall and schema tokens against k (``selection.evaluation.plot``).
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import json
 import sys
@@ -25,9 +26,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy import eval_cli
+from proxy.cli import eval as eval_cli
 from selection.evaluation.plot import plot_reports
-from tests.support.data import SHARED_DATA
+from tests.support.data import EVALUATION_DATA_VARIABLE
 
 WHOLE = ["livemcpbench_dev", "restbench_spotify", "toolbench_dev", "nestful", "apibank"]
 SAMPLED = ["bfcl_multi_turn", "bfcl_pooled", "metatool", "sealtools"]
@@ -82,12 +83,15 @@ def markdown(reports: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=SHARED_DATA, help="the shared data ($TOOLPRUNE_SHARED_DATA)")
+    parser.add_argument("--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
+                        help="the evaluation data folder ($TOOLPRUNE_SHARED_DATA)")
     parser.add_argument("--limit", type=int, default=800, help="cases sampled from each large set")
     parser.add_argument("--plot", type=Path, help="also draw the plot into this file")
     parser.add_argument("--json-out", type=Path, help="also save the eval reports as JSON")
     parser.add_argument("--from-json", type=Path, nargs="+", help="render saved `toolprune eval --json` reports")
     args = parser.parse_args()
+    if args.data is None and not getattr(args, "from_json", None):
+        parser.error("needs the evaluation data: --data PATH or $TOOLPRUNE_SHARED_DATA")
     if args.from_json:
         reports = [json.loads(path.read_text()) for path in args.from_json]
     else:

@@ -18,4 +18,4 @@ until curl -fs "http://127.0.0.1:$llama_port/health" >/dev/null; do
     sleep 0.5
 done
 echo "llama-server ready on :$llama_port; proxy on :$proxy_port (OPENAI_BASE_URL=http://127.0.0.1:$proxy_port/v1)" >&2
-"$python" -m proxy.cli serve --port "$proxy_port" --upstream "http://127.0.0.1:$llama_port/v1"
+"$python" -m proxy.cli.main serve --port "$proxy_port" --upstream "http://127.0.0.1:$llama_port/v1"

@@ -20,23 +20,23 @@ from starlette.types import Message, Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.asgi import (
+from proxy.chat.handler import ChatHandler
+from proxy.components import build_engine, build_state_store, load_embedder
+from proxy.http.asgi import (
     ClientDisconnected,
     read_body,
     run_until_disconnect,
     send_body,
     send_error,
 )
-from proxy.chat import ChatHandler
-from proxy.components import build_engine, build_state_store, load_embedder
-from proxy.errors import InternalError, RequestTooLarge, sse_error_event
-from proxy.forwarding import ClientRequest, Forwarder
-from proxy.headers import header
+from proxy.http.errors import InternalError, RequestTooLarge, sse_error_event
+from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.headers import header
+from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
+from proxy.http.upstream import Upstream, create_client
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics
-from proxy.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
-from proxy.upstream import Upstream, create_client
-from proxy.usage_log import UsageLog
+from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"

@@ -2,8 +2,9 @@
 deterministic given the per-tool scores (no I/O, no clock: ``now`` is passed in).
 
 ``loaded = CORE ∪ PINNED ∪ STICKY ∪ SEMANTIC (+ dependencies, bundle-mates) ∪ meta-tool
-loads``, capped (../shared/DESIGN.md, "Selection"); the semantic candidates and their
-dependencies come from :func:`selection.ranking.choose` (token budget, adaptive k). Forwarded order is KV-cache order: CORE in catalogue
+loads``, capped (ARCHITECTURE.md, "Request flow", step 3); the semantic candidates and
+their dependencies come from :func:`selection.ranking.choose` (token budget). Forwarded
+order is KV-cache order: CORE in catalogue
 order, then loaded tools in admission order, new ones appended; a turn that admits
 nothing forwards exactly the previous turn's list.
 """

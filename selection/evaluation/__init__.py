@@ -1,6 +1,6 @@
 """Offline evaluation of tool selection on labelled cases (``toolprune eval``). No HTTP.
 
-The evaluation runs the proxy's own steps for every case (proxy/planner.py
+The evaluation runs the proxy's own steps for every case (proxy/chat/planner.py
 ``Planner.plan``): a catalogue of at most ``min_catalog_tools`` tools is passed through
 whole; otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a
 ``tool_choice`` function + ``called_tools(messages)`` + ``text_called_tools`` and the

@@ -1,7 +1,7 @@
 """Labelled cases for ``toolprune eval``: reading a set, its catalogues, its conversations,
 and the k sweep.
 
-Cases follow ../shared/data/README.md: one JSON object per line with ``id``,
+Cases follow docs/eval-format.md: one JSON object per line with ``id``,
 ``messages``, ``tools`` (or ``catalog``: a file relative to the set's folder holding the
 ``tools`` array), ``expected`` (tool names; ``[]`` means no tool should be called) and
 optionally ``expected_any_of`` (a list of alternatives; each inner list is one more

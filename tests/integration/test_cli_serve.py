@@ -26,7 +26,7 @@ def served_proxy(upstream: RunningUpstream) -> Iterator[tuple[subprocess.Popen[b
     port = free_port()
     env = {**os.environ, "TOOLPRUNE_SHUTDOWN_GRACE_S": "20"}
     process = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli", "serve", "--port", str(port), "--upstream", upstream.base_url],
+        [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port), "--upstream", upstream.base_url],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

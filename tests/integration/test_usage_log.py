@@ -1,6 +1,6 @@
 """The usage log and ``toolprune usage report`` (issue #8), through the real proxy.
 
-Conversations of ../shared/data/bfcl_multi_turn are replayed step by step through the
+Conversations of BFCL multi-turn (tests/data/bfcl_multi_turn_tradingbot) are replayed step by step through the
 proxy (uvicorn on loopback, default embedded embedder) in front of a scripted upstream
 that plays the model: it makes the step's ground-truth call when the tool was forwarded,
 else asks ``load_tools`` for it first. The log must then hold exactly what was sent, the
@@ -27,17 +27,18 @@ import pytest
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.app import create_app
-from proxy.cli import main
+from proxy.chat.identity import log_id
+from proxy.cli.main import main
 from proxy.components import build_embedder
-from proxy.turn import log_id
-from proxy.usage_log import UsageLog, read_usage
+from proxy.usage.reader import read_usage
+from proxy.usage.writer import UsageLog
 from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
-from tests.support.data import REAL_CATALOGS, SHARED_DATA
+from tests.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
 from tests.support.servers import serve_in_thread
 from tests.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
 
-BFCL = SHARED_DATA / "bfcl_multi_turn"
+BFCL = BFCL_TRADINGBOT
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: One catalogue (TradingBot, 20 tools) and the conversations that use it: the first
 #: REPLAYED go through the proxy; the rest are held out for the recall measurement.
@@ -440,7 +441,7 @@ def test_history_only_calls_misses_dry_run_and_fallbacks(tmp_path: Path) -> None
         proxy.post({"model": "m", "messages": [ask, made, {"role": "tool", "tool_call_id": "d1", "content": "[]"}],
                     "tools": PLAYWRIGHT}, "c2")
         # A fallback: an unparseable catalogue entry.
-        hostile = [*PLAYWRIGHT, {"type": "function", "function": {"name": "bad name!"}}]
+        hostile = [*PLAYWRIGHT, {"type": "function", "function": {"name": ""}}]
         proxy.post({"model": "m", "messages": [ask], "tools": hostile}, "c3")
         proxy.flush()
     data = read_usage(db)

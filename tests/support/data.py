@@ -1,12 +1,35 @@
-"""Where the shared evaluation data lives: ``TOOLPRUNE_SHARED_DATA``, else ``shared/data``
-beside the repository (the project workspace's layout, also CI's)."""
+"""Data the tests read.
+
+``DATA`` (``tests/data``, in the repository; sources and licences in its NOTICE.md): the real
+tool catalogues and a small BFCL multi-turn set. ``evaluation_set(name)``: one set of the
+larger evaluation data, an optional input outside the repository named by
+``TOOLPRUNE_SHARED_DATA`` (format: docs/eval-format.md); a test that needs it is skipped,
+with the reason, when it is absent.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-SHARED_DATA = Path(
-    os.environ.get("TOOLPRUNE_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
-)
-REAL_CATALOGS = SHARED_DATA / "real_catalogs"
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+REAL_CATALOGS = DATA / "real_catalogs"
+#: The 96 steps of BFCL multi-turn's TradingBot conversations (cases.jsonl, catalogs/).
+BFCL_TRADINGBOT = DATA / "bfcl_multi_turn_tradingbot"
+#: The environment variable naming the folder of the optional evaluation data.
+EVALUATION_DATA_VARIABLE = "TOOLPRUNE_SHARED_DATA"
+
+
+def evaluation_set(name: str) -> Path:
+    """The folder of evaluation set ``name`` (holding ``cases.jsonl``) in the optional
+    evaluation data; calls ``pytest.skip`` (with the reason) when it is not there."""
+    root = os.environ.get(EVALUATION_DATA_VARIABLE)
+    if not root:
+        pytest.skip(f"needs the optional evaluation data: set {EVALUATION_DATA_VARIABLE}=PATH "
+                    f"(a folder holding {name}/cases.jsonl; format in docs/eval-format.md)")
+    folder = Path(root) / name
+    if not (folder / "cases.jsonl").is_file():
+        pytest.skip(f"{EVALUATION_DATA_VARIABLE}={root} holds no {name}/cases.jsonl")
+    return folder

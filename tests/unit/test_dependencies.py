@@ -7,35 +7,38 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 
 from selection.catalog import parse_tools
 from selection.dependencies import Need, expand, identifier_needs, producer_index
-from tests.support.data import SHARED_DATA
+from tests.support.data import evaluation_set
 
-SPOTIFY = parse_tools(
-    json.loads((SHARED_DATA / "restbench_spotify" / "catalog_spotify.json").read_text())
-)
+
+@pytest.fixture(scope="module")
+def spotify() -> Any:
+    """RestBench's Spotify catalogue (optional evaluation data: skipped when absent)."""
+    return parse_tools(json.loads((evaluation_set("restbench_spotify") / "catalog_spotify.json").read_text()))
 
 
 def flat(catalog: Any) -> np.ndarray:
     return np.zeros(len(catalog), dtype=np.float32)
 
 
-def test_needs_come_from_required_identifier_parameters() -> None:
-    assert identifier_needs(SPOTIFY.get("POST_users_user_id_playlists")) == (Need("user_id", "user"),)
-    assert identifier_needs(SPOTIFY.get("POST_playlists_playlist_id_tracks")) == (
+def test_needs_come_from_required_identifier_parameters(spotify: Any) -> None:
+    assert identifier_needs(spotify.get("POST_users_user_id_playlists")) == (Need("user_id", "user"),)
+    assert identifier_needs(spotify.get("POST_playlists_playlist_id_tracks")) == (
         Need("playlist_id", "playlist"),
     )
     # A bare ``id``: the entity its description names ("The Spotify ID of the album").
-    assert identifier_needs(SPOTIFY.get("GET_albums_id_tracks")) == (Need("id", "album"),)
+    assert identifier_needs(spotify.get("GET_albums_id_tracks")) == (Need("id", "album"),)
     # Optional identifiers and tools without parameters need nothing.
-    assert identifier_needs(SPOTIFY.get("GET_me")) == ()
-    assert identifier_needs(SPOTIFY.get("GET_search")) == ()
+    assert identifier_needs(spotify.get("GET_me")) == ()
+    assert identifier_needs(spotify.get("GET_search")) == ()
 
 
-def test_a_playlist_creation_brings_the_current_user_and_adding_tracks_my_playlists() -> None:
+def test_a_playlist_creation_brings_the_current_user_and_adding_tracks_my_playlists(spotify: Any) -> None:
     added = expand(
-        SPOTIFY, flat(SPOTIFY), ["POST_users_user_id_playlists", "POST_playlists_playlist_id_tracks"],
+        spotify, flat(spotify), ["POST_users_user_id_playlists", "POST_playlists_playlist_id_tracks"],
         set(), max_added=4,
     )
     by_parent = {(d.parent, d.name) for d in added}
@@ -46,21 +49,21 @@ def test_a_playlist_creation_brings_the_current_user_and_adding_tracks_my_playli
     assert all(d.name not in {"POST_users_user_id_playlists", "POST_playlists_playlist_id_tracks"} for d in added)
 
 
-def test_a_tool_needing_the_same_identifier_is_no_producer() -> None:
-    producers = {SPOTIFY.tools[p].name for p, _, _ in producer_index(SPOTIFY).producers("playlist")}
+def test_a_tool_needing_the_same_identifier_is_no_producer(spotify: Any) -> None:
+    producers = {spotify.tools[p].name for p, _, _ in producer_index(spotify).producers("playlist")}
     assert "GET_me_playlists" in producers
     assert "GET_playlists_playlist_id" not in producers  # it needs a playlist_id itself
 
 
-def test_expansion_is_bounded_skips_present_producers_and_low_scores() -> None:
+def test_expansion_is_bounded_skips_present_producers_and_low_scores(spotify: Any) -> None:
     parents = ["POST_users_user_id_playlists", "POST_playlists_playlist_id_tracks"]
-    assert len(expand(SPOTIFY, flat(SPOTIFY), parents, set(), max_added=1)) == 1
-    assert expand(SPOTIFY, flat(SPOTIFY), parents, set(), max_added=0) == []
+    assert len(expand(spotify, flat(spotify), parents, set(), max_added=1)) == 1
+    assert expand(spotify, flat(spotify), parents, set(), max_added=0) == []
     present = expand(
-        SPOTIFY, flat(SPOTIFY), parents, {"GET_me", "GET_me_playlists", "GET_search"}, max_added=4
+        spotify, flat(spotify), parents, {"GET_me", "GET_me_playlists", "GET_search"}, max_added=4
     )
     assert present == []
-    low = expand(SPOTIFY, flat(SPOTIFY) - 1.0, parents, set(), max_added=4, min_score=0.1)
+    low = expand(spotify, flat(spotify) - 1.0, parents, set(), max_added=4, min_score=0.1)
     assert low == []
 
 

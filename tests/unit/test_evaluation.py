@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from config.settings import Settings
-from proxy import cli, eval_cli
+from proxy.cli import eval as eval_cli
+from proxy.cli import main as cli
 from selection.engine import SelectionEngine
 from selection.evaluation import (
     ALL,
@@ -334,8 +335,8 @@ def test_cli_eval_table_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
 async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -> None:
     """The evaluation replays the proxy's steps; at the policy's k its forwarded lists
     must equal ``Planner.plan``'s for the same requests and conversation ids."""
+    from proxy.chat.planner import Planner, SmallCatalog
     from proxy.metrics import Metrics
-    from proxy.planner import Planner, SmallCatalog
     from selection.state import MemoryStateStore
 
     extra = [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli import main
+from proxy.cli.main import main
 from tests.support.data import REAL_CATALOGS
 
 PLAYWRIGHT = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())

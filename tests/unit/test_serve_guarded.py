@@ -8,7 +8,7 @@ import json
 from starlette.types import Message, Send
 
 from proxy.app import serve_guarded
-from proxy.forwarding import ClientRequest
+from proxy.http.forwarding import ClientRequest
 
 REQUEST = ClientRequest("POST", "/v1/chat/completions", b"/v1/chat/completions", b"", [], b"{}", b"rid")
 

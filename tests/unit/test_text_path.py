@@ -14,7 +14,7 @@ import pytest
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.turn import find_text_plan
+from proxy.chat.text_plan import find_text_plan
 from selection.errors import PolicyError
 from selection.text_path import (
     PRESETS,

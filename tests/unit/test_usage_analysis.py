@@ -1,5 +1,5 @@
-"""The usage analysis (selection/usage_analysis.py) and the usage log's pure parts and
-retention (proxy/usage_log.py)."""
+"""The usage analysis (proxy/usage/analysis.py, examples.py, report.py) and the usage
+log's pure parts and retention (proxy/usage/history.py, reader.py, schema.py)."""
 
 from __future__ import annotations
 
@@ -13,28 +13,20 @@ from hypothesis import strategies as st
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.usage_log import (
-    UsageLog,
-    apply_retention,
-    history_calls,
-    parse_since,
-    read_usage,
-)
-from selection.usage_analysis import (
-    CallRecord,
-    ExampleRecord,
-    RequestRecord,
-    UsageData,
+from proxy.usage.analysis import (
     add_token_counts,
     analyse,
-    examples_toml,
-    format_report,
-    harvest_examples,
     projected_saving,
     suggest_core,
-    toml_string,
     tool_table,
 )
+from proxy.usage.examples import examples_toml, harvest_examples, toml_string
+from proxy.usage.history import history_calls
+from proxy.usage.reader import parse_since, read_usage
+from proxy.usage.records import CallRecord, ExampleRecord, RequestRecord, UsageData
+from proxy.usage.report import format_report
+from proxy.usage.schema import apply_retention
+from proxy.usage.writer import UsageLog
 
 DAY = 86400.0
 

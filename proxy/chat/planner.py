@@ -1,0 +1,228 @@
+"""Planning an acting chat-completions request: parse the catalogue (native ``tools`` and
+a system-prompt tool block), score it against the conversation, select, and build the
+meta-tools; and executing meta-tool calls. No HTTP: the proxy and ``toolprune explain``
+share this code path.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from config.settings import Settings
+from proxy.chat.identity import conversation_id
+from proxy.chat.text_plan import TextPlan, find_text_plan
+from proxy.chat.turn import MetaCall, Turn
+from proxy.http.headers import Headers, header
+from proxy.metrics import Metrics
+from selection.catalog import Catalog, build_catalog, parse_functions, parse_tools
+from selection.engine import SelectionEngine
+from selection.errors import SelectionError, StateStoreError
+from selection.history import called_tools, read_tool_choice
+from selection.meta_tools import (
+    LoadOutcome,
+    build_meta_tools,
+    execute_load,
+    requested_names,
+    search_outcome,
+    search_query,
+)
+from selection.policy import Policy, catalog_bundles
+from selection.query import query_parts
+from selection.selector import select, semantic_candidates
+from selection.state import ConversationState, StateStore
+from selection.text_path import text_called_tools
+
+#: Tools a ``search_tools`` call loads at most.
+SEARCH_RESULTS = 5
+
+
+class SmallCatalog(Exception):
+    """The catalogue is at or below ``min_catalog_tools``: never pruned."""
+
+    def __init__(self, size: int, path: str) -> None:
+        self.size = size
+        self.path = path
+
+
+class NothingToPrune(Exception):
+    """No ``tools``/``functions`` and no tool block in a system message."""
+
+
+def selection_catalog(native: Catalog | None, text: TextPlan | None) -> Catalog:
+    """What selection chooses from: the native tools, then text entries not among them."""
+    if text is None:
+        assert native is not None
+        return native
+    entries = text.block.catalog(text.text)
+    if native is None:
+        return entries
+    names = set(native.names)
+    extra = [tool for tool in entries.tools if tool.name not in names]
+    return build_catalog([*native.tools, *extra], native.others, native.legacy)
+
+
+class Planner:
+    """Plans turns and runs meta-calls for one policy, embedder engine and state store.
+
+    ``on_late_error``: called with a selection error that happens after the turn was
+    planned (saving meta-tool loads, embedding a ``search_tools`` query): logged and
+    counted, it must not fail the request.
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        policy: Policy,
+        engine: SelectionEngine,
+        store: StateStore,
+        metrics: Metrics,
+        on_late_error: Callable[[SelectionError], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.engine = engine
+        self.store = store
+        self.metrics = metrics
+        self.on_late_error = on_late_error
+        self.clock = clock
+
+    async def plan(self, body: dict[str, Any], headers: Headers, top_k: int | None = None) -> Turn:
+        """Select the tools for this request and record the turn in the state store.
+
+        Raises: NothingToPrune, SmallCatalog, SelectionError (CatalogError,
+        EmbedderError, EmbedderTimeout, StateStoreError): forward the request unchanged.
+        """
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            raise NothingToPrune()
+        native = None
+        if "tools" in body:
+            native = parse_tools(body["tools"])
+        elif "functions" in body:
+            native = parse_functions(body["functions"])
+        text = None
+        if self.policy.text_formats:
+            min_entries = self.policy.min_catalog_tools + 1
+            text = find_text_plan(messages, self.policy.text_formats, min_entries)
+        if native is None and text is None:
+            raise NothingToPrune()
+        catalog = selection_catalog(native, text)
+        path = "both" if native is not None and text is not None else "native" if native else "text"
+        if len(catalog) <= self.policy.min_catalog_tools:
+            raise SmallCatalog(len(catalog), path)
+        offered = len(catalog)
+        conversation = conversation_id(header(headers, b"x-conversation-id"), body, catalog)
+        choice = read_tool_choice(body)
+        if choice.allowed is not None:
+            catalog = catalog.restricted_to(set(choice.allowed))
+            if not len(catalog):  # nothing allowed is known: the upstream judges the request
+                raise NothingToPrune()
+            native = native.restricted_to(set(choice.allowed)) if native else None
+        state = await self._load_state(conversation)
+        parts = query_parts(
+            messages,
+            self.settings.query_user_messages,
+            self.settings.query_chars,
+            self.settings.query_parts,
+        )
+        scores = None
+        if parts:  # the whole query, then its parts: one embedding call, best part per tool
+            scored = await self.engine.score(catalog, self.policy.examples, parts)
+            self.metrics.embedding_seconds.observe(scored.embedding_s)
+            scores = scored.values
+        pinned = [
+            *([choice.pinned] if choice.pinned else []),
+            *called_tools(messages),
+            *text_called_tools(messages, set(catalog.names)),
+        ]
+        selection = select(
+            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k
+        )
+        selection.state.turn += 1
+        meta = None
+        forwarded = {tool.name for tool in selection.tools}
+        if native is not None and choice.offer_meta and set(native.names) - forwarded:
+            core = {t.name for t in selection.tools if t.reason == "core"}
+            meta = build_meta_tools(
+                native, core, catalog_bundles(native, self.policy),
+                search=len(native) > self.settings.search_tools_min_catalog,
+                tier=[name for name in selection.tier if native.get(name) is not None],
+            )
+        await self._save_state(conversation, selection.state)
+        return Turn(
+            body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
+            offered, top_k,
+        )
+
+    async def _load_state(self, conversation: str) -> ConversationState:
+        try:
+            return await self.store.get(conversation) or ConversationState()
+        except StateStoreError:
+            self.metrics.state_errors.labels("get").inc()
+            raise
+
+    async def _save_state(self, conversation: str, state: ConversationState) -> None:
+        try:
+            await self.store.put(conversation, state)
+        except StateStoreError:
+            self.metrics.state_errors.labels("put").inc()
+            raise
+
+    # --- meta-tools -------------------------------------------------------------
+    async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
+        """Execute meta-calls: update the conversation's loaded set and state, and return
+        one ``tool`` message content per call (JSON text)."""
+        forwarded = {tool.name for tool in turn.selection.tools}
+        outcomes: list[LoadOutcome] = []
+        for call in calls:
+            assert turn.meta is not None
+            if call.name == turn.meta.load_name:
+                outcome = execute_load(requested_names(call.arguments), turn.catalog, forwarded)
+                label = "load_tools"
+            else:
+                outcome = await self._search(turn, search_query(call.arguments), forwarded)
+                label = "search_tools"
+            self.metrics.meta_calls.labels(label).inc()
+            forwarded.update(outcome.admit)
+            outcomes.append(outcome)
+            turn.meta_events.append({"tool": label, "loaded": list(outcome.admit)})
+        admit = [name for outcome in outcomes for name in outcome.admit]
+        state = await self._latest_state(turn)
+        state.meta_calls += len(calls)
+        turn.selection = select(
+            turn.catalog, turn.scores, self.policy, state, now=self.clock(),
+            pinned=turn.pinned, requested=admit, top_k=turn.top_k,
+        )
+        try:
+            await self._save_state(turn.conversation, turn.selection.state)
+        except StateStoreError as error:
+            self.on_late_error(error)
+        return [outcome.content for outcome in outcomes]
+
+    async def _latest_state(self, turn: Turn) -> ConversationState:
+        """The conversation's stored state, which another request of the conversation may
+        have changed since this turn was planned (so its loads are kept, not overwritten),
+        else this turn's own."""
+        try:
+            stored = await self.store.get(turn.conversation)
+        except StateStoreError as error:
+            self.metrics.state_errors.labels("get").inc()
+            self.on_late_error(error)
+            return turn.selection.state
+        return stored if stored is not None else turn.selection.state
+
+    async def _search(self, turn: Turn, query: str | None, forwarded: set[str]) -> LoadOutcome:
+        if query is None:
+            return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
+        try:
+            scored = await self.engine.score(turn.catalog, self.policy.examples, query)
+        except SelectionError as error:
+            self.on_late_error(error)
+            return LoadOutcome((), json.dumps({"error": "tool search is unavailable"}))
+        matches = semantic_candidates(turn.catalog, scored.values, SEARCH_RESULTS, -1.0, set())
+        return search_outcome([name for name, _ in matches], turn.catalog, forwarded)

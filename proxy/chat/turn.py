@@ -1,0 +1,185 @@
+"""One acting chat-completions request and how its body is rewritten (forwarded tools,
+text block, meta exchange appended).
+
+Field names and shapes follow OpenAI's Chat Completions API reference: ``tools`` /
+legacy ``functions``, ``tool_choice``, legacy ``function_call``, assistant ``tool_calls``
+and ``tool`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from proxy.chat.text_plan import TextPlan
+from selection.catalog import Catalog, canonical_json
+from selection.history import KEEP, ToolChoice
+from selection.meta_tools import MetaTools
+from selection.selector import Selection
+
+
+@dataclass
+class MetaCall:
+    """A meta-tool call the model made: ``id``, ``name``, ``arguments`` (JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+    #: Why the model's arguments could not be read (``arguments`` is then ``"{}"``).
+    problem: str | None = None
+
+
+#: Request fields that only make sense with a tools (or functions) array.
+_NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
+
+
+@dataclass
+class Turn:
+    """The acting request being served, possibly over several upstream rounds.
+
+    ``catalog`` is what selection chose from: the native ``tools`` (``native``) and the
+    entries of a text block (``text``), or either alone.
+    """
+
+    body: dict[str, Any]
+    catalog: Catalog
+    native: Catalog | None
+    text: TextPlan | None
+    conversation: str
+    selection: Selection
+    scores: np.ndarray | None
+    pinned: list[str]
+    meta: MetaTools | None
+    tool_choice: ToolChoice
+    offered: int
+    top_k: int | None = None
+    rounds: int = 0
+    extra_messages: list[dict[str, Any]] = field(default_factory=list)
+    meta_events: list[dict[str, Any]] = field(default_factory=list)
+    #: Names of the real tool calls in the response the client got.
+    response_calls: list[str] = field(default_factory=list)
+    #: Tools admitted by selections this turn made before its latest (meta rounds
+    #: re-select; the decision log lists every admission of the turn).
+    earlier_admitted: list[str] = field(default_factory=list)
+
+    @property
+    def path(self) -> str:
+        """Which prompt parts were pruned: ``native``, ``text`` or ``both``."""
+        if self.native is not None and self.text is not None:
+            return "both"
+        return "native" if self.native is not None else "text"
+
+    def is_meta(self, name: str | None) -> bool:
+        return self.meta is not None and name in self.meta.names
+
+    def forwarded_entries(self, with_meta: bool) -> list[Any]:
+        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, CORE in
+        catalogue order, loaded tools in admission order, then the meta-tools (last: their
+        tier line changes per turn)."""
+        if self.native is None:
+            return []
+        definitions = {tool.name: tool.definition for tool in self.native.tools}
+        selected = [t for t in self.selection.tools if t.name in definitions]
+        core = [definitions[t.name] for t in selected if t.reason == "core"]
+        rest = [definitions[t.name] for t in selected if t.reason != "core"]
+        meta = list(self.meta.definitions) if with_meta and self.meta else []
+        return [*self.native.others, *core, *rest, *meta]
+
+    def schema_bytes_saved(self) -> int:
+        """Bytes of tool definitions (JSON, or block text) not forwarded, less the
+        meta-tools'."""
+        forwarded = {tool.name for tool in self.selection.tools}
+        dropped = sum(t.size_bytes for t in self.catalog.tools if t.name not in forwarded)
+        meta = self.meta.definitions if self.meta else ()
+        return dropped - sum(len(canonical_json(definition)) for definition in meta)
+
+    def upstream_body(self, with_meta: bool) -> bytes:
+        """The request body for the next upstream round (JSON, UTF-8). An empty tools
+        array is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the
+        fields that need one (``tool_choice``, ``parallel_tool_calls``, legacy
+        ``function_call``) go too."""
+        body = dict(self.body)
+        if self.native is not None:
+            key = "functions" if self.native.legacy else "tools"
+            body[key] = self.forwarded_entries(with_meta)
+            if not body[key]:
+                for field_name in (key, *_NEEDS_TOOLS):
+                    body.pop(field_name, None)
+        if self.text is not None:
+            keep = {tool.name for tool in self.selection.tools}
+            body["messages"] = self.text.rewrite_messages(body["messages"], keep)
+        if self.extra_messages:
+            body["messages"] = [*body.get("messages", []), *self.extra_messages]
+        if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
+            body["tool_choice"] = self.tool_choice.forward
+        return json_bytes(body)
+
+    def admitted(self) -> list[str]:
+        """Every tool admitted this turn: by the first selection and after meta-calls."""
+        return list(dict.fromkeys([*self.earlier_admitted, *self.selection.admitted]))
+
+    def offer_meta_now(self, max_rounds: int) -> bool:
+        """Meta-tools are offered until ``max_rounds`` re-issues have been made."""
+        return self.meta is not None and self.rounds < max_rounds
+
+    def append_meta_exchange(self, content: str | None, calls: Sequence[MetaCall], results: Sequence[str]) -> None:
+        """Append the assistant's meta-calls and one answer per call, as the model will
+        see them on the re-issued request."""
+        if self.native is not None and self.native.legacy:
+            call = calls[0]
+            self.extra_messages.append(
+                {
+                    "role": "assistant",
+                    "content": content,
+                    "function_call": {"name": call.name, "arguments": call.arguments},
+                }
+            )
+            self.extra_messages.append({"role": "function", "name": call.name, "content": results[0]})
+            return
+        self.extra_messages.append(
+            {
+                "role": "assistant",
+                "content": content,
+                "tool_calls": [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in calls
+                ],
+            }
+        )
+        for call, result in zip(calls, results, strict=True):
+            self.extra_messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+def json_bytes(value: Any) -> bytes:
+    """``value`` as compact-enough UTF-8 JSON; ASCII-escaped when it holds a lone surrogate
+    (valid in JSON text, not encodable as UTF-8)."""
+    try:
+        return json.dumps(value, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(value).encode()
+
+
+def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:
+    """Sum OpenAI ``usage`` objects (nested ``*_details`` counts too)."""
+    if not isinstance(usage, Mapping):
+        return total
+    if total is None:
+        return json.loads(json.dumps(usage))
+    for key, value in usage.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float) and isinstance(total.get(key), int | float):
+            total[key] += value
+        elif isinstance(value, Mapping) and isinstance(total.get(key), Mapping):
+            total[key] = add_usage(dict(total[key]), value)
+        elif key not in total:
+            total[key] = value
+    return total

@@ -1,0 +1,1 @@
+"""The ``toolprune`` command line: ``serve``, ``eval``, ``explain``, ``usage report``."""

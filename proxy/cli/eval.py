@@ -1,0 +1,229 @@
+"""``toolprune eval DATA.jsonl …``: selection quality on labelled cases, offline.
+
+Runs the proxy's selection path (settings from ``TOOLPRUNE_*`` and the policy file, the
+configured embedder — by default the embedded all-MiniLM-L6-v2) on each case of each
+data file, sweeping k, next to the anchors (dense top-k with τ, BM25, the oracle); prints
+a table per file, or JSON; ``--plot FILE`` draws recall and schema tokens against k.
+See :mod:`selection.evaluation` for what is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from config.policy import load_policy
+from config.settings import Settings
+from proxy.cli.help import HelpFormatter, from_setting
+from selection.embedders import Embedder
+from selection.engine import SelectionEngine
+from selection.errors import EmbedderError, PolicyError
+from selection.evaluation.plot import PlotUnavailable, plot_reports
+from selection.evaluation import (
+    DEFAULT_KS,
+    EngineScorer,
+    Scorer,
+    evaluate,
+    format_report,
+    k_label,
+    load_cases,
+    parse_ks,
+    strip_miss_lists,
+)
+
+#: Budgets for the evaluation (generous: a cold 4,000-tool catalogue takes a minute to
+#: embed on two cores, and a slow query must be measured, not dropped).
+EVAL_QUERY_TIMEOUT_S = 120.0
+EVAL_INDEX_TIMEOUT_S = 3600.0
+
+EmbedderFactory = Callable[[Settings, httpx.AsyncClient], Embedder]
+
+
+DESCRIPTION = """\
+Measure how well the proxy picks tools, offline: each labelled case (a conversation,
+its tools, and the tools its next call needs) goes through the proxy's own selection
+code, with the conversation's state carried from step to step, for each k of the sweep.
+Prints, per file, recall@k (needed tools that were forwarded), all@k (cases with every
+needed tool forwarded), MRR, tools forwarded, the ranks of the misses and the selection
+latency, next to a BM25 baseline. Nothing is sent to a model.
+
+Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository).
+Selection settings come from TOOLPRUNE_* variables and the policy file; the options
+below override them for this run.
+
+example:
+  toolprune eval tests/data/bfcl_multi_turn_tradingbot/cases.jsonl --k 2,4,8
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("data", nargs="+", type=Path, metavar="CASES.jsonl",
+                        help="files of labelled cases, one JSON object a line")
+    parser.add_argument(
+        "--k", default=",".join(k_label(k) for k in DEFAULT_KS),
+        help="the k values to measure, comma-separated; 'all' forwards the whole catalogue",
+    )
+    parser.add_argument(
+        "--limit", type=int, metavar="N",
+        help="use a random sample: whole conversations until at least N cases per file",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--misses", action="store_true", help="with --json: list every miss with its rank"
+    )
+    parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 anchor")
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE",
+        help="also draw recall and forwarded schema tokens against k, one line per method "
+        "(PNG/SVG/PDF by suffix; needs the 'plot' extra: matplotlib)",
+    )
+    parser.add_argument("--policy", type=Path, metavar="FILE",
+                        help=f"TOML policy file {from_setting('policy_file')}")
+    parser.add_argument("--threshold", type=float, metavar="TAU",
+                        help=f"least cosine score a tool needs, τ {from_setting('threshold')}")
+    parser.add_argument("--top-k", type=int, metavar="K",
+                        help=f"k of the latency measurement {from_setting('top_k')}")
+    parser.add_argument(
+        "--query-user-messages", type=int, metavar="N",
+        help=f"user messages that make up the query {from_setting('query_user_messages')}",
+    )
+    parser.add_argument("--query-chars", type=int, metavar="N",
+                        help=f"characters of the query embedded {from_setting('query_chars')}")
+    parser.add_argument(
+        "--query-parts", type=int, metavar="N",
+        help=f"parts of the query embedded with it {from_setting('query_parts')}",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
+    )
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides = {
+        "policy_file": args.policy,
+        "threshold": args.threshold,
+        "top_k": args.top_k,
+        "query_user_messages": args.query_user_messages,
+        "query_chars": args.query_chars,
+        "query_parts": args.query_parts,
+    }
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+
+
+def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
+    from tqdm import tqdm
+
+    def wrap(items: Iterable[Any], label: str) -> Iterable[Any]:
+        total = len(items) if hasattr(items, "__len__") else None  # type: ignore[arg-type]
+        # disable=None: shown only when stderr is a terminal.
+        return tqdm(items, total=total, desc=label, unit="case", file=sys.stderr,
+                    disable=True if disabled else None, leave=False)
+
+    return wrap
+
+
+def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
+    """The configured embedder, as the proxy builds it (tests replace this function)."""
+    from proxy.components import build_embedder
+
+    return build_embedder(settings, client)
+
+
+async def run_eval(
+    args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None
+) -> dict[str, Any]:
+    """Evaluate every data file of ``args``; the JSON-ready report. ``embedder_factory``
+    defaults to :func:`default_embedder_factory` (looked up at call time)."""
+    embedder_factory = embedder_factory or default_embedder_factory
+    settings = _settings(args)
+    policy = load_policy(settings)
+    ks = parse_ks(args.k)
+    async with httpx.AsyncClient() as client:
+        embedder = embedder_factory(settings, client)
+        await embedder.load()
+        engine = SelectionEngine(
+            embedder,
+            vector_cache_size=settings.vector_cache_size,
+            index_cache_size=settings.index_cache_size,
+            timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
+            index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
+            lexical_weight=settings.lexical_weight,
+        )
+        name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
+        scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
+        if not args.no_bm25:
+            from selection.bm25 import BM25Scorer
+
+            scorers.append(BM25Scorer(settings.index_cache_size))
+        progress = _progress(args.no_progress)
+        sets = []
+        try:
+            for path in args.data:
+                case_set = load_cases(path, limit=args.limit, seed=args.seed)
+                report = await evaluate(
+                    case_set, scorers, policy, ks=ks,
+                    query_user_messages=settings.query_user_messages,
+                    query_chars=settings.query_chars,
+                    query_parts_max=settings.query_parts,
+                    progress=lambda items, name, set_name=case_set.name: progress(
+                        items, f"{set_name} {name}"
+                    ),
+                )
+                sets.append(report if args.misses else strip_miss_lists(report))
+                if not args.json:
+                    print(format_report(report), flush=True)
+                    print(flush=True)
+        finally:
+            await engine.aclose()
+    if args.plot is not None:
+        plot_reports(sets, args.plot)
+    return {
+        "config": {
+            "embedder": embedder.id,
+            "top_k": policy.top_k,
+            "threshold": policy.threshold,
+            "max_tools": policy.max_tools,
+            "min_catalog_tools": policy.min_catalog_tools,
+            "query_user_messages": settings.query_user_messages,
+            "query_chars": settings.query_chars,
+            "query_parts": settings.query_parts,
+            "ks": [k_label(k) for k in ks],
+            "limit": args.limit,
+            "seed": args.seed,
+            "max_tools_per_k": "max(max_tools, k); k=all: catalogue size",
+        },
+        "sets": sets,
+    }
+
+
+def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None) -> int:
+    """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
+    try:
+        report = asyncio.run(run_eval(args, embedder_factory))
+    except (OSError, ValueError, PolicyError, EmbedderError, PlotUnavailable) as exc:
+        print(f"toolprune eval: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(report, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="toolprune eval", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""toolprune: an OpenAI-compatible proxy that forwards only the tools each chat request
+needs, so a local model reads fewer tool definitions before it answers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+from collections.abc import Sequence
+
+import uvicorn
+
+from config.settings import Settings
+from proxy.app import create_app
+from proxy.cli import eval as eval_cli
+from proxy.cli import explain as explain_cli
+from proxy.cli import usage as usage_cli
+from proxy.cli.help import HelpFormatter, from_setting
+
+
+def _serve(args: argparse.Namespace) -> int:
+    overrides = {
+        key: value
+        for key, value in {"host": args.host, "port": args.port, "upstream_url": args.upstream}.items()
+        if value is not None
+    }
+    settings = Settings(**overrides)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+    )
+    return 0
+
+
+EPILOG = """\
+examples:
+  toolprune serve --upstream http://127.0.0.1:8080/v1    run the proxy on 127.0.0.1:8088
+  toolprune explain request.json                        which tools a request would get, and why
+  toolprune eval cases.jsonl --k 4,8                    measure selection on labelled cases
+  toolprune usage report --since 7d                     what the usage log says
+
+Settings come from TOOLPRUNE_* environment variables (README.md, "Settings").
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolprune", description=__doc__, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    commands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve", formatter_class=HelpFormatter,
+        help="run the proxy in the foreground (Ctrl-C stops it)",
+        description="Run the proxy in the foreground until interrupted. Every setting comes\n"
+        "from TOOLPRUNE_* environment variables; these options override three of them.",
+    )
+    serve.add_argument("--host", help=f"address to listen on {from_setting('host')}")
+    serve.add_argument("--port", type=int, help=f"port to listen on {from_setting('port')}")
+    serve.add_argument(
+        "--upstream",
+        help=f"the model server's OpenAI base URL {from_setting('upstream_url')}",
+    )
+    serve.set_defaults(run=_serve)
+    evaluate = commands.add_parser(
+        "eval", formatter_class=HelpFormatter,
+        help="measure tool selection on labelled cases (recall@k, next to BM25)",
+        description=eval_cli.DESCRIPTION,
+    )
+    eval_cli.add_arguments(evaluate)
+    evaluate.set_defaults(run=eval_cli.run)
+    explain = commands.add_parser(
+        "explain", formatter_class=HelpFormatter,
+        help="show which tools one request would be forwarded, and why (offline)",
+        description=explain_cli.DESCRIPTION,
+    )
+    explain_cli.add_arguments(explain)
+    explain.set_defaults(run=explain_cli.run)
+    usage = commands.add_parser(
+        "usage", help="read the usage log (TOOLPRUNE_USAGE_DB)",
+        description="Read the usage log the proxy writes when TOOLPRUNE_USAGE_DB is set.",
+    )
+    usage_commands = usage.add_subparsers(dest="usage_command", title="commands", metavar="COMMAND")
+    usage_report = usage_commands.add_parser(
+        "report", formatter_class=HelpFormatter,
+        help="per-tool table, suggested CORE tools, example utterances",
+        description=usage_cli.DESCRIPTION,
+    )
+    usage_cli.add_arguments(usage_report)
+    usage_report.set_defaults(run=usage_cli.run)
+    usage.set_defaults(run=lambda args: _print_help(usage))
+    return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version (``pyproject.toml``), or "unknown" when the
+    code runs from a source tree that was never installed."""
+    try:
+        return importlib.metadata.version("toolprune")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _print_help(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 on success, 2 on a usage error).
+    Without a command, prints the help."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        return _print_help(parser)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

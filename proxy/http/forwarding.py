@@ -1,0 +1,95 @@
+"""Pass-through forwarding of one request to the upstream, response relayed as it
+arrives (chunk by chunk, with the server's back-pressure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+from starlette.types import Send
+
+from proxy.http.asgi import send_body, send_error, start_response
+from proxy.http.errors import ProxyError, sse_error_event
+from proxy.http.headers import Headers, end_to_end, upstream_request_headers
+from proxy.http.upstream import Upstream, raw_chunks
+from proxy.log import get_logger
+from proxy.metrics import Metrics, route_label
+
+logger = get_logger("forwarding")
+
+
+@dataclass(frozen=True)
+class ClientRequest:
+    """One client request, its body read in full."""
+
+    method: str
+    path: str
+    raw_path: bytes
+    query_string: bytes
+    headers: Headers
+    body: bytes
+    request_id: bytes
+
+
+def response_headers(response: httpx.Response) -> Headers:
+    """The upstream response's end-to-end headers, names lower-cased."""
+    return end_to_end((name.lower(), value) for name, value in response.headers.raw)
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    return response.headers.get("content-type", "").startswith("text/event-stream")
+
+
+class Forwarder:
+    """Forwards requests unchanged (or with a replacement body) and relays responses."""
+
+    def __init__(self, upstream: Upstream, metrics: Metrics) -> None:
+        self.upstream = upstream
+        self.metrics = metrics
+
+    async def forward(
+        self,
+        request: ClientRequest,
+        send: Send,
+        *,
+        body: bytes | None = None,
+        extra_response_headers: Headers = (),
+    ) -> None:
+        """Send ``request`` upstream (with ``body`` instead of the client's, if given) and
+        relay the response. Proxy errors become OpenAI-shaped error responses; a stream
+        that breaks after the response started ends with an SSE error event (never
+        ``[DONE]``), or, for other bodies, with the connection closed."""
+        url = self.upstream.url_for(request.raw_path, request.query_string)
+        headers = upstream_request_headers(request.headers, request.request_id)
+        try:
+            response, waited_s = await self.upstream.send(
+                request.method, url, headers, request.body if body is None else body
+            )
+        except ProxyError as error:
+            await send_error(send, error)
+            return
+        self.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
+        try:
+            await self.relay(response, send, extra_response_headers)
+        finally:
+            await response.aclose()
+
+    async def relay(
+        self, response: httpx.Response, send: Send, extra_headers: Headers = ()
+    ) -> None:
+        """Relay an open upstream response to the client, chunk by chunk."""
+        await start_response(
+            send, response.status_code, [*response_headers(response), *extra_headers]
+        )
+        try:
+            async for chunk in raw_chunks(response):
+                await send_body(send, chunk)
+        except ProxyError as error:
+            logger.warning(
+                "upstream_body_broken",
+                extra={"fields": {"code": error.code, "status": response.status_code}},
+            )
+            if is_event_stream(response):
+                await send_body(send, sse_error_event(error), more=False)
+            return  # other bodies: returning unfinished makes the server close the connection
+        await send_body(send, b"", more=False)

@@ -1,0 +1,103 @@
+"""Header rules for forwarding: hop-by-hop removal, the proxy's own headers, request ids.
+
+Headers are ASGI-style lists of ``(name, value)`` byte pairs with lower-case names.
+Hop-by-hop headers follow RFC 9110 §7.6.1: the fixed set below plus every name listed in
+``Connection``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+
+from proxy.http.errors import InvalidHeader
+
+Headers = list[tuple[bytes, bytes]]
+
+HOP_BY_HOP: frozenset[bytes] = frozenset(
+    {
+        b"connection",
+        b"proxy-connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+
+#: Headers addressed to the proxy; never forwarded upstream.
+PROXY_REQUEST_HEADERS: frozenset[bytes] = frozenset(
+    {b"x-tool-pruning", b"x-tool-pruning-top-k", b"x-conversation-id"}
+)
+
+REQUEST_ID = b"x-request-id"
+TOOLS_HEADER = "x-tool-pruning-tools"
+SENSITIVE: frozenset[str] = frozenset(
+    {"authorization", "api-key", "x-api-key", "cookie", "set-cookie", "proxy-authorization"}
+)
+
+
+def _connection_listed(headers: Iterable[tuple[bytes, bytes]]) -> set[bytes]:
+    listed: set[bytes] = set()
+    for name, value in headers:
+        if name == b"connection":
+            listed.update(token.strip().lower() for token in value.split(b",") if token.strip())
+    return listed
+
+
+def end_to_end(headers: Iterable[tuple[bytes, bytes]], *, drop: Iterable[bytes] = ()) -> Headers:
+    """Remove hop-by-hop headers, those named in ``Connection`` and the names in ``drop``."""
+    headers = list(headers)
+    removed = HOP_BY_HOP | _connection_listed(headers) | set(drop)
+    return [(name, value) for name, value in headers if name not in removed]
+
+
+def upstream_request_headers(client_headers: Headers, request_id: bytes) -> Headers:
+    """Headers to send upstream: end-to-end ones, without ``Host`` (httpx sets the
+    upstream's), ``Content-Length`` (httpx sets it from the bytes actually sent) and the
+    proxy's own headers; ``X-Request-Id`` always present."""
+    drop = PROXY_REQUEST_HEADERS | {b"host", b"content-length", REQUEST_ID}
+    return [*end_to_end(client_headers, drop=drop), (REQUEST_ID, request_id)]
+
+
+def request_id(client_headers: Headers) -> bytes:
+    """The client's ``X-Request-Id``, or a new uuid4 (hex) when it sent none."""
+    for name, value in client_headers:
+        if name == REQUEST_ID and value:
+            return value
+    return uuid.uuid4().hex.encode()
+
+
+def header(headers: Headers, name: bytes) -> bytes | None:
+    """First value of ``name`` (lower-case) in ``headers``, or ``None``."""
+    for key, value in headers:
+        if key == name:
+            return value
+    return None
+
+
+PRUNING_MODES = ("on", "off", "dry-run")
+#: Largest ``X-Tool-Pruning-Top-K`` accepted (the cap ``max_tools`` applies anyway).
+MAX_TOP_K = 10_000
+
+
+def pruning_mode(headers: Headers) -> str:
+    """``X-Tool-Pruning`` (case-insensitive; absent = ``on``). Raises InvalidHeader."""
+    value = (header(headers, b"x-tool-pruning") or b"on").decode("latin-1").strip().lower()
+    if value not in PRUNING_MODES:
+        raise InvalidHeader("X-Tool-Pruning must be one of: on, off, dry-run")
+    return value
+
+
+def top_k_override(headers: Headers) -> int | None:
+    """``X-Tool-Pruning-Top-K`` (absent = None). Raises InvalidHeader."""
+    value = header(headers, b"x-tool-pruning-top-k")
+    if value is None:
+        return None
+    text = value.decode("latin-1").strip()
+    if not text.isdigit() or len(text) > len(str(MAX_TOP_K)) or int(text) > MAX_TOP_K:
+        raise InvalidHeader(f"X-Tool-Pruning-Top-K must be an integer from 0 to {MAX_TOP_K}")
+    return int(text)

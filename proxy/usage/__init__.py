@@ -1,0 +1,1 @@
+"""The usage log (``TOOLPRUNE_USAGE_DB``) and the analysis behind ``toolprune usage report``."""

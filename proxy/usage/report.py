@@ -1,0 +1,98 @@
+"""The terminal rendering of ``toolprune usage report`` (the JSON-ready report of
+:func:`proxy.usage.analysis.analyse`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
+
+
+def _fmt(value: float | None, pattern: str) -> str:
+    return "–" if value is None else format(value, pattern)
+
+
+def format_report(report: Mapping[str, Any], *, limit: int | None = 40) -> str:
+    """The terminal rendering of :func:`analyse`'s report."""
+    requests = report["requests"]
+    calls = report["calls"]
+    lines = [
+        f"requests: {requests['acting']} acting ({requests['pruned']} pruned, "
+        f"{requests['dry_run']} dry-run), {requests['fallback']} fallbacks"
+        + (
+            " (" + ", ".join(f"{k} {v}" for k, v in requests["fallback_reasons"].items()) + ")"
+            if requests["fallback_reasons"]
+            else ""
+        )
+        + f"; {report['conversations']} conversations; {requests['meta_calls']} meta-calls",
+        (
+            f"tool calls: {calls['total']} ({calls[FORWARDED]} forwarded, {calls[LOADED]} "
+            f"through load_tools, {calls[MISS]} misses, {calls[HISTORY]} seen only in histories)"
+        ),
+        "",
+        (
+            f"{'tool':<36} {'calls':>6} {'conv%':>6} {'1st turn':>8} {'loaded':>7} "
+            f"{'misses':>7} {'history':>8}"
+        ),
+    ]
+    tools = report["tools"]
+    for row in tools if limit is None else tools[:limit]:
+        lines.append(
+            f"{row['tool']:<36} {row['calls']:>6} {row['conversation_share'] * 100:>5.1f}% "
+            f"{_fmt(row['median_first_turn'], 'g'):>8} {row['loaded']:>7} {row['misses']:>7} "
+            f"{row['history']:>8}"
+        )
+    if limit is not None and len(tools) > limit:
+        lines.append(f"… {len(tools) - limit} more tools (--json for all)")
+    core = report["core"]
+    saving = core["saving"]
+    lines += [
+        "",
+        (
+            f"suggested CORE ({len(core['names'])} tools: {_fmt(core['covered_share'], '.1%')} "
+            f"of calls; target {core['core_share']:.0%}, plus first-turn tools in ≥"
+            f"{core['first_turn_share']:.0%} of conversations):"
+        ),
+        "  core = " + json.dumps(core["names"]),
+    ]
+    if core["first_turn"]:
+        lines.append("  first-turn tools among them: " + ", ".join(core["first_turn"]))
+    if saving["requests"]:
+        tokens = (
+            f"{saving['saving_tokens_total']} tokens (tokenizer)"
+            if saving["tokens"] == "tokenizer"
+            else f"≈{saving['saving_tokens_total_estimate']} tokens (estimate, "
+            f"{saving['bytes_per_token_estimate']} bytes/token)"
+        )
+        lines.append(
+            f"  projected saving of a CORE-only prompt over {saving['requests']} requests: "
+            f"{saving['saving_bytes_total']} schema bytes, {tokens}"
+        )
+        for row in saving["catalogs"][:5]:
+            if not row["requests"]:
+                continue
+            observed = _fmt(row["observed_saving_bytes_mean"], ".0f")
+            measured = (
+                f", {row['saving_tokens_per_request']} tokens"
+                if "saving_tokens_per_request" in row
+                else ""
+            )
+            lines.append(
+                f"    catalogue {row['catalog']}: {row['tools']} tools, {row['requests']} "
+                f"requests, {row['full_bytes']} → {row['core_bytes']} bytes per request "
+                f"({_fmt(row['saving_share'], '.0%')} saved{measured}; measured saving now "
+                f"{observed} bytes)"
+            )
+    examples = report["examples"]
+    lines.append("")
+    if examples["toml"]:
+        lines.append("suggested example utterances (policy file fragment):")
+        lines.append(examples["toml"].rstrip("\n"))
+    else:
+        lines.append(
+            "no example utterances stored (the proxy stores them only with "
+            "TOOLPRUNE_USAGE_STORE_TEXT=true)"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""The package map of ARCHITECTURE.md, checked on the source tree (``ast``, nothing imported):
+which package may import which, no import cycle between modules, and no module of
+``proxy/`` or ``selection/`` over 400 lines."""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("config", "proxy", "selection")
+MAX_LINES = 400
+#: Modules allowed over MAX_LINES, each with the reason.
+SIZE_EXEMPT = {
+}
+
+#: Which first-party packages a module of each package may import (its own always allowed).
+#: The most specific key that prefixes a module's name applies.
+ALLOWED: dict[str, set[str]] = {
+    "selection": set(),
+    "config": {"selection"},
+    "proxy.log": set(),
+    "proxy.metrics": set(),
+    "proxy.http": {"proxy.log", "proxy.metrics", "config"},
+    "proxy.chat": {"proxy.http", "proxy.log", "proxy.metrics", "config", "selection"},
+    "proxy.usage": {"proxy.chat", "proxy.log", "selection"},
+    "proxy.components": {"proxy.log", "config", "selection"},
+    "proxy.app": {
+        "proxy.http", "proxy.chat", "proxy.usage", "proxy.components", "proxy.log",
+        "proxy.metrics", "config", "selection",
+    },
+    "proxy.cli": {
+        "proxy.app", "proxy.chat", "proxy.usage", "proxy.components", "proxy.metrics",
+        "proxy.log", "config", "selection",
+    },
+}
+#: The package that owns each rule key (``proxy.chat.turn`` belongs to ``proxy.chat``).
+OWNERS = sorted(ALLOWED, key=len, reverse=True)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def product_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in PRODUCT
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+MODULES = product_modules()
+
+
+def imports_of(name: str, path: Path) -> set[str]:
+    """First-party modules ``name`` imports, anywhere in the file (``TYPE_CHECKING``
+    blocks and function bodies included). ``from package import module`` counts as an
+    import of the module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+GRAPH = {name: imports_of(name, path) for name, path in MODULES.items()}
+
+
+def owner(module: str) -> str:
+    for key in OWNERS:
+        if module == key or module.startswith(key + "."):
+            return key
+    return module
+
+
+def test_every_product_module_is_covered_by_a_rule():
+    unowned = sorted(m for m in MODULES if owner(m) not in ALLOWED and m not in PRODUCT)
+    assert unowned == [], f"add these modules' packages to ALLOWED: {unowned}"
+
+
+def test_packages_import_only_what_the_package_map_allows():
+    broken = []
+    for module, targets in sorted(GRAPH.items()):
+        if module in PRODUCT or module == "proxy":  # package docstrings only
+            continue
+        mine = owner(module)
+        allowed = ALLOWED[mine] | {mine}
+        for target in sorted(targets):
+            if owner(target) not in allowed and target.split(".")[0] not in allowed:
+                broken.append(f"{module} imports {target}")
+    assert broken == []
+
+
+def test_product_never_imports_tests_benchmarks_or_deploy():
+    outside = ("tests", "benchmarks", "deploy")
+    found = []
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names] if isinstance(node, ast.Import)
+                else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            )
+            found += [f"{name} imports {n}" for n in names if n.split(".")[0] in outside]
+    assert found == []
+
+
+def test_no_import_cycle_between_modules():
+    sorter = graphlib.TopologicalSorter(GRAPH)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as error:
+        pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
+
+
+@pytest.mark.parametrize("package", ["proxy", "selection"])
+def test_no_module_over_the_size_limit(package):
+    long = {
+        str(path.relative_to(ROOT)): count
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (count := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert {p: n for p, n in long.items() if p not in SIZE_EXEMPT} == {}
+
+
+def test_size_exemptions_are_still_needed():
+    for relative in SIZE_EXEMPT:
+        path = ROOT / relative
+        assert path.is_file(), f"{relative} is gone: drop its exemption"
+        assert len(path.read_text().splitlines()) > MAX_LINES, f"{relative} fits: drop its exemption"
+
+
+def test_the_checker_sees_a_cycle_and_a_forbidden_import():
+    """The two checks above fail on a graph that breaks them (they are not vacuous)."""
+    cyclic = {**GRAPH, "proxy.chat.serving": GRAPH["proxy.chat.serving"] | {"proxy.chat.handler"}}
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(cyclic).prepare()
+    assert "proxy.chat.turn" in GRAPH["proxy.usage.writer"]
+    assert owner("proxy.http.upstream") == "proxy.http"
+    assert "proxy.chat" not in ALLOWED["proxy.http"]
+    assert "proxy.chat.serving" in GRAPH["proxy.chat.handler"]
