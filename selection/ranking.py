@@ -109,6 +109,10 @@ def fuse(dense: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
 
 CandidateReason = Literal["semantic", "dependency"]
 
+#: :func:`choose` considers the best ``SCAN_FACTOR`` × top-k + ``SCAN_EXTRA`` tools only.
+SCAN_FACTOR = 4
+SCAN_EXTRA = 16
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -202,7 +206,10 @@ def choose(
         spent += cost
         return True
 
-    ranked = [int(p) for p in order if catalog.tools[p].name not in exclude]
+    # Only the best few are looked at: a large catalogue is not scanned for small tools
+    # that would fit what is left of the budget.
+    window = [int(p) for p in order[: SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA]]
+    ranked = [p for p in window if catalog.tools[p].name not in exclude]
     for position in ranked:
         tool = catalog.tools[position]
         score = float(scores[position])
