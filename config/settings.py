@@ -98,7 +98,11 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated tool names or glob patterns always forwarded.",
     )
-    top_k: int = Field(8, ge=0, description="Semantic candidates admitted per turn (top-k).")
+    top_k: int = Field(
+        8, ge=0,
+        description="Top-k: the semantic candidates of a turn may cost top-k × the catalogue's "
+        "mean tool tokens (unless `token_budget` is set).",
+    )
     threshold: float = Field(
         0.1,
         ge=-1.0,
@@ -111,6 +115,37 @@ class Settings(BaseSettings):
     )
     min_catalog_tools: int = Field(
         8, ge=0, description="Catalogues of at most this many tools are never pruned."
+    )
+    lexical_weight: float = Field(
+        0.1,
+        ge=0.0,
+        le=2.0,
+        description="Weight of the BM25 score (normalised by the turn's best) added to the "
+        "cosine: a request that uses a tool's own words ranks it first. 0: dense only.",
+    )
+    token_budget: int = Field(
+        0,
+        ge=0,
+        description="Schema tokens the semantic candidates may cost per turn; 0: top-k × "
+        "the catalogue's mean tool tokens (more small tools, fewer large ones).",
+    )
+    dominance_margin: float | None = Field(
+        None,
+        ge=0.0,
+        description="Candidates scoring more than this below the best are not admitted "
+        "(one dominant match: few tools); unset: off.",
+    )
+    max_dependencies: int = Field(
+        4,
+        ge=0,
+        description="Producer tools added per turn for the identifiers selected tools "
+        "need (`user_id` → the tool that returns it). 0: off.",
+    )
+    tier_size: int = Field(
+        8,
+        ge=0,
+        description="Next-best tools the meta-tool lists by name and purpose, loadable in "
+        "one round without their schema cost. 0: off.",
     )
     query_user_messages: int = Field(
         1, ge=1, description="User messages that make up the retrieval query."

@@ -36,6 +36,7 @@ def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngi
         index_timeout_s=settings.index_timeout_s,
         max_builds=settings.max_index_builds,
         max_text_chars=settings.max_tool_text_chars,
+        lexical_weight=settings.lexical_weight,
     )
 
 

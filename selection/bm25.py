@@ -1,4 +1,5 @@
-"""A BM25 baseline scorer (library ``bm25s``), for ``toolprune eval`` only.
+"""The BM25 anchor of ``toolprune eval`` (library ``bm25s``): Anthropic's tool-search tool
+in its BM25 variant ranks tools by BM25 over their names and descriptions, top-k.
 
 Each tool is one document: its name split into words plus its description (the same
 name words the embedding index uses). Tokenisation is ``bm25s.tokenize``: lower-cased,
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from selection.catalog import Catalog, Tool, name_words
+from selection.engine import Scores
 from selection.index import LRUCache
 
 
@@ -58,13 +60,13 @@ class BM25Scorer:
 
     async def score(
         self, catalog: Catalog, query: str | Sequence[str]
-    ) -> tuple[np.ndarray, float]:
+    ) -> Scores:
         """BM25 score per catalogue tool, float32 ``(len(catalog),)``; no embedding (0 s).
         ``query``: a text, or query parts (only the first, the whole query, is used)."""
         retriever, _ = self._index(catalog)
         text = query if isinstance(query, str) else (query[0] if query else "")
         tokens = _tokenize([text])[0]
         if not tokens or len(catalog) == 0:
-            return np.zeros(len(catalog), dtype=np.float32), 0.0
+            return Scores(np.zeros(len(catalog), dtype=np.float32), 0.0)
         scores = retriever.get_scores(tokens)  # type: ignore[attr-defined]
-        return np.asarray(scores, dtype=np.float32), 0.0
+        return Scores(np.asarray(scores, dtype=np.float32), 0.0)

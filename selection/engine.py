@@ -1,5 +1,6 @@
-"""Scoring a catalogue against a query: embedding with caches, and the per-catalogue
-index. The only part of selection that does I/O (through the embedder).
+"""Scoring a catalogue against a query: embedding with caches, the per-catalogue dense
+index and BM25 index, and their fusion (:mod:`selection.ranking`). The only part of
+selection that does I/O (through the embedder).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
-
+from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
 EMBED_CHUNK_TEXTS = 256
@@ -36,18 +37,22 @@ def encodable(text: str) -> str:
 
 @dataclass(frozen=True)
 class Scores:
-    """Per-tool cosine scores, float32 shape ``(len(catalog),)`` in catalogue order, and
-    the seconds spent embedding (query and any tool texts not cached)."""
+    """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
+    the fused score (cosine + ``lexical_weight`` × normalised BM25), ``dense`` the cosine
+    alone; and the seconds spent embedding (query and any tool texts not cached)."""
 
     values: np.ndarray
     embedding_s: float
+    dense: np.ndarray | None = None
 
 
 class SelectionEngine:
     """Embeds tool texts and queries through one embedder, caching vectors by text and
     indexes by catalogue.
 
-    ``timeout_s`` bounds a query's embedding (seconds). A catalogue's index is built once;
+    ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
+    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: dense
+    only, no BM25 index is built). A catalogue's index is built once;
     a build that outlives ``index_timeout_s`` keeps running
     in the background (the caller gets :class:`EmbedderTimeout` and forwards the full
     catalogue), so a large cold catalogue is ready for later requests. At most
@@ -65,8 +70,11 @@ class SelectionEngine:
         index_timeout_s: float,
         max_builds: int = 1,
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
+        lexical_weight: float = 0.0,
     ) -> None:
         self.embedder = embedder
+        self.lexical_weight = lexical_weight
+        self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
         self.max_text_chars = max_text_chars
@@ -189,13 +197,29 @@ class SelectionEngine:
         whole query, then its sentences and tool results), embedded in one call — parts
         (p, d) float32 → scores (len(catalog),) float32, each the max over parts and texts.
 
+        With ``lexical_weight`` > 0, ``values`` adds the BM25 score of the whole query
+        (``parts[0]``) over :func:`selection.ranking.lexical_text`.
+
         Raises: EmbedderError, EmbedderTimeout.
         """
         parts = [query] if isinstance(query, str) else list(query)
         index, index_s = await self.index_for(catalog, examples)
         started = time.perf_counter()
         vectors = await self.embed_parts(parts)
-        return Scores(index.best_scores(vectors), index_s + time.perf_counter() - started)
+        embedding_s = index_s + time.perf_counter() - started
+        dense = index.best_scores(vectors)
+        if self.lexical_weight == 0 or not parts:
+            return Scores(dense, embedding_s, dense)
+        lexical = self.lexical_index(catalog).scores(parts[0])
+        return Scores(fuse(dense, lexical, self.lexical_weight), embedding_s, dense)
+
+    def lexical_index(self, catalog: Catalog) -> LexicalIndex:
+        """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
+        index = self._lexical.get(catalog.fingerprint)
+        if index is None:
+            index = LexicalIndex(catalog)
+            self._lexical.put(catalog.fingerprint, index)
+        return index
 
     async def aclose(self) -> None:
         for task in list(self._building.values()):

@@ -1,9 +1,12 @@
 """The meta-tools the proxy injects and answers itself: ``load_tools`` and
 ``search_tools`` (the escape hatch: no tool of the catalogue is ever unreachable).
 
-Definitions follow OpenAI's function-tool shape. A meta-tool's definition depends on the
-catalogue only, never on what is loaded, so it stays byte-identical for a conversation
-(it is part of the KV-cached prompt prefix).
+Definitions follow OpenAI's function-tool shape. Without a tier, a meta-tool's
+definition depends on the catalogue only (byte-identical for a conversation). With a
+tier (tiered exposure: the next-best tools of this turn, by name and short purpose, so
+the model can load them in one round without paying their schemas), the tier line is
+the only part that changes per turn: it ends the description, and the proxy forwards the
+meta-tool after every client tool, so the KV-cached prefix of the loaded tools stays.
 """
 
 from __future__ import annotations
@@ -90,15 +93,27 @@ def _function(name: str, description: str, parameters: dict[str, Any], legacy: b
     return function if legacy else {"type": "function", "function": function}
 
 
+def _tier_lines(catalog: Catalog, tier: Sequence[str]) -> str:
+    lines = [f"- {name} — {short_purpose(tool)}" for name in tier if (tool := catalog.get(name))]
+    return "\n".join(lines)
+
+
 def build_meta_tools(
-    catalog: Catalog, core: set[str], bundles: Sequence[Bundle], *, search: bool
+    catalog: Catalog,
+    core: set[str],
+    bundles: Sequence[Bundle],
+    *,
+    search: bool,
+    tier: Sequence[str] = (),
 ) -> MetaTools:
     """Definitions for this catalogue.
 
     ``search=False``: ``load_tools(names)``, ``names`` an array whose items are an enum of
     every catalogue name (servers with grammar-constrained tool calls then reject invented
-    names), its description a menu of the non-CORE tools, one line each, grouped by bundle.
-    ``search=True`` (catalogues too large to list): ``search_tools(query)`` only.
+    names). Its description lists, one line each, the ``tier`` (this turn's next-best
+    tools) when given, else a menu of every non-CORE tool grouped by bundle.
+    ``search=True`` (catalogues too large to list): ``search_tools(query)``, its
+    description ending with the tier's lines when given.
     """
     taken = set(catalog.names)
     listed = {name for name in catalog.names if name not in core}
@@ -110,6 +125,8 @@ def build_meta_tools(
         )
         if bundles:
             description += " Tool groups: " + "; ".join(b.name for b in bundles) + "."
+        if tier:
+            description += " Likely useful now (search by name):\n" + _tier_lines(catalog, tier)
         parameters = {
             "type": "object",
             "properties": {"query": {"type": "string", "description": "What the tool must do."}},
@@ -120,8 +137,12 @@ def build_meta_tools(
     name = _free_name(LOAD_TOOLS, taken)
     description = (
         "More tools exist than the ones you have. To use one, first load it by name with "
-        "this function, then call it. Tools you can load:\n" + _menu(catalog, listed, bundles)
+        "this function, then call it. "
     )
+    if tier:
+        description += "Likely useful now:\n" + _tier_lines(catalog, tier)
+    else:
+        description += "Tools you can load:\n" + _menu(catalog, listed, bundles)
     parameters = {
         "type": "object",
         "properties": {

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
+from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
 
 
@@ -37,6 +38,8 @@ class Policy:
     ``max_bundle_size``: larger groups do not travel together (they still group the menu).
     ``examples``: tool name → example utterances, indexed as extra texts for that tool.
     ``text_formats``: formats tried, in order, to find a tool block in a system prompt.
+    ``ranking``: hybrid scoring, token budget, adaptive k, dependencies, tier
+    (:class:`~selection.ranking.RankingPolicy`).
     """
 
     core: tuple[str, ...] = ()
@@ -49,6 +52,7 @@ class Policy:
     max_bundle_size: int = 4
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     text_formats: tuple[TextFormat, ...] = PRESETS
+    ranking: RankingPolicy = field(default_factory=RankingPolicy)
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

@@ -1,8 +1,10 @@
 """The selector: which tools to forward this turn, in which order, and why. Pure and
 deterministic given the per-tool scores (no I/O, no clock: ``now`` is passed in).
 
-``loaded = CORE ∪ PINNED ∪ STICKY ∪ SEMANTIC (+ bundle-mates) ∪ meta-tool loads``, capped
-(ARCHITECTURE.md, "Request flow", step 3). Forwarded order is KV-cache order: CORE in catalogue
+``loaded = CORE ∪ PINNED ∪ STICKY ∪ SEMANTIC (+ dependencies, bundle-mates) ∪ meta-tool
+loads``, capped (ARCHITECTURE.md, "Request flow", step 3); the semantic candidates and
+their dependencies come from :func:`selection.ranking.choose` (token budget). Forwarded
+order is KV-cache order: CORE in catalogue
 order, then loaded tools in admission order, new ones appended; a turn that admits
 nothing forwards exactly the previous turn's list.
 """
@@ -17,9 +19,10 @@ import numpy as np
 
 from selection.catalog import Catalog
 from selection.policy import Policy, bundle_mates, catalog_bundles
+from selection.ranking import Candidate, choose
 from selection.state import ConversationState, LoadedTool
 
-Reason = Literal["core", "pinned", "requested", "semantic", "bundle", "sticky"]
+Reason = Literal["core", "pinned", "requested", "semantic", "dependency", "bundle", "sticky"]
 
 #: How many of the best-scored tools that were left out a selection reports.
 LEFT_OUT_REPORTED = 5
@@ -41,6 +44,8 @@ class Selection:
     ``tools``: forwarded client tools in forwarding order. ``admitted`` / ``evicted``:
     changes to the loaded set this turn. ``left_out``: best-scored tools not forwarded,
     ``(name, score)``, best first. ``state``: the conversation state to store.
+    ``tier``: tools not forwarded that the meta-tool lists by name this turn (best
+    first). ``parents``: dependency → the forwarded tool whose identifier it produces.
     """
 
     tools: tuple[SelectedTool, ...]
@@ -48,6 +53,8 @@ class Selection:
     evicted: tuple[str, ...]
     left_out: tuple[tuple[str, float], ...]
     state: ConversationState
+    tier: tuple[str, ...] = ()
+    parents: tuple[tuple[str, str], ...] = ()
 
     @property
     def names(self) -> list[str]:
@@ -122,16 +129,21 @@ def select(
     requested_names = _unique_known(requested, catalog, core_set | pinned_set)
 
     score_of: dict[str, float] = {}
-    semantic: list[tuple[str, float]] = []
+    semantic: list[Candidate] = []
+    tier: tuple[str, ...] = ()
     if scores is not None:
         score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
         k = policy.top_k if top_k is None else top_k
-        semantic = semantic_candidates(catalog, scores, k, policy.threshold, core_set | pinned_set)
+        choice = choose(
+            catalog, scores, top_k=k, threshold=policy.threshold,
+            exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
+        )
+        semantic, tier = list(choice.candidates), choice.tier
 
     mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
     bundle_names = [
         mate
-        for name in [*requested_names, *(name for name, _ in semantic)]
+        for name in [*requested_names, *(c.name for c in semantic)]
         for mate in mates.get(name, ())
         if mate not in core_set
     ]
@@ -141,8 +153,8 @@ def select(
         reasons.setdefault(name, "pinned")
     for name in requested_names:
         reasons.setdefault(name, "requested")
-    for name, _ in semantic:
-        reasons.setdefault(name, "semantic")
+    for candidate in semantic:
+        reasons.setdefault(candidate.name, candidate.reason)
     for name in bundle_names:
         reasons.setdefault(name, "bundle")
 
@@ -193,4 +205,10 @@ def select(
         key=lambda item: -item[1],
     )[:LEFT_OUT_REPORTED]
     new_state = ConversationState(loaded, state.turn, state.meta_calls)
-    return Selection(tuple(tools), tuple(admitted), tuple(evicted), tuple(left_out), new_state)
+    parents = tuple(
+        (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded
+    )
+    return Selection(
+        tuple(tools), tuple(admitted), tuple(evicted), tuple(left_out), new_state,
+        tuple(name for name in tier if name not in forwarded), parents,
+    )

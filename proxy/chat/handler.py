@@ -241,6 +241,8 @@ class ChatHandler:
                     "admitted": turn.admitted(),
                     "evicted": list(selection.evicted),
                     "reasons": {t.name: t.reason for t in selection.tools},
+                    "dependency_of": dict(selection.parents),
+                    "tier": list(selection.tier),
                     "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
                     "meta": turn.meta_events,
                     "rounds": turn.rounds,

@@ -159,6 +159,7 @@ class Planner:
             meta = build_meta_tools(
                 native, core, catalog_bundles(native, self.policy),
                 search=len(native) > self.settings.search_tools_min_catalog,
+                tier=[name for name in selection.tier if native.get(name) is not None],
             )
         await self._save_state(conversation, selection.state)
         return Turn(

@@ -78,7 +78,8 @@ class Turn:
 
     def forwarded_entries(self, with_meta: bool) -> list[Any]:
         """The forwarded ``tools`` (or ``functions``) array: other-typed entries, CORE in
-        catalogue order, the meta-tools, then loaded tools in admission order."""
+        catalogue order, loaded tools in admission order, then the meta-tools (last: their
+        tier line changes per turn)."""
         if self.native is None:
             return []
         definitions = {tool.name: tool.definition for tool in self.native.tools}
@@ -86,7 +87,7 @@ class Turn:
         core = [definitions[t.name] for t in selected if t.reason == "core"]
         rest = [definitions[t.name] for t in selected if t.reason != "core"]
         meta = list(self.meta.definitions) if with_meta and self.meta else []
-        return [*self.native.others, *core, *meta, *rest]
+        return [*self.native.others, *core, *rest, *meta]
 
     def schema_bytes_saved(self) -> int:
         """Bytes of tool definitions (JSON, or block text) not forwarded, less the

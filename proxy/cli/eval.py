@@ -2,7 +2,8 @@
 
 Runs the proxy's selection path (settings from ``TOOLPRUNE_*`` and the policy file, the
 configured embedder — by default the embedded all-MiniLM-L6-v2) on each case of each
-data file, sweeping k, next to a BM25 baseline; prints a table per file, or JSON.
+data file, sweeping k, next to the anchors (dense top-k with τ, BM25, the oracle); prints
+a table per file, or JSON; ``--plot FILE`` draws recall and schema tokens against k.
 See :mod:`selection.evaluation` for what is measured.
 """
 
@@ -24,6 +25,7 @@ from proxy.cli.help import HelpFormatter, from_setting
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import EmbedderError, PolicyError
+from selection.evaluation.plot import PlotUnavailable, plot_reports
 from selection.evaluation import (
     DEFAULT_KS,
     EngineScorer,
@@ -77,7 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--misses", action="store_true", help="with --json: list every miss with its rank"
     )
-    parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 baseline")
+    parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 anchor")
+    parser.add_argument(
+        "--plot", type=Path, metavar="FILE",
+        help="also draw recall and forwarded schema tokens against k, one line per method "
+        "(PNG/SVG/PDF by suffix; needs the 'plot' extra: matplotlib)",
+    )
     parser.add_argument("--policy", type=Path, metavar="FILE",
                         help=f"TOML policy file {from_setting('policy_file')}")
     parser.add_argument("--threshold", type=float, metavar="TAU",
@@ -148,6 +155,7 @@ async def run_eval(
             index_cache_size=settings.index_cache_size,
             timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
             index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
+            lexical_weight=settings.lexical_weight,
         )
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
@@ -175,6 +183,8 @@ async def run_eval(
                     print(flush=True)
         finally:
             await engine.aclose()
+    if args.plot is not None:
+        plot_reports(sets, args.plot)
     return {
         "config": {
             "embedder": embedder.id,
@@ -198,7 +208,7 @@ def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = Non
     """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
     try:
         report = asyncio.run(run_eval(args, embedder_factory))
-    except (OSError, ValueError, PolicyError, EmbedderError) as exc:
+    except (OSError, ValueError, PolicyError, EmbedderError, PlotUnavailable) as exc:
         print(f"toolprune eval: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -65,6 +65,8 @@ def report(turn: Turn) -> dict[str, Any]:
             for t in turn.selection.tools
         ],
         "left_out": [{"name": n, "score": round(s, 4)} for n, s in turn.selection.left_out],
+        "dependency_of": dict(turn.selection.parents),
+        "tier": list(turn.selection.tier),
         "meta_tools": sorted(turn.meta.names) if turn.meta else [],
         "schema_bytes_saved": saved,
         "tokens_saved_estimate": saved // BYTES_PER_TOKEN_ESTIMATE,

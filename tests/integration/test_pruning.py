@@ -67,7 +67,10 @@ def test_plain_load_tools_call_is_answered_by_the_proxy_and_reissued(
     assert len(first_tools) <= 6 + 1
     loaded = next(t for t in second.json()["tools"] if t["function"]["name"] == "browser_cookie_set")
     assert loaded == next(t for t in PLAYWRIGHT if t["function"]["name"] == "browser_cookie_set")
-    assert second_tools[: len(first_tools)] == first_tools  # loaded tools are appended
+    # The meta-tool is forwarded last (its tier line changes per turn); loaded tools are
+    # appended after the kept ones, so the client tools' prefix stays the same.
+    assert first_tools[-1] == second_tools[-1] == "load_tools"
+    assert second_tools[: len(first_tools) - 1] == first_tools[:-1]
     assistant, answer = second.json()["messages"][-2:]
     assert assistant["tool_calls"][0]["id"] == answer["tool_call_id"] == "meta_1"
     assert json.loads(answer["content"])["loaded"] == ["browser_cookie_set"]
@@ -302,9 +305,17 @@ def test_invalid_toolprune_headers_get_a_clear_400(
 
 
 def test_the_top_k_header_sets_this_requests_top_k(upstream: RunningUpstream, pruning_proxy: str) -> None:
-    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT},
-                    **{"X-Tool-Pruning-Top-K": "2", "X-Tool-Pruning": "Dry-Run"})
-    assert response.headers["x-tool-pruning-tools"] == "2/69"
+    # Top-k is a token budget (k × the catalogue's mean tool tokens): at k = 2 the large
+    # screenshot tool fills it alone; k = 8 admits more, k = 0 nothing.
+    def forwarded(k: str) -> int:
+        response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT},
+                        **{"X-Tool-Pruning-Top-K": k, "X-Tool-Pruning": "Dry-Run"})
+        count, offered = response.headers["x-tool-pruning-tools"].split("/")
+        assert offered == "69"
+        return int(count)
+
+    assert forwarded("0") == 0
+    assert 1 <= forwarded("2") <= 2 < forwarded("8")
 
 
 def test_meta_call_arguments_sent_as_an_object_are_understood(

@@ -311,12 +311,12 @@ def test_cli_eval_json_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
     assert report["config"]["threshold"] == 0.1 and report["config"]["ks"] == ["1", "2", "all"]
     (tiny,) = report["sets"]
     assert tiny["set"] == "tiny" and tiny["cases"] == len(CASES)
-    assert [m["method"] for m in tiny["methods"]] == ["embed", "bm25"]
+    assert [m["method"] for m in tiny["methods"]] == ["toolprune", "dense", "oracle", "bm25"]
     assert row(tiny, "1")["recall"] == pytest.approx(6 / 9)
     assert row(tiny, "2")["all"] == pytest.approx(6 / 8)
     assert math.isclose(row(tiny, "1")["mrr_at_k"], 0.5)
     assert [m["rank"] for m in row(tiny, "1")["miss_list"]] == [2, 10, 2]
-    bm25 = row(tiny, "all", method=1)
+    bm25 = row(tiny, "all", method=3)
     assert bm25["recall"] == 1.0  # BM25 ranks every tool: k = all forwards everything
 
 
@@ -380,3 +380,38 @@ async def test_score_distribution_separates_expected_other_and_no_tool_cases(tmp
     assert scores["expected"]["p50"] == pytest.approx(0.447, abs=1e-3)
     assert scores["expected_below"]["0.1"] == pytest.approx(4 / 9)
     assert scores["none_best"]["p50"] == 0.0
+
+
+def test_cli_eval_plot_draws_recall_and_tokens_per_method(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(eval_cli, "default_embedder_factory", lambda settings, client: KeywordEmbedder())
+    path = write_set(tmp_path / "tiny")
+    image = tmp_path / "selection.png"
+    assert cli.main(["eval", str(path), "--k", "1,2,all", "--no-progress", "--plot", str(image)]) == 0
+    assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = capsys.readouterr().out
+    assert "toolprune" in table and "oracle" in table and "reach" in table
+
+
+def test_cli_eval_plot_without_matplotlib_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sys
+
+    monkeypatch.setattr(eval_cli, "default_embedder_factory", lambda settings, client: KeywordEmbedder())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    path = write_set(tmp_path / "tiny")
+    status = cli.main(["eval", str(path), "--no-progress", "--plot", str(tmp_path / "x.png")])
+    assert status == 2
+    assert "pip install 'toolprune[plot]'" in capsys.readouterr().err
+
+
+async def test_oracle_forwards_the_expected_tools_only_and_reports_their_tokens(tmp_path: Path) -> None:
+    report = await run_set(tmp_path)
+    oracle = next(m for m in report["methods"] if m["method"] == "oracle")
+    toolprune = next(m for m in report["methods"] if m["method"] == "toolprune")
+    for row_oracle in oracle["ks"]:
+        assert row_oracle["recall"] == 1.0 and row_oracle["reachable"] == 1.0
+    k_all = {row["k"]: row for row in toolprune["ks"]}["all"]
+    assert k_all["schema_tokens_mean"] >= oracle["ks"][0]["schema_tokens_mean"] > 0

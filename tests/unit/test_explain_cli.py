@@ -37,8 +37,12 @@ def test_explain_reports_forwarded_tools_reasons_left_out_and_saving(
     reasons = {tool["name"]: tool["reason"] for tool in explained["tools"]}
     assert reasons["browser_pdf_save"] == "pinned"
     assert reasons["browser_take_screenshot"] == "semantic"
-    assert sum(reason == "semantic" for reason in reasons.values()) == 3
-    assert (explained["forwarded"], explained["offered"]) == (4, 69)
+    # top-k 3 is a token budget (3 × the catalogue's mean tool tokens): the best match is
+    # always admitted, others while they fit; the next best are the meta-tool's tier.
+    semantic = sum(reason == "semantic" for reason in reasons.values())
+    assert 1 <= semantic <= 3
+    assert (explained["forwarded"], explained["offered"]) == (1 + semantic, 69)
+    assert len(explained["tier"]) == 8 and not set(explained["tier"]) & set(reasons)
     assert explained["meta_tools"] == ["load_tools"]
     assert len(explained["left_out"]) == 5
     left_out_names = {tool["name"] for tool in explained["left_out"]}

@@ -354,3 +354,30 @@ def test_the_menu_is_a_small_fraction_of_the_real_github_catalogue_it_replaces()
     tool_lines = [line for line in description.split("\n") if line.startswith("- ")]
     assert len(tool_lines) == 117  # one line per tool
     assert max(len(line) for line in tool_lines) <= 2 + 64 + 3 + PURPOSE_CHARS + 1
+
+
+# --------------------------------------------------------------------------- tier
+
+
+def test_a_tier_replaces_the_full_menu_and_only_its_line_changes_per_turn() -> None:
+    first = build_meta_tools(CATALOG, set(), [], search=False, tier=["merge_pull_request", "list_issues"])
+    second = build_meta_tools(CATALOG, set(), [], search=False, tier=["search_code"])
+    (one,), (two,) = first.definitions, second.definitions
+    assert menu_lines(one) == [
+        "- merge_pull_request — Merge a pull request",
+        "- list_issues — List issues of a repository",
+    ]
+    assert menu_lines(two) == ["- search_code — Search code across repositories"]
+    head = one["function"]["description"].split("\n")[0]
+    assert head == two["function"]["description"].split("\n")[0]  # the stable part
+    # Every name stays loadable: the enum is the whole catalogue.
+    assert one["function"]["parameters"] == two["function"]["parameters"]
+    assert set(one["function"]["parameters"]["properties"]["names"]["items"]["enum"]) == set(CATALOG.names)
+
+
+def test_search_tools_ends_with_the_tier_line() -> None:
+    (plain,) = build_meta_tools(CATALOG, set(), [], search=True).definitions
+    (tiered,) = build_meta_tools(CATALOG, set(), [], search=True, tier=["list_issues"]).definitions
+    description = tiered["function"]["description"]
+    assert description.startswith(plain["function"]["description"])
+    assert description.endswith("\n- list_issues — List issues of a repository")

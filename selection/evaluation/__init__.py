@@ -1,0 +1,73 @@
+"""Offline evaluation of tool selection on labelled cases (``toolprune eval``). No HTTP.
+
+The evaluation runs the proxy's own steps for every case (proxy/chat/planner.py
+``Planner.plan``): a catalogue of at most ``min_catalog_tools`` tools is passed through
+whole; otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a
+``tool_choice`` function + ``called_tools(messages)`` + ``text_called_tools`` and the
+conversation's :class:`~selection.state.ConversationState` carried from its previous
+step, so stickiness and history pinning count exactly as in the proxy. Conversations are
+keyed by :func:`conversation_key` (as if sent as ``X-Conversation-Id``), cases replayed in
+file order; tests check that the forwarded lists equal ``Planner.plan``'s. Meta-tool
+calls are not simulated: a miss here is a miss the model would have to repair with the
+escape hatch (``reachable`` says whether one round could).
+
+Modules: :mod:`.cases` (reading sets), :mod:`.scoring` (scoring cases once),
+:mod:`.replay` (methods and ``select`` per k), :mod:`.report` (metrics and tables),
+:mod:`.plot` (``toolprune eval --plot``).
+"""
+
+from selection.evaluation.cases import (
+    ALL,
+    DEFAULT_KS,
+    Case,
+    CaseSet,
+    conversation_key,
+    k_label,
+    load_cases,
+    parse_ks,
+)
+from selection.evaluation.replay import METHODS, CaseOutcome, Method, policy_for_k, replay
+from selection.evaluation.report import (
+    evaluate,
+    format_report,
+    score_distribution,
+    strip_miss_lists,
+    summarise_k,
+    summarise_method,
+)
+from selection.evaluation.scoring import (
+    EngineScorer,
+    ScoredCase,
+    ScoredRun,
+    Scorer,
+    requirement_ranks,
+    score_cases,
+)
+
+__all__ = [
+    "ALL",
+    "DEFAULT_KS",
+    "METHODS",
+    "Case",
+    "CaseOutcome",
+    "CaseSet",
+    "EngineScorer",
+    "Method",
+    "ScoredCase",
+    "ScoredRun",
+    "Scorer",
+    "conversation_key",
+    "evaluate",
+    "format_report",
+    "k_label",
+    "load_cases",
+    "parse_ks",
+    "policy_for_k",
+    "replay",
+    "requirement_ranks",
+    "score_cases",
+    "score_distribution",
+    "strip_miss_lists",
+    "summarise_k",
+    "summarise_method",
+]

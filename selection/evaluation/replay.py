@@ -1,0 +1,170 @@
+"""Replaying scored cases through ``select`` for each method and k (``toolprune eval``).
+
+Methods, on the same cases:
+
+* ``toolprune``: the product's default pipeline (the configured policy: hybrid scores,
+  token budget, dependencies, tier) on the proxy scorer's fused scores;
+* ``dense``: GAIA's loader — dense top-k with τ on the cosines alone (no BM25 term, no
+  token budget, no dependencies, no tier): what the proxy did before the ranking levers;
+* ``bm25``: Anthropic's tool-search tool, BM25 variant — BM25 top-k, no τ;
+* ``oracle``: the expected tools only (the first member of each requirement): their
+  schema tokens are the floor any method pays.
+
+Per k, ``select`` runs with ``top_k = k`` and ``max_tools = max(policy.max_tools, k)``
+(``k = all``: the catalogue size), conversation state carried per conversation, as the
+proxy would. Each outcome also records the forwarded schema tokens
+(:func:`selection.tokens.tool_tokens`, estimated), the meta-tool the planner would add
+(and its tokens), and what is *reachable in one meta round*: forwarded, listed by name in
+the meta-tool (the tier, or the full ``load_tools`` menu), or among the
+``search_tools`` results for the task's own words (the top
+:data:`SEARCH_RESULTS` of the case's scores).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from selection.catalog import canonical_json
+from selection.evaluation.scoring import ScoredCase, ScoredRun
+from selection.meta_tools import build_meta_tools
+from selection.policy import Policy, catalog_bundles
+from selection.ranking import RankingPolicy
+from selection.selector import select, semantic_candidates
+from selection.state import ConversationState
+from selection.tokens import BYTES_PER_TOKEN, tool_tokens
+
+#: Tools a ``search_tools`` call returns (as proxy/chat/planner.py ``SEARCH_RESULTS``).
+SEARCH_RESULTS = 5
+#: Catalogues above this get ``search_tools`` (the settings default).
+SEARCH_TOOLS_MIN_CATALOG = 100
+
+TOOLPRUNE, DENSE, BM25, ORACLE = "toolprune", "dense", "bm25", "oracle"
+
+
+@dataclass(frozen=True)
+class Method:
+    """How one method of the comparison selects: ``scores`` which of a scored case's
+    arrays it ranks by (``values`` or ``dense``); ``ranking`` its candidate policy (None:
+    the configured one); ``meta``: whether the meta-tool is built from its tier."""
+
+    name: str
+    scores: str = "values"
+    ranking: RankingPolicy | None = None
+    oracle: bool = False
+
+
+#: Classic top-k: k candidates, no BM25 term, no dependencies, no tier.
+TOP_K = RankingPolicy(lexical_weight=0.0, budget="count", max_dependencies=0, tier_size=0)
+
+METHODS = {
+    TOOLPRUNE: Method(TOOLPRUNE),
+    DENSE: Method(DENSE, scores="dense", ranking=TOP_K),
+    BM25: Method(BM25, ranking=TOP_K),
+    ORACLE: Method(ORACLE, oracle=True),
+}
+
+
+@dataclass
+class CaseOutcome:
+    """One case at one k: ``forwarded`` names in forwarding order; ``satisfied`` per
+    requirement; ``reachable`` per requirement (forwarded, listed or searched); schema
+    tokens of the forwarded tools and of the meta-tool; ``select_s``: the select call's
+    time (0 when passed through)."""
+
+    case: ScoredCase
+    forwarded: list[str]
+    satisfied: list[bool]
+    select_s: float
+    reachable: list[bool]
+    schema_tokens: int = 0
+    meta_tokens: int = 0
+
+    @property
+    def recall(self) -> float:
+        return sum(self.satisfied) / len(self.satisfied) if self.satisfied else 1.0
+
+
+def policy_for_k(
+    policy: Policy, k: int | None, catalog_size: int, uses_threshold: bool,
+    ranking: RankingPolicy | None = None,
+) -> Policy:
+    """The policy a k of the sweep runs with: ``top_k = k``, ``max_tools = max(policy
+    .max_tools, k)`` (``all``: the catalogue size); τ off for scores that are not cosines;
+    ``ranking`` replaces the policy's candidate policy when given."""
+    top_k = catalog_size if k is None else k
+    return replace(
+        policy,
+        top_k=top_k,
+        max_tools=max(policy.max_tools, top_k),
+        threshold=policy.threshold if uses_threshold else -math.inf,
+        ranking=policy.ranking if ranking is None else ranking,
+    )
+
+
+def _definition_tokens(definitions: Sequence[object]) -> int:
+    return sum(math.ceil(len(canonical_json(d)) / BYTES_PER_TOKEN) for d in definitions)
+
+
+def replay(
+    run: ScoredRun, policy: Policy, k: int | None, method: Method | None = None
+) -> list[CaseOutcome]:
+    """Run ``select`` for every case in order, carrying each conversation's state."""
+    method = method or METHODS[TOOLPRUNE]
+    states: dict[str, ConversationState] = {}
+    outcomes = []
+    clock = 0.0
+    for scored in run.cases:
+        case = scored.case
+        catalog = scored.catalog
+        clock += 1.0
+        select_s = 0.0
+        listed: set[str] = set()
+        meta_tokens = 0
+        scores = scored.dense if method.scores == "dense" else scored.scores
+        if scored.mode != "select":
+            forwarded = list(catalog.names) if catalog else list(case.tool_names)
+        elif method.oracle:
+            assert catalog is not None
+            forwarded = list(dict.fromkeys(
+                [*scored.pinned, *(unit[0] for unit in case.requirements if catalog.get(unit[0]))]
+            ))
+        else:
+            assert catalog is not None
+            state = states.get(case.conversation) or ConversationState()
+            turn_policy = policy_for_k(policy, k, len(catalog), run.uses_threshold, method.ranking)
+            started = time.perf_counter()
+            selection = select(catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned)
+            select_s = time.perf_counter() - started
+            selection.state.turn += 1
+            states[case.conversation] = selection.state
+            forwarded = selection.names
+            if set(catalog.names) - set(forwarded):
+                search = len(catalog) > SEARCH_TOOLS_MIN_CATALOG
+                core = {t.name for t in selection.tools if t.reason == "core"}
+                meta = build_meta_tools(
+                    catalog, core, catalog_bundles(catalog, turn_policy), search=search,
+                    tier=selection.tier,
+                )
+                meta_tokens = _definition_tokens(meta.definitions)
+                listed.update(selection.tier)
+                if not search and not selection.tier:
+                    listed.update(catalog.names)  # the full menu lists every tool
+                if search and scores is not None:
+                    found = semantic_candidates(catalog, scores, SEARCH_RESULTS, -math.inf, set())
+                    listed.update(name for name, _ in found)
+        chosen = set(forwarded)
+        satisfied = [any(name in chosen for name in unit) for unit in case.requirements]
+        reachable = [
+            ok or any(name in listed for name in unit)
+            for ok, unit in zip(satisfied, case.requirements, strict=True)
+        ]
+        schema_tokens = 0
+        if catalog is not None:
+            schema_tokens = sum(tool_tokens(tool) for name in forwarded if (tool := catalog.get(name)))
+        outcomes.append(
+            CaseOutcome(scored, forwarded, satisfied, select_s, reachable, schema_tokens, meta_tokens)
+        )
+    return outcomes

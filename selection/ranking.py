@@ -1,0 +1,239 @@
+"""Ranking a catalogue for one turn: hybrid scores, and the candidates a turn forwards.
+
+Scores: the dense cosine (best tool text against the best query part) plus
+``lexical_weight`` × the BM25 score normalised by the turn's best BM25 score
+(:class:`LexicalIndex`), so a request that uses a tool's own words ("list the open pull
+requests" → ``list_pull_requests``) ranks that tool first even when the embedder prefers
+another. Weighted sum of normalised scores rather than reciprocal rank fusion: RRF
+throws away the score gaps that adaptive k reads (and measured worse,
+benchmarks/README.md "Ranking levers").
+
+Candidates (:func:`choose`): tools in score order (τ inclusive) are admitted while they fit
+a token budget (``top_k`` × the catalogue's mean tool cost, so a catalogue of small
+tools gets more of them and one of large tools fewer) and stay within
+``dominance_margin`` of the best score (one dominant match: few tools; flat scores:
+the whole budget). Each admitted tool among the first ``dependency_parents`` brings the
+producers of the identifiers it needs (:mod:`selection.dependencies`), bounded by
+``max_dependencies`` and the same budget. The next ``tier_size`` tools by score form the
+*tier*: listed by name and purpose in the meta-tool, loadable in one round.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from selection.catalog import Catalog, Tool, name_words
+from selection.dependencies import expand
+from selection.index import LRUCache
+from selection.tokens import tool_tokens
+
+
+@dataclass(frozen=True)
+class RankingPolicy:
+    """Knobs of ranking and candidate choice (see the module docstring).
+
+    ``lexical_weight``: weight of the normalised BM25 score added to the cosine (0: dense
+    only). ``budget``: ``tokens`` (candidates fill a token budget) or ``count`` (classic
+    top-k: ``top_k`` candidates whatever their cost). ``token_budget``: schema tokens the
+    semantic candidates may cost per turn (0: ``top_k`` × the catalogue's mean tool
+    tokens). ``dominance_margin``: candidates
+    scoring below the best minus this are not admitted (None: off). ``max_dependencies``
+    / ``dependency_parents``: producers added per turn, for how many of the first
+    admitted tools. ``tier_size``: tools listed by name in the meta-tool beyond the
+    forwarded ones.
+    """
+
+    lexical_weight: float = 0.1
+    budget: Literal["tokens", "count"] = "tokens"
+    token_budget: int = 0
+    dominance_margin: float | None = None
+    max_dependencies: int = 4
+    dependency_parents: int = 8
+    tier_size: int = 8
+
+
+def lexical_text(tool: Tool) -> str:
+    """The text BM25 indexes for a tool: name words, description and parameter names."""
+    properties = tool.parameters.get("properties")
+    parameters = " ".join(name_words(str(p)) for p in properties) if isinstance(properties, Mapping) else ""
+    return " ".join(part for part in (name_words(tool.name), tool.description, parameters) if part)
+
+
+def _tokenize(texts: Sequence[str]) -> list[list[str]]:
+    import bm25s
+
+    return bm25s.tokenize(list(texts), return_ids=False, show_progress=False)
+
+
+class LexicalIndex:
+    """BM25 over one catalogue's :func:`lexical_text` (library ``bm25s``: lower-cased
+    words of two or more characters, English stop words removed, Lucene BM25 with
+    k1 = 1.5, b = 0.75; Robertson & Zaragoza, "The Probabilistic Relevance Framework:
+    BM25 and Beyond", 2009)."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        import bm25s
+
+        started = time.perf_counter()
+        self._size = len(catalog)
+        self._retriever = bm25s.BM25()
+        if self._size:
+            self._retriever.index(
+                _tokenize([lexical_text(tool) for tool in catalog.tools]), show_progress=False
+            )
+        self.build_s = time.perf_counter() - started
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score per tool for ``query``, float32 ``(len(catalog),)``, normalised to
+        [0, 1] by the best (all zeros when no query word is in the catalogue)."""
+        tokens = _tokenize([query])[0] if query.strip() else []
+        if not tokens or not self._size:
+            return np.zeros(self._size, dtype=np.float32)
+        raw = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
+        best = float(raw.max())
+        return raw / best if best > 0 else np.zeros(self._size, dtype=np.float32)
+
+
+def fuse(dense: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
+    """``dense + weight × lexical`` (float32, same shape). ``lexical`` in [0, 1]."""
+    if weight == 0:
+        return dense
+    return (dense + np.float32(weight) * lexical).astype(np.float32, copy=False)
+
+
+CandidateReason = Literal["semantic", "dependency"]
+
+#: :func:`choose` considers the best ``SCAN_FACTOR`` × top-k + ``SCAN_EXTRA`` tools only.
+SCAN_FACTOR = 4
+SCAN_EXTRA = 16
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A tool a turn admits: ``score`` is its own score; ``parent`` the tool whose
+    identifier it produces (reason ``dependency``)."""
+
+    name: str
+    score: float
+    reason: CandidateReason
+    parent: str | None = None
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Candidates to admit, in admission order, and the tier (names, best first)."""
+
+    candidates: tuple[Candidate, ...]
+    tier: tuple[str, ...]
+
+
+#: Mean tool tokens by catalogue fingerprint (estimated costs only).
+_MEDIANS: LRUCache[str, float] = LRUCache(256)
+
+
+def mean_tool_tokens(catalog: Catalog, exact: Mapping[str, int] | None = None) -> float:
+    """Mean :func:`~selection.tokens.tool_tokens` over the catalogue (0 when empty)."""
+    if not len(catalog):
+        return 0.0
+    cached = _MEDIANS.get(catalog.fingerprint) if exact is None else None
+    if cached is None:
+        cached = float(statistics.fmean(tool_tokens(tool, exact) for tool in catalog.tools))
+        if exact is None:
+            _MEDIANS.put(catalog.fingerprint, cached)
+    return cached
+
+
+def token_budget(catalog: Catalog, top_k: int, policy: RankingPolicy,
+                 exact: Mapping[str, int] | None = None) -> int:
+    """The turn's budget of candidate schema tokens: ``policy.token_budget``, or
+    ``top_k`` × :func:`mean_tool_tokens`."""
+    if policy.token_budget > 0:
+        return policy.token_budget
+    if top_k <= 0:
+        return 0
+    return int(top_k * mean_tool_tokens(catalog, exact))
+
+
+def choose(
+    catalog: Catalog,
+    scores: np.ndarray,
+    *,
+    top_k: int,
+    threshold: float,
+    exclude: set[str],
+    policy: RankingPolicy,
+    max_count: int | None = None,
+    exact: Mapping[str, int] | None = None,
+) -> Choice:
+    """The candidates of one turn (see the module docstring).
+
+    ``scores``: float32 ``(len(catalog),)``, fused score per tool. ``exclude``: tools
+    already forwarded for another reason (CORE, pinned): never candidates, cost nothing.
+    ``max_count``: most candidates admitted (default: no count limit beyond the budget;
+    with ``policy.budget == "count"``, ``top_k``).
+    A first candidate is always admitted when one scores ≥ τ, whatever its cost.
+    """
+    if top_k <= 0 or len(catalog) == 0:
+        return Choice((), ())
+    limit = max_count if max_count is not None else len(catalog)
+    if policy.budget == "count":
+        budget, limit = 2**62, min(limit, top_k)
+    else:
+        budget = token_budget(catalog, top_k, policy, exact)
+    order = np.argsort(-scores, kind="stable")
+    best = float(scores[order[0]]) if len(order) else 0.0
+    floor = threshold
+    if policy.dominance_margin is not None:
+        floor = max(floor, best - policy.dominance_margin)
+    chosen: list[Candidate] = []
+    refused: list[str] = []  # dependencies the budget had no room for: tier first
+    taken: set[str] = set()
+    spent = 0
+    parents = 0
+
+    def admit(candidate: Candidate, cost: int) -> bool:
+        nonlocal spent
+        if len(chosen) >= limit or (chosen and spent + cost > budget):
+            return False
+        chosen.append(candidate)
+        taken.add(candidate.name)
+        spent += cost
+        return True
+
+    # Only the best few are looked at: a large catalogue is not scanned for small tools
+    # that would fit what is left of the budget.
+    window = [int(p) for p in order[: SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA]]
+    ranked = [p for p in window if catalog.tools[p].name not in exclude]
+    for position in ranked:
+        tool = catalog.tools[position]
+        score = float(scores[position])
+        if score < floor or len(chosen) >= limit or spent >= budget:
+            break
+        if tool.name in taken:
+            continue
+        if not admit(Candidate(tool.name, score, "semantic"), tool_tokens(tool, exact)):
+            continue  # too large for what is left: a smaller one may still fit
+        if parents < policy.dependency_parents:
+            parents += 1
+            room = policy.max_dependencies - sum(c.reason == "dependency" for c in chosen)
+            for dependency in expand(
+                catalog, scores, [tool.name], exclude | taken, max_added=room, min_score=threshold
+            ):
+                producer = catalog.get(dependency.name)
+                assert producer is not None
+                position_of = catalog.index_of(dependency.name)
+                assert position_of is not None
+                if not admit(
+                    Candidate(dependency.name, float(scores[position_of]), "dependency", tool.name),
+                    tool_tokens(producer, exact),
+                ):
+                    refused.append(dependency.name)
+    rest = (catalog.tools[p].name for p in ranked)
+    tier = [name for name in dict.fromkeys([*refused, *rest]) if name not in taken]
+    return Choice(tuple(chosen), tuple(tier[: policy.tier_size]))

@@ -1,0 +1,119 @@
+"""Hybrid scores, token budget, adaptive k and tier (selection/ranking.py), on the GitHub
+MCP server's real tool schemas and small hand-made catalogues."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from selection.catalog import parse_tools
+from selection.ranking import (
+    LexicalIndex,
+    RankingPolicy,
+    choose,
+    fuse,
+    lexical_text,
+    mean_tool_tokens,
+    token_budget,
+)
+from selection.tokens import tool_tokens
+from tests.support.data import REAL_CATALOGS
+
+GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
+
+
+def tool(name: str, description: str = "", size: int = 0, params: dict[str, str] | None = None) -> dict[str, Any]:
+    properties = {p: {"type": "string", "description": d} for p, d in (params or {}).items()}
+    return {"type": "function", "function": {
+        "name": name, "description": description + " " * size,
+        "parameters": {"type": "object", "properties": properties, "required": list(properties)},
+    }}
+
+
+def test_lexical_text_has_name_words_description_and_parameter_names() -> None:
+    text = lexical_text(GITHUB.get("list_pull_requests"))
+    assert text.startswith("list pull requests ")
+    assert "owner" in text and "repo" in text
+
+
+def test_bm25_puts_the_tool_named_by_the_request_first() -> None:
+    scores = LexicalIndex(GITHUB).scores("List the open pull requests in octo/widgets")
+    assert scores.dtype == np.float32 and scores.shape == (len(GITHUB),)
+    assert float(scores.max()) == pytest.approx(1.0)
+    ranked = [GITHUB.tools[p].name for p in np.argsort(-scores, kind="stable")[:3]]
+    assert "list_pull_requests" in ranked
+    assert not LexicalIndex(GITHUB).scores("zzzz qqqq").any()
+
+
+def test_fuse_adds_the_weighted_lexical_score() -> None:
+    dense = np.array([0.5, 0.4], dtype=np.float32)
+    lexical = np.array([0.0, 1.0], dtype=np.float32)
+    assert fuse(dense, lexical, 0.0) is dense
+    np.testing.assert_allclose(fuse(dense, lexical, 0.2), [0.5, 0.6])
+
+
+def test_the_budget_is_top_k_times_the_mean_tool_cost() -> None:
+    mean = mean_tool_tokens(GITHUB)
+    assert mean == pytest.approx(np.mean([tool_tokens(t) for t in GITHUB.tools]))
+    assert token_budget(GITHUB, 8, RankingPolicy()) == int(8 * mean)
+    assert token_budget(GITHUB, 8, RankingPolicy(token_budget=500)) == 500
+
+
+def test_candidates_fill_the_token_budget_smaller_tools_fit_and_the_rest_is_the_tier() -> None:
+    catalog = parse_tools([
+        tool("a", size=400), tool("b", size=4000), tool("c", size=400), tool("d", size=400),
+        tool("e", size=400),
+    ])
+    scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5], dtype=np.float32)
+    budget = tool_tokens(catalog.get("a")) * 3
+    choice = choose(
+        catalog, scores, top_k=2, threshold=0.1, exclude=set(),
+        policy=RankingPolicy(token_budget=budget, max_dependencies=0, tier_size=2),
+    )
+    assert [c.name for c in choice.candidates] == ["a", "c", "d"]  # b is too large to fit
+    assert all(c.reason == "semantic" for c in choice.candidates)
+    assert choice.tier == ("b", "e")
+
+
+def test_the_first_candidate_is_admitted_whatever_its_cost_and_tau_is_inclusive() -> None:
+    catalog = parse_tools([tool("big", size=9000), tool("low")])
+    scores = np.array([0.3, 0.1], dtype=np.float32)
+    policy = RankingPolicy(token_budget=1, max_dependencies=0)
+    choice = choose(catalog, scores, top_k=1, threshold=0.3, exclude=set(), policy=policy)
+    assert [c.name for c in choice.candidates] == ["big"]
+    assert choose(catalog, scores, top_k=1, threshold=0.31, exclude=set(), policy=policy).candidates == ()
+
+
+def test_count_budget_is_classic_top_k_and_exclude_is_skipped() -> None:
+    catalog = parse_tools([tool(n, size=3000 if n == "a" else 0) for n in "abcd"])
+    scores = np.array([0.9, 0.8, 0.7, 0.6], dtype=np.float32)
+    policy = RankingPolicy(budget="count", max_dependencies=0, tier_size=0)
+    choice = choose(catalog, scores, top_k=2, threshold=0.0, exclude={"b"}, policy=policy)
+    assert [c.name for c in choice.candidates] == ["a", "c"] and choice.tier == ()
+
+
+def test_a_dominant_match_forwards_fewer_tools_when_a_margin_is_set() -> None:
+    catalog = parse_tools([tool(n) for n in "abcd"])
+    dominant = np.array([0.9, 0.5, 0.45, 0.4], dtype=np.float32)
+    flat = np.array([0.6, 0.58, 0.57, 0.55], dtype=np.float32)
+    policy = RankingPolicy(dominance_margin=0.2, max_dependencies=0, tier_size=0)
+    pick = lambda s: [c.name for c in choose(catalog, s, top_k=4, threshold=0.0, exclude=set(), policy=policy).candidates]  # noqa: E731
+    assert pick(dominant) == ["a"]
+    assert pick(flat) == ["a", "b", "c", "d"]
+
+
+def test_a_selected_tool_brings_the_producer_of_its_identifier() -> None:
+    catalog = parse_tools([
+        tool("create_playlist", "Create a playlist for a user.", params={"user_id": "The user's id."}),
+        tool("get_current_user", "Get the current user's profile."),
+        tool("play_music", "Start playback."),
+    ])
+    scores = np.array([0.9, 0.2, 0.5], dtype=np.float32)
+    choice = choose(catalog, scores, top_k=1, threshold=0.1, exclude=set(),
+                    policy=RankingPolicy(token_budget=10_000, tier_size=1))
+    assert [(c.name, c.reason, c.parent) for c in choice.candidates][:2] == [
+        ("create_playlist", "semantic", None), ("get_current_user", "dependency", "create_playlist"),
+    ]
