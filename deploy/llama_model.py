@@ -106,6 +106,8 @@ def llama_server_command(
     * ``-np 1``: a single slot, so one request may use the whole ``ctx``
       (prompts longer than ``ctx`` get HTTP 400 ``exceed_context_size_error``).
     * ``--no-ui``: the build embeds no web UI assets.
+    * ``--no-repack``: no AMX/repacked weights (they crash where AMX is reported but not
+      usable, as on virtual machines).
     * ``--alias``: the name reported in ``model`` / ``/v1/models`` (otherwise
       llama-server reports the .gguf file path); ``None`` omits it.
     """
@@ -125,6 +127,10 @@ def llama_server_command(
         "--port",
         str(port),
         "--no-ui",
+        # Weight repacking puts matmuls on AMX where the CPU reports it; on this project's
+        # VMs the kernel does not grant AMX tiles and llama-server dies with SIGSEGV in
+        # ggml_backend_amx_mul_mat at start-up (warm-up). Plain CPU kernels work everywhere.
+        "--no-repack",
     ]
     if alias:
         cmd += ["--alias", alias]
