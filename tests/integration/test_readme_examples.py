@@ -78,4 +78,4 @@ def test_offline_examples(tmp_path: Path, keyword: str):
         assert re.match(r"toolprune \d+\.\d+", output)
         assert "commands:" in output
     else:
-        assert re.search(r"^minilm\s+8\s+0\.\d+", output, re.M)
+        assert re.search(r"^toolprune\s+8\s+0\.\d+", output, re.M)
