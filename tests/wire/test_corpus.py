@@ -51,7 +51,12 @@ class Servers:
 def servers() -> Iterator[Servers]:
     upstream = Upstream()
     with serve_in_thread(upstream.app) as origin:
-        settings = Settings(upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0)
+        # The corpus replays through a pruned request: wait for the cold catalogue's index
+        # (the default forwards it unpruned after 1.5 s, as on a busy machine).
+        settings = Settings(
+            upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
+            index_timeout_s=300.0,
+        )
         with serve_in_thread(create_app(settings), server_header=False, date_header=False) as proxy:
             yield Servers(upstream, proxy)
 
