@@ -20,6 +20,9 @@ from starlette.types import Message, Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
+from proxy.apis.handler import ApiHandler
+from proxy.apis.messages import MessagesAdapter
+from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.handler import ChatHandler
 from proxy.components import build_engine, build_state_store, load_embedder
 from proxy.http.asgi import (
@@ -29,7 +32,7 @@ from proxy.http.asgi import (
     send_body,
     send_error,
 )
-from proxy.http.errors import InternalError, RequestTooLarge, sse_error_event
+from proxy.http.errors import ERROR_SHAPE, InternalError, RequestTooLarge, sse_error_event
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import header
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
@@ -40,6 +43,8 @@ from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
 logger = get_logger("app")
 
 
@@ -53,6 +58,8 @@ class Services:
     forwarder: Forwarder
     embedder: Embedder
     chat: ChatHandler
+    #: Acting handlers of the other APIs, by path (``/v1/responses``, ``/v1/messages``).
+    apis: dict[str, ApiHandler]
 
 
 async def serve_guarded(
@@ -92,6 +99,8 @@ class ProxyEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services: Services = scope["app"].state.services
         headers = scope["headers"]
+        if scope["path"] == MESSAGES_PATH or scope["path"].startswith(MESSAGES_PATH + "/"):
+            ERROR_SHAPE.set("anthropic")
         try:
             body = await read_body(receive, headers, services.settings.max_request_bytes)
         except RequestTooLarge as error:
@@ -110,6 +119,8 @@ class ProxyEndpoint:
         )
         if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
             handler = services.chat.handle
+        elif request.method == "POST" and request.path in services.apis:
+            handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
         await run_until_disconnect(receive, lambda: serve_guarded(handler, request, send))
@@ -154,7 +165,16 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             metrics=metrics,
             usage=usage,
         )
-        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat)
+        apis = {
+            path: ApiHandler(
+                adapter=adapter, settings=settings, planner=chat.planner,
+                forwarder=forwarder, metrics=metrics, usage=usage,
+            )
+            for path, adapter in (
+                (RESPONSES_PATH, ResponsesAdapter()), (MESSAGES_PATH, MessagesAdapter())
+            )
+        }
+        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat, apis)
         loading = asyncio.create_task(load_embedder(embedder))
         try:
             yield
