@@ -102,6 +102,11 @@ class Settings(BaseSettings):
         ge=1,
         description="Catalogues larger than this get `search_tools` instead of the listed menu.",
     )
+    upstream_stream: bool = Field(
+        True,
+        description="`false`: streaming requests are sent upstream without streaming and the "
+        "client's SSE is made from the JSON answer (upstreams that cannot stream tool calls).",
+    )
     max_meta_rounds: int = Field(
         3, ge=0, description="Upstream re-issues after meta-tool calls, per client request."
     )

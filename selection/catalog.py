@@ -17,10 +17,8 @@ from typing import Any
 
 from selection.errors import CatalogError
 
-#: OpenAI's documented pattern for function names.
-_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
-_SEPARATORS = re.compile(r"[_\-.:\s]+")
+_SEPARATORS = re.compile(r"[_\-.:/\s]+")
 
 
 def canonical_json(value: Any) -> bytes:
@@ -111,8 +109,8 @@ def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
     if not isinstance(function, Mapping):
         raise CatalogError("a function tool has no function object")
     name = function.get("name")
-    if not isinstance(name, str) or not _NAME_PATTERN.fullmatch(name):
-        raise CatalogError("a function tool has a missing or invalid name")
+    if not isinstance(name, str) or not name:  # names are opaque: MCP allows "github/create_issue"
+        raise CatalogError("a function tool has a missing or empty name")
     description = function.get("description", "")
     if description is None:
         description = ""

@@ -1,8 +1,8 @@
 """What serving an acting turn (plain or streaming) needs from the chat handler.
 
 The handler builds one :class:`TurnServices` and passes it to
-:func:`proxy.chat.plain.serve_plain` and :func:`proxy.chat.streaming.serve_stream`, so
-those modules depend on this small record, not on the handler that calls them.
+:func:`proxy.chat.serving.serve_turn`, so that module depends on this small record, not
+on the handler that calls it.
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ class TurnServices:
     """``forwarder``: relays upstream responses and owns the upstream client;
     ``metrics``: the proxy's Prometheus metrics; ``max_meta_rounds``: upstream re-issues
     allowed after meta-tool calls (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``:
-    answers meta-tool calls and updates the conversation's state."""
+    answers meta-tool calls and updates the conversation's state; ``upstream_stream``:
+    whether streaming requests are sent upstream as streaming
+    (``TOOLPRUNE_UPSTREAM_STREAM``)."""
 
     forwarder: Forwarder
     metrics: Metrics
     max_meta_rounds: int
     run_meta_calls: MetaCallRunner
+    upstream_stream: bool = True
 
 
 class UsageRecorder(Protocol):

@@ -21,9 +21,8 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.identity import log_id
-from proxy.chat.plain import serve_plain
 from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
-from proxy.chat.streaming import serve_stream
+from proxy.chat.serving import serve_turn
 from proxy.chat.turn import MetaCall, Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader
@@ -54,6 +53,19 @@ def _parse_json_object(raw: bytes) -> dict[str, Any] | None:
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     return body if isinstance(body, dict) else None
+
+
+def _with_problem(result: str, problem: str) -> str:
+    """A meta-call's result (JSON text) with the reason its arguments were not read put
+    first in its ``error``."""
+    try:
+        parsed = json.loads(result)
+    except json.JSONDecodeError:
+        parsed = None
+    parsed = parsed if isinstance(parsed, dict) else {}
+    detail = parsed.get("error")
+    parsed["error"] = f"{problem}; {detail}" if isinstance(detail, str) else problem
+    return json.dumps(parsed)
 
 
 class ChatHandler:
@@ -91,6 +103,7 @@ class ChatHandler:
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=self.run_meta_calls,
+            upstream_stream=settings.upstream_stream,
         )
 
     # --- entry ------------------------------------------------------------------
@@ -154,10 +167,11 @@ class ChatHandler:
                 await self.forwarder.forward(
                     request, send, body=body, extra_response_headers=tools_header
                 )
-            elif body.get("stream") is True:
-                await serve_stream(self.services, turn, request, send, tools_header, started)
             else:
-                await serve_plain(self.services, turn, request, send, tools_header, started)
+                stream = body.get("stream") is True
+                await serve_turn(
+                    self.services, turn, request, send, tools_header, started, stream=stream
+                )
         finally:
             self.metrics.meta_rounds.observe(turn.rounds)
             self._log(turn, Decision.PRUNED, selection_s)
@@ -166,8 +180,17 @@ class ChatHandler:
 
     # --- planning ---------------------------------------------------------------
     async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
-        """See :meth:`Planner.run_meta_calls`."""
-        return await self.planner.run_meta_calls(turn, calls)
+        """See :meth:`Planner.run_meta_calls`. A call whose arguments could not be read
+        (``MetaCall.problem``) gets a result that says so. The turn's admissions so far
+        are kept (``Turn.earlier_admitted``): the re-selection reports only its own."""
+        for name in turn.selection.admitted:
+            if name not in turn.earlier_admitted:
+                turn.earlier_admitted.append(name)
+        results = await self.planner.run_meta_calls(turn, calls)
+        return [
+            _with_problem(result, call.problem) if call.problem else result
+            for call, result in zip(calls, results, strict=True)
+        ]
 
     # --- observability ----------------------------------------------------------
     def _count(self, decision: Decision, path: str = "none") -> None:
@@ -198,7 +221,7 @@ class ChatHandler:
                     "turn": selection.state.turn,
                     "offered": turn.offered,
                     "forwarded": len(selection.tools),
-                    "admitted": list(selection.admitted),
+                    "admitted": turn.admitted(),
                     "evicted": list(selection.evicted),
                     "reasons": {t.name: t.reason for t in selection.tools},
                     "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],

@@ -29,14 +29,12 @@ class MetaCall:
     id: str
     name: str
     arguments: str
+    #: Why the model's arguments could not be read (``arguments`` is then ``"{}"``).
+    problem: str | None = None
 
 
-def arguments_text(value: Any) -> str:
-    """Tool-call ``arguments`` as JSON text: the API sends a string; a server that sends
-    the object itself gets it serialised."""
-    if isinstance(value, str):
-        return value
-    return "" if value is None else json.dumps(value)
+#: Request fields that only make sense with a tools (or functions) array.
+_NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 
 
 @dataclass
@@ -64,6 +62,9 @@ class Turn:
     meta_events: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the real tool calls in the response the client got.
     response_calls: list[str] = field(default_factory=list)
+    #: Tools admitted by selections this turn made before its latest (meta rounds
+    #: re-select; the decision log lists every admission of the turn).
+    earlier_admitted: list[str] = field(default_factory=list)
 
     @property
     def path(self) -> str:
@@ -96,18 +97,29 @@ class Turn:
         return dropped - sum(len(canonical_json(definition)) for definition in meta)
 
     def upstream_body(self, with_meta: bool) -> bytes:
-        """The request body for the next upstream round (JSON, UTF-8)."""
+        """The request body for the next upstream round (JSON, UTF-8). An empty tools
+        array is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the
+        fields that need one (``tool_choice``, ``parallel_tool_calls``, legacy
+        ``function_call``) go too."""
         body = dict(self.body)
         if self.native is not None:
-            body["functions" if self.native.legacy else "tools"] = self.forwarded_entries(with_meta)
+            key = "functions" if self.native.legacy else "tools"
+            body[key] = self.forwarded_entries(with_meta)
+            if not body[key]:
+                for field_name in (key, *_NEEDS_TOOLS):
+                    body.pop(field_name, None)
         if self.text is not None:
             keep = {tool.name for tool in self.selection.tools}
             body["messages"] = self.text.rewrite_messages(body["messages"], keep)
         if self.extra_messages:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
-        if self.tool_choice.forward is not KEEP:
+        if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
             body["tool_choice"] = self.tool_choice.forward
         return json_bytes(body)
+
+    def admitted(self) -> list[str]:
+        """Every tool admitted this turn: by the first selection and after meta-calls."""
+        return list(dict.fromkeys([*self.earlier_admitted, *self.selection.admitted]))
 
     def offer_meta_now(self, max_rounds: int) -> bool:
         """Meta-tools are offered until ``max_rounds`` re-issues have been made."""

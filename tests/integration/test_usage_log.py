@@ -441,7 +441,7 @@ def test_history_only_calls_misses_dry_run_and_fallbacks(tmp_path: Path) -> None
         proxy.post({"model": "m", "messages": [ask, made, {"role": "tool", "tool_call_id": "d1", "content": "[]"}],
                     "tools": PLAYWRIGHT}, "c2")
         # A fallback: an unparseable catalogue entry.
-        hostile = [*PLAYWRIGHT, {"type": "function", "function": {"name": "bad name!"}}]
+        hostile = [*PLAYWRIGHT, {"type": "function", "function": {"name": ""}}]
         proxy.post({"model": "m", "messages": [ask], "tools": hostile}, "c3")
         proxy.flush()
     data = read_usage(db)

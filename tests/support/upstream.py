@@ -13,12 +13,15 @@ import asyncio
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 import uuid
 import zlib
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -150,6 +153,14 @@ class Upstream:
         """Queue ``replies`` for requests whose path ends with ``path`` (default: chat)."""
         with self._condition:
             self._scripts.setdefault(path, deque()).extend(replies)
+
+    def drain(self, path: str = CHAT_PATH) -> int:
+        """Drop the scripted replies for ``path`` still queued; return how many there were."""
+        with self._condition:
+            queue = self._scripts.get(path, deque())
+            left = len(queue)
+            queue.clear()
+            return left
 
     def wait_for_requests(self, n: int, timeout: float = 10) -> list[Recorded]:
         """Block until ``n`` requests were recorded and return them all; TimeoutError if not."""
@@ -294,6 +305,21 @@ async def _send_sse(reply: SSE, send: Send) -> None:
         # mid-body: the client sees the chunked body end without its terminating chunk.
         return
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_SSE_EVENT = re.compile(rb".*?(?:\r\n\r\n|\n\n|\r\r)|.+\Z", re.S)
+
+
+def replay(path: Path, renames: Mapping[str, str] | None = None) -> SSE | Raw:
+    """A recorded answer (a wire-corpus file): an ``.sse`` file's events, each flushed as
+    its own body chunk, whatever the request's ``stream``; else the file as a 200 JSON
+    body. Each key of ``renames`` is replaced by its value in the bytes first."""
+    raw = path.read_bytes()
+    for old, new in (renames or {}).items():
+        raw = raw.replace(old.encode(), new.encode())
+    if path.suffix == ".sse":
+        return SSE([match.group(0) for match in _SSE_EVENT.finditer(raw) if match.group(0)])
+    return Raw(200, raw)
 
 
 def _chat_completion(reply: Chat, record: Recorded) -> dict[str, Any]:

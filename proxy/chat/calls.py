@@ -1,0 +1,218 @@
+"""Tool-call deltas of one upstream round assembled into calls, and the deltas the client
+sees of them (meta-calls hidden, real calls renumbered).
+
+Shapes follow OpenAI's ``chat.completion.chunk`` reference: ``delta.tool_calls`` items
+``{"index", "id"?, "type"?, "function": {"name"?, "arguments"?}}``, the legacy
+``delta.function_call`` ``{"name"?, "arguments"?}``.
+
+Keying rules. An item belongs to the call keyed by (choice index, call index, id): the
+call index is the item's ``index`` (its position in the delta's list when absent, as
+Ollama sent before v0.4.7); the id is the item's ``id`` (or ``function.id``, where
+llama-server put it before May 2025). An id or name that is null or ``""`` is absent
+(SGLang sends ``"id": null`` on continuations, vLLM ``"id": ""``, LM Studio
+``"name": ""``).
+
+1. An item whose id is the id of a call of its choice continues that call, whatever its
+   index (SGLang repeats the id on every delta).
+2. An item with a new id opens a new call, even at an index already used (Ollama and some
+   vLLM parsers put every call of a turn at index 0, each with its own id) — unless the
+   call at that index has no id yet and no other name, when the id is late and adopted.
+3. An item without an id continues the latest call at its (choice, index) (OpenAI,
+   vLLM, llama-server: the id comes on the first delta only)...
+4. ...unless it names a function other than that call's: then it opens a new call (whole
+   calls in one chunk each, at one index, without ids).
+5. A name equal to the call's name is a repetition, never a fragment (llama-server before
+   May 2025 repeated it on every delta); arguments are appended as they come, an object
+   (not a string) serialised.
+
+The client sees each real call once its name is known: an opening item (``index``
+renumbered from 0 in the order calls were named, ``id`` — synthesised when the upstream
+gave none —, ``type``, ``function.name``, the arguments so far), then argument fragments
+only. Meta-calls are never shown. A call whose name never came is shown, nameless, at the
+end of the round (forwarded as the upstream wrote it).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The call index standing for the legacy ``function_call`` delta.
+LEGACY_INDEX = -1
+
+
+def new_call_id() -> str:
+    """A tool-call id in OpenAI's ``call_`` form (for calls the upstream gave none)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def arguments_text(value: Any) -> str:
+    """Tool-call ``arguments`` as text: the API sends a string; a server that sends the
+    object itself (Ollama's native shape) gets it serialised; null is ``""``."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _present(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+@dataclass
+class Call:
+    """One call of a round. ``upstream_id``: the id the upstream gave (for keying);
+    ``id``: the id the client and the re-issued history use (set when first shown or
+    read). ``meta``: None until the name is known."""
+
+    choice: int
+    index: int
+    upstream_id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+    meta: bool | None = None
+    id: str | None = None
+    client_index: int | None = None
+    shown: int = -1  # fragments shown to the client; -1: not opened yet
+
+    @property
+    def legacy(self) -> bool:
+        return self.index == LEGACY_INDEX
+
+    @property
+    def arguments_text(self) -> str:
+        return "".join(self.arguments)
+
+    def call_id(self) -> str:
+        if self.id is None:
+            self.id = self.upstream_id or new_call_id()
+        return self.id
+
+
+class CallAssembler:
+    """Assembles the tool-call deltas of one round; see the module docstring.
+
+    ``is_meta(name)``: whether a function name is a meta-tool's.
+    """
+
+    def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
+        self.is_meta = is_meta
+        self.calls: list[Call] = []
+        self._latest: dict[tuple[int, int], Call] = {}
+        self._next_client_index: dict[int, int] = {}
+
+    def feed(self, choice: int, items: Any) -> list[dict[str, Any]]:
+        """Take one ``delta.tool_calls`` list; return the items the client sees."""
+        shown: list[dict[str, Any]] = []
+        for position, item in enumerate(items if isinstance(items, list) else []):
+            if not isinstance(item, dict):
+                continue
+            function = item.get("function") if isinstance(item.get("function"), dict) else {}
+            index = item.get("index")
+            if not isinstance(index, int) or isinstance(index, bool):
+                index = position
+            upstream_id = _present(item.get("id")) or _present(function.get("id"))
+            call = self._call_for(choice, index, upstream_id, _present(function.get("name")))
+            self._add(call, function)
+            shown.extend(self._shown_items(call))
+        return shown
+
+    def feed_legacy(self, choice: int, function_call: Any) -> dict[str, Any] | None:
+        """Take one ``delta.function_call``; return the ``function_call`` the client sees."""
+        if not isinstance(function_call, dict):
+            return None
+        call = self._latest.get((choice, LEGACY_INDEX))
+        if call is None:
+            call = self._open(choice, LEGACY_INDEX, None)
+        self._add(call, function_call)
+        return self._shown_legacy(call)
+
+    def flush(self) -> list[tuple[int, dict[str, Any]]]:
+        """At the end of the round: calls whose name never came are shown as they are.
+        Returns (choice, delta fields) pairs."""
+        shown = []
+        for call in self.calls:
+            if call.meta is None:
+                call.meta = False
+                self._number(call)
+                if call.legacy:
+                    item = self._shown_legacy(call)
+                    if item is not None:
+                        shown.append((call.choice, {"function_call": item}))
+                else:
+                    shown.append((call.choice, {"tool_calls": self._shown_items(call)}))
+        return shown
+
+    def meta_calls(self) -> list[Call]:
+        return [call for call in self.calls if call.meta]
+
+    def real_calls(self) -> list[Call]:
+        return [call for call in self.calls if call.meta is False]
+
+    # --- keying ---------------------------------------------------------------------
+    def _call_for(self, choice: int, index: int, upstream_id: str | None, name: str | None) -> Call:
+        latest = self._latest.get((choice, index))
+        if upstream_id is not None:
+            for call in reversed(self.calls):
+                if call.choice == choice and call.upstream_id == upstream_id:
+                    return call
+            if (
+                latest is not None
+                and latest.upstream_id is None
+                and latest.shown < 0
+                and (name is None or latest.name in (None, name))
+            ):
+                latest.upstream_id = upstream_id
+                return latest
+            return self._open(choice, index, upstream_id)
+        if latest is None or (name is not None and latest.name not in (None, name)):
+            return self._open(choice, index, None)
+        return latest
+
+    def _open(self, choice: int, index: int, upstream_id: str | None) -> Call:
+        call = Call(choice, index, upstream_id)
+        self.calls.append(call)
+        self._latest[(choice, index)] = call
+        return call
+
+    def _add(self, call: Call, function: dict[str, Any]) -> None:
+        name = _present(function.get("name"))
+        if name is not None and call.name is None:
+            call.name = name
+            call.meta = self.is_meta(name)
+            if not call.meta:
+                self._number(call)
+        fragment = arguments_text(function.get("arguments"))
+        if fragment:
+            call.arguments.append(fragment)
+
+    def _number(self, call: Call) -> None:
+        if call.client_index is None:
+            call.client_index = self._next_client_index.get(call.choice, 0)
+            self._next_client_index[call.choice] = call.client_index + 1
+
+    # --- what the client sees -------------------------------------------------------
+    def _pending_text(self, call: Call) -> str:
+        start = max(call.shown, 0)
+        call.shown = len(call.arguments)
+        return "".join(call.arguments[start:])
+
+    def _shown_items(self, call: Call) -> list[dict[str, Any]]:
+        if call.meta is not False:
+            return []
+        if call.shown < 0:
+            arguments = self._pending_text(call)
+            function = {"name": call.name or "", "arguments": arguments}
+            return [{"index": call.client_index, "id": call.call_id(), "type": "function", "function": function}]
+        fragment = self._pending_text(call)
+        return [{"index": call.client_index, "function": {"arguments": fragment}}] if fragment else []
+
+    def _shown_legacy(self, call: Call) -> dict[str, Any] | None:
+        if call.meta is not False:
+            return None
+        if call.shown < 0:
+            return {"name": call.name or "", "arguments": self._pending_text(call)}
+        fragment = self._pending_text(call)
+        return {"arguments": fragment} if fragment else None

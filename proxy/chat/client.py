@@ -1,0 +1,264 @@
+"""What the client gets of an acting request, over all its upstream rounds: one
+``chat.completion.chunk`` SSE stream (:class:`StreamClient`) or one ``chat.completion``
+(:class:`PlainClient`), per OpenAI's Chat Completions reference.
+
+Both take the same calls: the choice deltas shown as the rounds are read, then the
+finish. One ``id`` and ``created`` for the whole response (the first round's; the
+upstream's own change at every re-issue); ``role`` once per choice; ``finish_reason`` in
+one chunk per choice at the end; ``usage`` (summed over rounds) in one chunk with empty
+``choices`` after it; one ``[DONE]``. The plain message is the accumulation of exactly
+those deltas, so plain and streaming give the same final message.
+
+A streaming response starts (status 200, a role delta with empty content, as OpenAI's
+first chunk) once the first round's answer has begun; an upstream error before that
+reaches the client with its own status, one after it as an SSE ``error`` event carrying
+the upstream's error object.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import Send
+
+from proxy.chat.turn import json_bytes
+from proxy.http.asgi import send_body, send_complete, send_error, start_response
+from proxy.http.errors import ProxyError, sse_error_event
+from proxy.http.headers import Headers
+from proxy.http.sse import data_event
+
+_SKIPPED_HEADERS = frozenset({b"content-length", b"content-encoding", b"content-type"})
+
+
+def client_identity(identity: dict[str, Any] | None) -> dict[str, Any]:
+    """The response's ``id``/``created``/``model`` (and ``system_fingerprint``): the
+    upstream's first, filled in where it gave none."""
+    identity = dict(identity or {})
+    if not isinstance(identity.get("id"), str):
+        identity["id"] = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    if not isinstance(identity.get("created"), int):
+        identity["created"] = int(time.time())
+    identity.setdefault("model", "")
+    return identity
+
+
+def upstream_error_object(status: int, body: bytes) -> dict[str, Any]:
+    """The error object of an upstream error answer (``{"error": {...}}`` or
+    ``{"error": "text"}``), else one that carries the status and body text."""
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        parsed = None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        return error
+    message = error if isinstance(error, str) else body.decode("utf-8", errors="replace")[:2000]
+    return {"message": message, "type": "upstream_error", "param": None, "code": status}
+
+
+class _Client:
+    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+        self.send = send
+        self.headers = [(n, v) for n, v in headers if n not in _SKIPPED_HEADERS]
+        self.on_output = on_output
+        self.identity: dict[str, Any] | None = None
+        self.started = False
+        #: Whether any content or call was shown.
+        self.shown_output = False
+
+    def adopt(self, identity: dict[str, Any] | None) -> None:
+        """The first round's identity becomes the response's."""
+        if self.identity is None:
+            self.identity = client_identity(identity)
+
+    def _note_output(self, choices: list[dict[str, Any]]) -> None:
+        if not self.shown_output and any(
+            c["delta"].get("content") or c["delta"].get("tool_calls") or c["delta"].get("function_call")
+            for c in choices
+        ):
+            self.shown_output = True
+            self.on_output()
+
+
+class StreamClient(_Client):
+    """The client's SSE response."""
+
+    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+        super().__init__(send, headers, on_output)
+        self._roles_sent: set[int] = set()
+
+    async def _start(self) -> None:
+        if not self.started:
+            headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+            await start_response(self.send, 200, [*headers, *self.headers])
+            self.started = True
+
+    def _chunk(self, choices: list[dict[str, Any]], **fields: Any) -> bytes:
+        identity = client_identity(self.identity)
+        self.identity = identity
+        chunk = {
+            "id": identity["id"],
+            "object": "chat.completion.chunk",
+            "created": identity["created"],
+            "model": identity["model"],
+            **({"system_fingerprint": identity["system_fingerprint"]} if "system_fingerprint" in identity else {}),
+            "choices": choices,
+            **fields,
+        }
+        return data_event(json_bytes(chunk))
+
+    def _with_role(self, choice: dict[str, Any]) -> dict[str, Any]:
+        delta = choice["delta"]
+        if choice["index"] not in self._roles_sent:
+            self._roles_sent.add(choice["index"])
+            delta = {"role": "assistant", **delta}
+        return {**choice, "delta": delta, "finish_reason": None}
+
+    async def open(self) -> None:
+        """Start the response: headers and the first choice's role delta."""
+        await self._start()
+        if 0 not in self._roles_sent:
+            await send_body(self.send, self._chunk([self._with_role({"index": 0, "delta": {"content": ""}})]))
+
+    async def choices(self, choices: list[dict[str, Any]]) -> None:
+        if not choices:
+            return
+        await self._start()
+        self._note_output(choices)
+        await send_body(self.send, self._chunk([self._with_role(c) for c in choices]))
+
+    async def comment(self, raw: bytes) -> None:
+        """Relay a comment event (a keep-alive) once the response has started."""
+        if self.started:
+            await send_body(self.send, raw)
+
+    async def finish(self, finish: dict[int, str], usage: Any, extras: dict[str, Any]) -> None:
+        await self._start()
+        for index in sorted(set(finish) | self._roles_sent or {0}):
+            choice = self._with_role({"index": index, "delta": {}})
+            choice["finish_reason"] = finish.get(index)
+            if choice["finish_reason"] is not None or choice["delta"]:
+                await send_body(self.send, self._chunk([choice]))
+        if usage is not None:
+            await send_body(self.send, self._chunk([], usage=usage, **extras))
+        await send_body(self.send, data_event(b"[DONE]"))
+        await send_body(self.send, b"", more=False)
+
+    async def fail(self, error: ProxyError) -> None:
+        if self.started:
+            await send_body(self.send, sse_error_event(error), more=False)
+        else:
+            await send_error(self.send, error)
+
+    async def fail_upstream(self, error: dict[str, Any]) -> None:
+        """End the stream with the upstream's error object (an SSE ``error`` event, which
+        the ``openai`` SDKs raise as ``APIError``)."""
+        await self._start()
+        event = b"event: error\ndata: " + json_bytes({"error": error}) + b"\n\n"
+        await send_body(self.send, event, more=False)
+
+
+class PlainClient(_Client):
+    """The client's JSON response: the deltas accumulated, sent at the finish."""
+
+    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+        super().__init__(send, headers, on_output)
+        self._messages: dict[int, dict[str, Any]] = {}
+        self._logprobs: dict[int, Any] = {}
+
+    async def open(self) -> None:
+        """Nothing is sent before the whole answer is known."""
+
+    async def choices(self, choices: list[dict[str, Any]]) -> None:
+        for choice in choices:
+            message = self._messages.setdefault(choice["index"], {"role": "assistant"})
+            accumulate(message, choice["delta"])
+            if choice.get("logprobs") is not None:
+                self._logprobs[choice["index"]] = _merge_logprobs(
+                    self._logprobs.get(choice["index"]), choice["logprobs"]
+                )
+        self.shown_output = self.shown_output or any(
+            m.get("content") or m.get("tool_calls") for m in self._messages.values()
+        )
+
+    async def comment(self, raw: bytes) -> None:
+        """Comments have no place in a JSON response."""
+
+    async def finish(self, finish: dict[int, str], usage: Any, extras: dict[str, Any]) -> None:
+        self.on_output()
+        identity = client_identity(self.identity)
+        choices = []
+        for index in sorted(set(self._messages) | set(finish) or {0}):
+            message = self._messages.get(index, {"role": "assistant"})
+            message = {"role": "assistant", "content": message.get("content"), **message}
+            choices.append(
+                {
+                    "index": index,
+                    "message": message,
+                    "logprobs": self._logprobs.get(index),
+                    "finish_reason": finish.get(index),
+                }
+            )
+        body = {
+            "id": identity["id"],
+            "object": "chat.completion",
+            "created": identity["created"],
+            "model": identity["model"],
+            **({"system_fingerprint": identity["system_fingerprint"]} if "system_fingerprint" in identity else {}),
+            "choices": choices,
+            **({"usage": usage} if usage is not None else {}),
+            **extras,
+        }
+        headers = [(b"content-type", b"application/json"), *self.headers]
+        await send_complete(self.send, 200, headers, json_bytes(body))
+
+    async def fail(self, error: ProxyError) -> None:
+        await send_error(self.send, error)
+
+    async def fail_upstream(self, error: dict[str, Any]) -> None:
+        """Answer 502 with the upstream's error object (it failed mid-answer)."""
+        body = json_bytes({"error": error})
+        await send_complete(self.send, 502, [(b"content-type", b"application/json")], body)
+
+
+def accumulate(message: dict[str, Any], delta: dict[str, Any]) -> None:
+    """Add one client delta to ``message`` as an OpenAI client does: strings appended,
+    ``tool_calls`` items merged by ``index``, other fields replaced."""
+    for key, value in delta.items():
+        if key == "tool_calls":
+            calls = message.setdefault("tool_calls", [])
+            for item in value:
+                while len(calls) <= item["index"]:
+                    calls.append({"id": "", "type": "function", "function": {"name": "", "arguments": ""}})
+                call = calls[item["index"]]
+                if "id" in item:
+                    call["id"] = item["id"]
+                function = item.get("function", {})
+                call["function"]["name"] += function.get("name", "")
+                call["function"]["arguments"] += function.get("arguments", "")
+        elif key == "function_call":
+            call = message.setdefault("function_call", {"name": "", "arguments": ""})
+            call["name"] += value.get("name", "")
+            call["arguments"] += value.get("arguments", "")
+        elif key == "role":
+            continue
+        elif isinstance(value, str) and isinstance(message.get(key), str):
+            message[key] += value
+        else:
+            message[key] = value
+
+
+def _merge_logprobs(total: Any, logprobs: Any) -> Any:
+    if isinstance(total, dict) and isinstance(logprobs, dict):
+        merged = dict(total)
+        for key, value in logprobs.items():
+            if isinstance(value, list) and isinstance(merged.get(key), list):
+                merged[key] = [*merged[key], *value]
+            else:
+                merged[key] = value
+        return merged
+    return logprobs

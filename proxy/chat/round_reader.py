@@ -1,0 +1,159 @@
+"""One upstream round read into what the client sees and what the proxy acts on.
+
+Takes the round's ``chat.completion.chunk`` objects (an SSE answer) or its one
+``chat.completion`` (a JSON answer, read as a single chunk whose delta is the whole
+message), per OpenAI's Chat Completions reference. For each it returns the choice deltas
+the client may see: ``role`` dropped (the client writer sends it once), null and empty
+fields dropped, tool calls assembled and meta-calls hidden (:mod:`proxy.chat.calls`),
+meta-calls written as text taken out of ``content`` (:mod:`proxy.chat.text_calls`),
+other fields (``reasoning_content``, ``logprobs``…) passed on. ``finish_reason`` is
+kept, not shown: the round's outcome decides what the client is told.
+
+Within a round, ``usage`` is the last one the upstream sent (vLLM's
+``continuous_usage_stats`` and some servers put a cumulative ``usage`` on every chunk);
+rounds are added up by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from proxy.chat.calls import CallAssembler, new_call_id
+from proxy.chat.text_calls import TextCallFilter
+from proxy.chat.turn import MetaCall
+
+#: Chunk fields the reader handles itself; others are kept as ``extras``.
+_STANDARD = frozenset({"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "error"})
+_IDENTITY = ("id", "created", "model", "system_fingerprint")
+_CHOICE_OWN = frozenset({"index", "delta", "message", "finish_reason"})
+
+
+def meta_call(call_id: str, name: str, arguments: str) -> MetaCall:
+    """A meta-call whose ``arguments`` is always JSON object text: the parsed value
+    re-serialised, or ``"{}"`` with a ``problem`` the model is told about."""
+    if not arguments.strip():
+        return MetaCall(call_id, name, "{}", "the call had no arguments")
+    try:
+        value = json.loads(arguments)
+    except (json.JSONDecodeError, RecursionError):
+        return MetaCall(call_id, name, "{}", "the arguments were cut off or are not valid JSON")
+    if not isinstance(value, dict):
+        return MetaCall(call_id, name, "{}", "the arguments are not a JSON object")
+    return MetaCall(call_id, name, json.dumps(value, ensure_ascii=False))
+
+
+class RoundReader:
+    """Reads one round; ``is_meta(name)`` says whether a function name is a meta-tool's.
+
+    After the round: ``identity`` (``id``, ``created``, ``model``, ``system_fingerprint``
+    of its first chunk), ``usage`` (the last one), ``finish`` (choice index →
+    ``finish_reason``), ``error`` (an error object the upstream sent mid-stream),
+    ``extras`` (other top-level fields, latest value), ``content`` (choice index → the
+    text shown).
+    """
+
+    def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
+        self.is_meta = is_meta
+        self.calls = CallAssembler(is_meta)
+        self.identity: dict[str, Any] | None = None
+        self.usage: Any = None
+        self.finish: dict[int, str] = {}
+        self.error: Any = None
+        self.extras: dict[str, Any] = {}
+        self.content: dict[int, list[str]] = {}
+        self.done = False
+        #: Whether the round was an SSE stream (not one JSON body).
+        self.streamed = False
+        self._filters: dict[int, TextCallFilter] = {}
+
+    def read_chunk(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
+        """Read one chunk; return the client's choice objects (``index``, ``delta``…)."""
+        if self.identity is None:
+            self.identity = {key: chunk[key] for key in _IDENTITY if chunk.get(key) is not None}
+        if chunk.get("error"):
+            self.error = chunk["error"]
+            return []
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
+        self.extras.update((k, v) for k, v in chunk.items() if k not in _STANDARD and v is not None)
+        shown = []
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            index = index if isinstance(index, int) and not isinstance(index, bool) else 0
+            delta = choice.get("delta")
+            visible = self._delta(index, delta if isinstance(delta, dict) else {})
+            if choice.get("finish_reason") is not None:
+                self.finish[index] = choice["finish_reason"]
+            fields = {k: v for k, v in choice.items() if k not in _CHOICE_OWN and v is not None}
+            if visible or fields.get("logprobs"):
+                shown.append({"index": index, "delta": visible, **fields})
+        return shown
+
+    def read_completion(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """Read a whole ``chat.completion`` as one chunk."""
+        choices = []
+        for choice in data.get("choices") or []:
+            if isinstance(choice, dict):
+                message = choice.get("message")
+                delta = dict(message) if isinstance(message, dict) else {}
+                choices.append({**choice, "delta": delta})
+        return self.read_chunk({**data, "choices": choices})
+
+    def end(self) -> list[dict[str, Any]]:
+        """The round's stream ended: text held back and nameless calls are shown."""
+        shown = []
+        for index, text_filter in self._filters.items():
+            text = text_filter.end()
+            if text:
+                self.content.setdefault(index, []).append(text)
+                shown.append({"index": index, "delta": {"content": text}})
+        for index, fields in self.calls.flush():
+            if any(fields.values()):
+                shown.append({"index": index, "delta": fields})
+        return shown
+
+    def meta_calls(self) -> list[MetaCall]:
+        """The round's meta-calls, native ones first, then those written as text."""
+        calls = [meta_call(c.call_id(), c.name or "", c.arguments_text) for c in self.calls.meta_calls()]
+        for text_filter in self._filters.values():
+            calls.extend(meta_call(new_call_id(), t.name, t.arguments) for t in text_filter.calls)
+        return calls
+
+    def real_call_names(self) -> list[str]:
+        return [call.name for call in self.calls.real_calls() if call.name]
+
+    def has_real_calls(self) -> bool:
+        return bool(self.calls.real_calls())
+
+    def content_text(self, index: int = 0) -> str | None:
+        """The text the client was shown for choice ``index`` this round, or None."""
+        parts = self.content.get(index)
+        return "".join(parts) if parts else None
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> dict[str, Any]:
+        visible: dict[str, Any] = {}
+        for key, value in delta.items():
+            if key == "role" or value is None or value == "":
+                continue
+            if key == "content" and isinstance(value, str):
+                text_filter = self._filters.setdefault(index, TextCallFilter(self.is_meta))
+                text = text_filter.feed(value)
+                if text:
+                    self.content.setdefault(index, []).append(text)
+                    visible["content"] = text
+            elif key == "tool_calls":
+                items = self.calls.feed(index, value)
+                if items:
+                    visible["tool_calls"] = items
+            elif key == "function_call":
+                item = self.calls.feed_legacy(index, value)
+                if item:
+                    visible["function_call"] = item
+            else:
+                visible[key] = value
+        return visible
