@@ -21,7 +21,8 @@ from proxy.apis.adapter import RoundReply, UnreadableRequest
 from proxy.apis.responses_stream import ResponsesRelay
 from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool, selected_definitions
 from proxy.chat.planner import NothingToPrune, PlanInput
-from proxy.chat.turn import MetaCall, Turn, arguments_text, json_bytes
+from proxy.chat.calls import arguments_text
+from proxy.chat.turn import MetaCall, Turn, json_bytes
 from selection.history import KEEP, read_tool_choice
 
 #: Response ids remembered per process (response id → conversation id).
