@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     connect_retries: int = Field(
         2, ge=0, description="Retries of a failed connect (never of a sent request)."
     )
+    upstream_pools: int = Field(
+        32,
+        ge=1,
+        description="Upstream connection pools requests are spread over (each keeps up to 64 "
+        "connections alive); many small pools cost less per request than one large one.",
+    )
     max_request_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
     )
@@ -47,6 +53,35 @@ class Settings(BaseSettings):
     )
     readiness_timeout_s: float = Field(
         2.0, gt=0, description="Timeout of the upstream probe behind `/readyz`."
+    )
+    max_header_count: int = Field(
+        100, ge=1, description="Most request headers accepted (431 above, before forwarding)."
+    )
+    max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="Largest total size of request headers (431 above)."
+    )
+    header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="Request headers must be complete this long after the request's first byte "
+        "(else 408 and the connection is closed).",
+    )
+    body_timeout_s: float = Field(
+        60.0, gt=0, description="A request body must be complete this long after its headers "
+        "(else 408).",
+    )
+    max_connections: int = Field(
+        1000, ge=1, description="Open client connections per process; one more is answered 503 "
+        "and closed.",
+    )
+    max_conversation_id_bytes: int = Field(
+        256, ge=1, description="Longest `X-Conversation-Id` accepted (400 above)."
+    )
+    catalog_cache_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=0,
+        description="Raw bytes of decoded `tools` arrays kept, keyed by their sha256, so a "
+        "catalogue seen before is not decoded nor parsed again (LRU).",
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         "info", description="Log level of the proxy's JSON log lines."
@@ -133,10 +168,31 @@ class Settings(BaseSettings):
         5.0, gt=0, description="Budget for embedding one request's query."
     )
     index_timeout_s: float = Field(
-        120.0,
+        1.5,
         gt=0,
-        description="Budget for embedding a catalogue not seen before (once per catalogue; "
-        "past it the request gets the full catalogue and indexing goes on in the background).",
+        description="How long a request waits for a catalogue not seen before to be embedded "
+        "(once per catalogue; past it the request gets the full catalogue and indexing goes on "
+        "in the background).",
+    )
+    max_index_builds: int = Field(
+        1, ge=1, description="Catalogue indexes embedded at once (more wait their turn)."
+    )
+    max_tool_text_chars: int = Field(
+        2000,
+        ge=64,
+        description="Each text a tool is indexed by is clipped to this many characters before "
+        "tokenizing (the embedder reads its first `embedder_max_tokens` tokens anyway).",
+    )
+    max_tool_definition_bytes: int = Field(
+        256 * 1024,
+        ge=1024,
+        description="A catalogue with a larger tool definition (canonical JSON) is forwarded "
+        "unchanged.",
+    )
+    warm_files: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated JSON files (a `tools` array, or a request body with "
+        "`tools`) indexed at start-up (`toolprune serve --warm FILE…`).",
     )
 
     # --- caches and state ---------------------------------------------------------
@@ -163,6 +219,12 @@ class Settings(BaseSettings):
         gt=0,
         description="Budget of one Redis operation (connect included); past it the request "
         "gets the full catalogue.",
+    )
+    state_shared_across_credentials: bool = Field(
+        False,
+        description="`false`: a conversation's state is keyed by a hash of the request's "
+        "credential (`Authorization`, `api-key`, `x-api-key`) too, so another key cannot read "
+        "or plant its loads; `true`: clients that share one key on purpose share state by id.",
     )
     fallback_log_interval_s: float = Field(
         60.0, ge=0, description="Least interval between two error logs of one fallback reason."
@@ -194,7 +256,7 @@ class Settings(BaseSettings):
                 raise ValueError("state_url must start with redis://, rediss:// or unix://")
         return value
 
-    @field_validator("core", mode="before")
+    @field_validator("core", "warm_files", mode="before")
     @classmethod
     def _split_comma_list(cls, value: object) -> object:
         if isinstance(value, str):

@@ -10,13 +10,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+import anyio
 import httpx
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
@@ -24,18 +26,26 @@ from proxy.apis.handler import ApiHandler
 from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.handler import ChatHandler
-from proxy.components import build_engine, build_state_store, load_embedder
+from proxy.components import build_engine, build_state_store, load_embedder, warm_catalogs
 from proxy.http.asgi import (
     ClientDisconnected,
+    TrackedSend,
+    check_headers,
     read_body,
     run_until_disconnect,
-    send_body,
     send_error,
 )
-from proxy.http.errors import ERROR_SHAPE, InternalError, RequestTooLarge, sse_error_event
+from proxy.http.errors import (
+    ERROR_SHAPE,
+    BodyTimeout,
+    InternalError,
+    RequestHeadersTooLarge,
+    RequestTooLarge,
+    ShuttingDown,
+)
 from proxy.http.forwarding import ClientRequest, Forwarder
-from proxy.http.headers import header
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
+from proxy.http.server import configure
 from proxy.http.upstream import Upstream, create_client
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics
@@ -45,6 +55,8 @@ from selection.embedders import Embedder
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
 MESSAGES_PATH = "/v1/messages"
+#: How long the closing error of a request cut by shutdown may take to send, seconds.
+SHUTDOWN_NOTICE_TIMEOUT_S = 1.0
 logger = get_logger("app")
 
 
@@ -60,6 +72,9 @@ class Services:
     chat: ChatHandler
     #: Acting handlers of the other APIs, by path (``/v1/responses``, ``/v1/messages``).
     apis: dict[str, ApiHandler]
+    #: Tasks serving proxied requests: at shutdown, those the server cancelled get a
+    #: moment to tell their clients before the process exits.
+    in_flight: set[asyncio.Task[Any] | None] = field(default_factory=set)
 
 
 async def serve_guarded(
@@ -68,43 +83,38 @@ async def serve_guarded(
     """Run ``handler``; a defect in it becomes an OpenAI-shaped 500 (or, once an event
     stream has started, an SSE error event that ends it) and one JSON log line, instead of
     a dropped connection."""
-    started: dict[str, bytes | None] = {}
-
-    async def tracking_send(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            started["content-type"] = header(message.get("headers", []), b"content-type")
-        elif message["type"] == "http.response.body" and not message.get("more_body", False):
-            started["complete"] = b""
-        await send(message)
-
+    tracked = send if isinstance(send, TrackedSend) else TrackedSend(send)
     try:
-        await handler(request, tracking_send)
+        await handler(request, tracked)
     except Exception:
         logger.exception(
             "internal_error", extra={"fields": {"request_id": request.request_id.decode("latin-1")}}
         )
-        error = InternalError("the proxy failed to serve this request")
-        if not started:
-            await send_error(send, error)
-        elif "complete" not in started and (started["content-type"] or b"").startswith(
-            b"text/event-stream"
-        ):
-            await send_body(send, sse_error_event(error), more=False)
+        await tracked.end_with(InternalError("the proxy failed to serve this request"))
 
 
 class ProxyEndpoint:
-    """ASGI endpoint for every path that is not the proxy's own: reads the body (bounded),
-    forwards it, and cancels the upstream request when the client disconnects."""
+    """ASGI endpoint for every path that is not the proxy's own: checks the headers,
+    reads the body (bounded in size and time), forwards it, and cancels the upstream
+    request when the client disconnects.
+
+    When the server cancels the request (shutdown past ``shutdown_grace_s``), the client
+    gets an OpenAI-shaped 503, or an SSE error event on a stream already started, instead
+    of a cut connection."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services: Services = scope["app"].state.services
+        settings = services.settings
         headers = scope["headers"]
         if scope["path"] == MESSAGES_PATH or scope["path"].startswith(MESSAGES_PATH + "/"):
             ERROR_SHAPE.set("anthropic")
         try:
-            body = await read_body(receive, headers, services.settings.max_request_bytes)
-        except RequestTooLarge as error:
-            await send_error(send, error)
+            check_headers(headers, settings.max_header_count, settings.max_header_bytes)
+            body = await read_body(
+                receive, headers, settings.max_request_bytes, settings.body_timeout_s
+            )
+        except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout) as error:
+            await send_error(send, error, close=isinstance(error, BodyTimeout))
             return
         except ClientDisconnected:
             return
@@ -123,7 +133,37 @@ class ProxyEndpoint:
             handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
-        await run_until_disconnect(receive, lambda: serve_guarded(handler, request, send))
+        tracked = TrackedSend(send)
+        task = asyncio.current_task()
+        services.in_flight.add(task)
+        try:
+            await run_until_disconnect(receive, lambda: serve_guarded(handler, request, tracked))
+        except asyncio.CancelledError:
+            await self._cut_by_shutdown(request, tracked)
+        finally:
+            services.in_flight.discard(task)
+
+    @staticmethod
+    async def _cut_by_shutdown(request: ClientRequest, tracked: TrackedSend) -> None:
+        """The server cancelled this request (a client disconnect never gets here: it
+        cancels only the handler's scope). Say so to the client, then let the task end."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        logger.warning(
+            "request_cut_by_shutdown",
+            extra={"fields": {"request_id": request.request_id.decode("latin-1")}},
+        )
+        with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_NOTICE_TIMEOUT_S):
+            await tracked.end_with(ShuttingDown("the proxy is shutting down"))
+
+
+def create_app_from_env() -> FastAPI:
+    """The app with settings from the ``TOOLPRUNE_*`` environment: the factory uvicorn
+    imports in each worker process of ``toolprune serve --workers N``."""
+    settings = Settings()
+    configure(settings)
+    return create_app(settings)
 
 
 def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> FastAPI:
@@ -176,10 +216,18 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
         }
         app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat, apis)
         loading = asyncio.create_task(load_embedder(embedder))
+        warming = asyncio.create_task(warm_catalogs(settings.warm_files, engine, policy))
+        app.state.warming = warming
         try:
             yield
         finally:
+            # uvicorn cancels requests still running past the grace period, then shuts the
+            # app down and exits at once: let the cancelled ones send their closing error.
+            cut = {task for task in app.state.services.in_flight if task is not None}
+            if cut:
+                await asyncio.wait(cut, timeout=SHUTDOWN_NOTICE_TIMEOUT_S)
             loading.cancel()
+            warming.cancel()
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await engine.aclose()
@@ -202,12 +250,14 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
 
     @app.get("/readyz")
     async def readyz() -> JSONResponse:
-        """Readiness: the upstream answers ``GET {upstream_url}/models`` and the embedder
-        is loaded (when pruning is enabled)."""
+        """Readiness: the upstream answers ``GET {upstream_url}/models``, the embedder
+        is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled)."""
         services: Services = app.state.services
         checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
         if settings.enabled:
             checks["embedder"] = services.embedder.ready
+            if settings.warm_files:
+                checks["warm_catalogs"] = app.state.warming.done()
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks},

@@ -1,6 +1,12 @@
-"""Building the configured embedder and state store from settings."""
+"""Building the configured embedder and state store from settings, and warming
+catalogues at start-up."""
 
 from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
 
 import httpx
 
@@ -8,7 +14,9 @@ from config.settings import Settings
 from proxy.log import get_logger
 from selection.embedders import Embedder, HttpEmbedder, OnnxEmbedder
 from selection.engine import SelectionEngine
-from selection.errors import EmbedderError
+from selection.catalog import parse_tools
+from selection.errors import CatalogError, EmbedderError
+from selection.policy import Policy
 from selection.state import MemoryStateStore, StateStore
 
 logger = get_logger("startup")
@@ -26,6 +34,8 @@ def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngi
         index_cache_size=settings.index_cache_size,
         timeout_s=settings.embedder_timeout_s,
         index_timeout_s=settings.index_timeout_s,
+        max_builds=settings.max_index_builds,
+        max_text_chars=settings.max_tool_text_chars,
     )
 
 
@@ -60,6 +70,32 @@ async def load_embedder(embedder: Embedder) -> None:
         logger.error("embedder_load_failed", extra={"fields": {"error": str(error)}})
     else:
         logger.info("embedder_loaded", extra={"fields": {"embedder": embedder.id}})
+
+
+async def warm_catalogs(paths: Sequence[Path], engine: SelectionEngine, policy: Policy) -> None:
+    """Index each file's catalogue in the background (``toolprune serve --warm``), one
+    after another; a file that cannot be read or parsed is logged and skipped. A file is
+    a JSON ``tools`` array or a request body that has one."""
+    for path in paths:
+        try:
+            data = await asyncio.to_thread(lambda p=path: json.loads(Path(p).read_bytes()))
+            tools = data.get("tools") if isinstance(data, dict) else data
+            catalog = await asyncio.to_thread(parse_tools, tools)
+        except (OSError, ValueError, CatalogError) as error:
+            logger.error("warm_failed", extra={"fields": {"file": str(path), "error": str(error)[:200]}})
+            continue
+        task = engine.warm(catalog, policy.examples)
+        if task is None:
+            continue
+        try:
+            _, took = await task
+        except EmbedderError as error:
+            logger.error("warm_failed", extra={"fields": {"file": str(path), "error": str(error)[:200]}})
+            continue
+        logger.info(
+            "catalog_warmed",
+            extra={"fields": {"file": str(path), "tools": len(catalog), "seconds": round(took, 2)}},
+        )
 
 
 def build_state_store(settings: Settings) -> StateStore:

@@ -14,7 +14,18 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.embedders import Embedder
 from selection.errors import EmbedderError, EmbedderTimeout
-from selection.index import LRUCache, ToolIndex, index_key, text_key, tool_texts
+from selection.index import (
+    MAX_TOOL_TEXT_CHARS,
+    LRUCache,
+    ToolIndex,
+    index_key,
+    text_key,
+    tool_texts,
+)
+
+
+#: Texts per embedder call when embedding many (a catalogue's tool texts).
+EMBED_CHUNK_TEXTS = 256
 
 
 def encodable(text: str) -> str:
@@ -39,7 +50,9 @@ class SelectionEngine:
     ``timeout_s`` bounds a query's embedding (seconds). A catalogue's index is built once;
     a build that outlives ``index_timeout_s`` keeps running
     in the background (the caller gets :class:`EmbedderTimeout` and forwards the full
-    catalogue), so a large cold catalogue is ready for later requests.
+    catalogue), so a large cold catalogue is ready for later requests. At most
+    ``max_builds`` builds embed at once (the others wait their turn); tool texts are
+    clipped to ``max_text_chars`` characters before embedding.
     """
 
     def __init__(
@@ -50,10 +63,15 @@ class SelectionEngine:
         index_cache_size: int,
         timeout_s: float,
         index_timeout_s: float,
+        max_builds: int = 1,
+        max_text_chars: int = MAX_TOOL_TEXT_CHARS,
     ) -> None:
         self.embedder = embedder
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
+        self.max_text_chars = max_text_chars
+        #: Bounds the catalogue builds that embed at once (CPU and the embedder's memory).
+        self._build_slots = asyncio.Semaphore(max_builds)
         self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(vector_cache_size)
         self._indexes: LRUCache[str, ToolIndex] = LRUCache(index_cache_size)
         self._building: dict[str, asyncio.Task[tuple[ToolIndex, float]]] = {}
@@ -67,11 +85,15 @@ class SelectionEngine:
         keys = [text_key(self.embedder.id, text) for text in texts]
         cached = [self._vectors.get(key) for key in keys]
         missing = [i for i, vector in enumerate(cached) if vector is None]
-        if missing:
-            fresh = await self.embedder.embed([texts[i] for i in missing])
-            if fresh.shape[0] != len(missing):
+        # In chunks: each embedder call stays within its own timeout however large the
+        # catalogue, and what was embedded is cached, so a build that fails part-way
+        # resumes where it stopped.
+        for start in range(0, len(missing), EMBED_CHUNK_TEXTS):
+            chunk = missing[start : start + EMBED_CHUNK_TEXTS]
+            fresh = await self.embedder.embed([texts[i] for i in chunk])
+            if fresh.shape[0] != len(chunk):
                 raise EmbedderError("embedder returned a wrong number of vectors")
-            for i, vector in zip(missing, fresh, strict=True):
+            for i, vector in zip(chunk, fresh, strict=True):
                 cached[i] = vector
                 self._vectors.put(keys[i], vector)
         if not cached:
@@ -81,14 +103,15 @@ class SelectionEngine:
     async def _build(
         self, key: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]
     ) -> tuple[ToolIndex, float]:
-        started = time.perf_counter()
-        texts: list[str] = []
-        owners: list[int] = []
-        for position, tool in enumerate(catalog.tools):
-            for text in tool_texts(tool, examples.get(tool.name, ())):
-                texts.append(text)
-                owners.append(position)
-        vectors = await self.embed(texts)
+        async with self._build_slots:
+            started = time.perf_counter()
+            texts: list[str] = []
+            owners: list[int] = []
+            for position, tool in enumerate(catalog.tools):
+                for text in tool_texts(tool, examples.get(tool.name, ()), self.max_text_chars):
+                    texts.append(text)
+                    owners.append(position)
+            vectors = await self.embed(texts)
         index = ToolIndex.build(vectors, owners, len(catalog))
         self._indexes.put(key, index)
         return index, time.perf_counter() - started
@@ -104,11 +127,7 @@ class SelectionEngine:
         index = self._indexes.get(key)
         if index is not None:
             return index, 0.0
-        task = self._building.get(key)
-        if task is None:
-            task = asyncio.create_task(self._build(key, catalog, examples))
-            self._building[key] = task
-            task.add_done_callback(lambda _: self._building.pop(key, None))
+        task = self._start_build(key, catalog, examples)
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.index_timeout_s)
         except TimeoutError as exc:
@@ -116,6 +135,26 @@ class SelectionEngine:
                 f"indexing {len(catalog)} tools takes longer than {self.index_timeout_s} s; "
                 "it continues in the background"
             ) from exc
+
+    def _start_build(
+        self, key: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]
+    ) -> asyncio.Task[tuple[ToolIndex, float]]:
+        task = self._building.get(key)
+        if task is None:
+            task = asyncio.create_task(self._build(key, catalog, examples))
+            self._building[key] = task
+            task.add_done_callback(lambda _: self._building.pop(key, None))
+        return task
+
+    def warm(
+        self, catalog: Catalog, examples: Mapping[str, Sequence[str]]
+    ) -> asyncio.Task[tuple[ToolIndex, float]] | None:
+        """Start indexing ``catalog`` in the background (``toolprune serve --warm``); the
+        build task, or None when the index is cached already."""
+        key = index_key(self.embedder.id, catalog, examples)
+        if self._indexes.get(key) is not None:
+            return None
+        return self._start_build(key, catalog, examples)
 
     async def embed_query(self, query: str) -> np.ndarray:
         """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""

@@ -21,16 +21,31 @@ import numpy as np
 from selection.catalog import Catalog, Tool, fingerprint, name_words
 
 
-def tool_texts(tool: Tool, examples: Sequence[str] = ()) -> list[str]:
+#: Default clip of a tool text, characters: past what a 256-token embedder reads.
+MAX_TOOL_TEXT_CHARS = 2000
+
+
+def tool_texts(
+    tool: Tool, examples: Sequence[str] = (), max_chars: int = MAX_TOOL_TEXT_CHARS
+) -> list[str]:
     """The texts a tool is indexed by: name words with the description; name words with
-    the parameters (name and description each); each example utterance."""
+    the parameters (name and description each); each example utterance. Each is clipped
+    to ``max_chars`` characters, so a huge description never reaches the tokenizer whole
+    (the embedder would keep only its first tokens anyway)."""
     words = name_words(tool.name)
-    texts = [f"{words}: {tool.description}" if tool.description else words]
+    description = tool.description[:max_chars]
+    texts = [f"{words}: {description}" if description else words]
     parameters = tool.parameter_texts()
     if parameters:
-        texts.append(f"{words} ({'; '.join(parameters)})")
-    texts.extend(example for example in examples if example.strip())
-    return texts
+        joined, size = [], 0
+        for text in parameters:  # stop joining once past the clip
+            if size > max_chars:
+                break
+            joined.append(text[:max_chars])
+            size += len(joined[-1]) + 2
+        texts.append(f"{words} ({'; '.join(joined)})")
+    texts.extend(example[:max_chars] for example in examples if example.strip())
+    return [text[:max_chars] for text in texts]
 
 
 K = TypeVar("K")

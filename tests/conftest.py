@@ -42,7 +42,11 @@ def start_proxy(upstream: RunningUpstream) -> Iterator[ProxyFactory]:
     with ExitStack() as stack:
 
         def start(**overrides: object) -> str:
-            settings = Settings(**{"upstream_url": upstream.base_url, **overrides})
+            # Tests wait for a cold catalogue to be indexed (the default forwards it unpruned
+            # after 1.5 s): their first request is pruned like the ones after it.
+            settings = Settings(
+                **{"upstream_url": upstream.base_url, "index_timeout_s": 300.0, **overrides}
+            )
             return stack.enter_context(
                 serve_in_thread(create_app(settings), server_header=False, date_header=False)
             )

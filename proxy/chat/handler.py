@@ -10,6 +10,7 @@ JSON, no tools nor tool block, ``n`` > 1), ``small_catalog``, ``fallback`` (sele
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -27,9 +28,16 @@ from proxy.chat.turn import MetaCall, Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader
 from proxy.http.forwarding import ClientRequest, Forwarder
-from proxy.http.headers import TOOLS_HEADER, Headers, pruning_mode, top_k_override
+from proxy.http.headers import (
+    TOOLS_HEADER,
+    Headers,
+    check_conversation_id,
+    pruning_mode,
+    top_k_override,
+)
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
+from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, UnexpectedSelectionError
 from selection.policy import Policy
@@ -47,12 +55,9 @@ class Decision(StrEnum):
     DRY_RUN = "dry_run"
 
 
-def _parse_json_object(raw: bytes) -> dict[str, Any] | None:
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    return body if isinstance(body, dict) else None
+#: Bodies larger than this are decoded in a worker thread, so the event loop keeps
+#: relaying other streams meanwhile (bytes).
+DECODE_IN_THREAD_BYTES = 256 * 1024
 
 
 def _with_problem(result: str, problem: str) -> str:
@@ -82,6 +87,7 @@ class ChatHandler:
         metrics: Metrics,
         clock: Callable[[], float] = time.time,
         usage: UsageRecorder | None = None,
+        catalogs: CatalogCache | None = None,
     ) -> None:
         self.settings = settings
         self.forwarder = forwarder
@@ -89,7 +95,12 @@ class ChatHandler:
         #: The usage log (``TOOLPRUNE_USAGE_DB``): told of each acting request and fallback.
         self.usage = usage
         self.fallback_log = RateLimitedLog(logger, settings.fallback_log_interval_s)
+        #: Request bodies are decoded through it: a catalogue seen before is not re-parsed.
+        self.catalogs = catalogs if catalogs is not None else CatalogCache(
+            settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
+        )
         self.planner = Planner(
+            catalogs=self.catalogs,
             settings=settings,
             policy=policy,
             engine=engine,
@@ -112,6 +123,7 @@ class ChatHandler:
         try:
             mode = pruning_mode(request.headers)
             top_k = top_k_override(request.headers)
+            check_conversation_id(request.headers, self.settings.max_conversation_id_bytes)
         except InvalidHeader as error:
             await send_error(send, error)
             return
@@ -119,7 +131,7 @@ class ChatHandler:
             self._count(Decision.DISABLED)
             await self.forwarder.forward(request, send)
             return
-        body = _parse_json_object(request.body)
+        body = await self._decode(request.body)
         if body is None or body.get("n") not in (None, 1):
             self._count(Decision.PASSTHROUGH)
             await self.forwarder.forward(request, send)
@@ -177,6 +189,12 @@ class ChatHandler:
             self._log(turn, Decision.PRUNED, selection_s)
             if self.usage is not None:
                 self.usage.record(turn, Decision.PRUNED.value)
+
+    async def _decode(self, raw: bytes) -> dict[str, Any] | None:
+        """The body as a JSON object (None when it is not one), large ones off the loop."""
+        if len(raw) > DECODE_IN_THREAD_BYTES:
+            return await asyncio.to_thread(self.catalogs.decode_body, raw)
+        return self.catalogs.decode_body(raw)
 
     # --- planning ---------------------------------------------------------------
     async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:

@@ -16,9 +16,10 @@ from config.settings import Settings
 from proxy.chat.identity import conversation_id
 from proxy.chat.text_plan import TextPlan, find_text_plan
 from proxy.chat.turn import MetaCall, Turn
-from proxy.http.headers import Headers, header
+from proxy.http.headers import Headers, header, state_key
 from proxy.metrics import Metrics
-from selection.catalog import Catalog, build_catalog, parse_functions, parse_tools
+from selection.catalog import Catalog, build_catalog
+from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError
 from selection.history import ToolChoice, called_tools, read_tool_choice
@@ -103,8 +104,12 @@ class Planner:
         metrics: Metrics,
         on_late_error: Callable[[SelectionError], None],
         clock: Callable[[], float] = time.time,
+        catalogs: CatalogCache | None = None,
     ) -> None:
         self.settings = settings
+        self.catalogs = catalogs if catalogs is not None else CatalogCache(
+            0, max_tool_bytes=settings.max_tool_definition_bytes
+        )
         self.policy = policy
         self.engine = engine
         self.store = store
@@ -123,9 +128,9 @@ class Planner:
             raise NothingToPrune()
         native = None
         if "tools" in body:
-            native = parse_tools(body["tools"])
+            native = self.catalogs.catalog(body["tools"], legacy=False)
         elif "functions" in body:
-            native = parse_functions(body["functions"])
+            native = self.catalogs.catalog(body["functions"], legacy=True)
         text = None
         if self.policy.text_formats:
             min_entries = self.policy.min_catalog_tools + 1
@@ -151,6 +156,9 @@ class Planner:
             conversation = conversation_id(named, view, catalog)
         else:
             conversation = request.conversation
+        conversation = state_key(
+            conversation, headers, shared=self.settings.state_shared_across_credentials
+        )
         choice = request.choice
         if choice.allowed is not None:
             catalog = catalog.restricted_to(set(choice.allowed))

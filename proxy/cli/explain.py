@@ -128,6 +128,10 @@ def format_table(explained: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+#: How long ``explain`` waits for a catalogue's index (seconds): offline, no client waits.
+OFFLINE_INDEX_TIMEOUT_S = 3600.0
+
+
 async def explain(
     body: dict[str, Any], settings: Settings, top_k: int | None, api: str = "auto"
 ) -> dict[str, Any]:
@@ -136,7 +140,10 @@ async def explain(
     api = request_api(body) if api == "auto" else api
     policy = load_policy(settings)
     async with httpx.AsyncClient() as client:
-        engine = build_engine(settings, client)
+        # Offline: wait for the catalogue's index however long it takes.
+        engine = build_engine(
+            settings.model_copy(update={"index_timeout_s": OFFLINE_INDEX_TIMEOUT_S}), client
+        )
         planner = Planner(
             settings=settings,
             policy=policy,

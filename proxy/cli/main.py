@@ -5,37 +5,63 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
 
 from config.settings import Settings
-from proxy.app import create_app
 from proxy.cli import eval as eval_cli
 from proxy.cli import explain as explain_cli
 from proxy.cli import usage as usage_cli
 from proxy.cli.help import HelpFormatter, from_setting
 
+#: The app factory uvicorn imports in each worker process (settings from the environment).
+APP_FACTORY = "proxy.app:create_app_from_env"
+#: The HTTP protocol: uvicorn's httptools one with a header deadline and a connection
+#: bound (its limits are set by the app factory, from the same settings).
+HTTP_PROTOCOL = "proxy.http.server:GuardedHttpProtocol"
 
 def _serve(args: argparse.Namespace) -> int:
     overrides = {
-        key: value
-        for key, value in {"host": args.host, "port": args.port, "upstream_url": args.upstream}.items()
-        if value is not None
+        "TOOLPRUNE_HOST": args.host,
+        "TOOLPRUNE_PORT": None if args.port is None else str(args.port),
+        "TOOLPRUNE_UPSTREAM_URL": args.upstream,
+        "TOOLPRUNE_WARM_FILES": ",".join(str(path) for path in args.warm) if args.warm else None,
     }
-    settings = Settings(**overrides)
+    # Workers are separate processes that build their settings from the environment.
+    os.environ.update({name: value for name, value in overrides.items() if value is not None})
+    settings = Settings()
+    if args.workers > 1 and settings.state_url is None:
+        print(
+            "toolprune serve: --workers > 1 needs TOOLPRUNE_STATE_URL (Redis), so that every "
+            "worker sees each conversation's loaded tools",
+            file=sys.stderr,
+        )
+        return 2
     uvicorn.run(
-        create_app(settings),
+        APP_FACTORY,
+        factory=True,
+        workers=args.workers,
+        http=HTTP_PROTOCOL,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
         access_log=False,
         server_header=False,
         date_header=False,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_s),
+        timeout_graceful_shutdown=settings.shutdown_grace_s,  # type: ignore[arg-type]
     )
     return 0
+
+
+def _workers(value: str) -> int:
+    workers = int(value)
+    if workers < 1:
+        raise argparse.ArgumentTypeError("--workers must be at least 1")
+    return workers
 
 
 EPILOG = """\
@@ -60,13 +86,22 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", formatter_class=HelpFormatter,
         help="run the proxy in the foreground (Ctrl-C stops it)",
         description="Run the proxy in the foreground until interrupted. Every setting comes\n"
-        "from TOOLPRUNE_* environment variables; these options override three of them.",
+        "from TOOLPRUNE_* environment variables; these options override some of them.",
     )
     serve.add_argument("--host", help=f"address to listen on {from_setting('host')}")
     serve.add_argument("--port", type=int, help=f"port to listen on {from_setting('port')}")
     serve.add_argument(
         "--upstream",
         help=f"the model server's OpenAI base URL {from_setting('upstream_url')}",
+    )
+    serve.add_argument(
+        "--workers", type=_workers, default=1,
+        help="worker processes sharing the port (default: 1; more need TOOLPRUNE_STATE_URL)",
+    )
+    serve.add_argument(
+        "--warm", nargs="+", type=Path, metavar="FILE",
+        help="catalogues to index at start-up: JSON tools arrays or request bodies "
+        "(default: $TOOLPRUNE_WARM_FILES, else none)",
     )
     serve.set_defaults(run=_serve)
     evaluate = commands.add_parser(

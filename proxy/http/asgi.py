@@ -7,12 +7,19 @@ that one task owns ``receive``: the disconnect watcher.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 import anyio
 from starlette.types import Message, Receive, Send
 
-from proxy.http.errors import ProxyError, RequestTooLarge
+from proxy.http.errors import (
+    BodyTimeout,
+    ProxyError,
+    RequestHeadersTooLarge,
+    RequestTooLarge,
+    sse_error_event,
+)
 from proxy.http.headers import Headers, header
 
 
@@ -20,15 +27,34 @@ class ClientDisconnected(Exception):
     """The client went away before its request body was complete."""
 
 
-async def read_body(receive: Receive, headers: Headers, limit_bytes: int) -> bytes:
-    """Read the whole request body.
+def check_headers(headers: Headers, max_count: int, max_bytes: int) -> None:
+    """Raises RequestHeadersTooLarge when there are more than ``max_count`` headers or
+    their names and values exceed ``max_bytes`` in total."""
+    if len(headers) > max_count:
+        raise RequestHeadersTooLarge(f"more than {max_count} request headers")
+    if sum(len(name) + len(value) for name, value in headers) > max_bytes:
+        raise RequestHeadersTooLarge(f"request headers exceed {max_bytes} bytes")
 
-    Raises: RequestTooLarge (declared or actual size over ``limit_bytes``),
+
+async def read_body(
+    receive: Receive, headers: Headers, limit_bytes: int, timeout_s: float | None = None
+) -> bytes:
+    """Read the whole request body, within ``timeout_s`` seconds in total (None: no limit).
+
+    Raises: RequestTooLarge (declared or actual size over ``limit_bytes``), BodyTimeout,
     ClientDisconnected.
     """
     declared = header(headers, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
         raise RequestTooLarge(f"request body exceeds {limit_bytes} bytes")
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await _read_chunks(receive, limit_bytes)
+    except TimeoutError:
+        raise BodyTimeout(f"request body not received within {timeout_s} s") from None
+
+
+async def _read_chunks(receive: Receive, limit_bytes: int) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:
@@ -42,6 +68,41 @@ async def read_body(receive: Receive, headers: Headers, limit_bytes: int) -> byt
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
+
+
+class TrackedSend:
+    """Wraps ``send``, remembering how far the response went: started (and its
+    ``Content-Type``), complete."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+        self.complete = False
+        self.content_type = b""
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            self.content_type = header(message.get("headers", []), b"content-type") or b""
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.complete = True
+        await self._send(message)
+
+    @property
+    def streaming_events(self) -> bool:
+        """An SSE response has started and not ended."""
+        return self.started and not self.complete and self.content_type.startswith(
+            b"text/event-stream"
+        )
+
+    async def end_with(self, error: ProxyError) -> None:
+        """End the response with ``error``: the OpenAI-shaped error response when nothing
+        was sent yet, an SSE ``error`` event when an event stream is open; otherwise
+        nothing can be added (the server closes the connection)."""
+        if not self.started:
+            await send_error(self, error)
+        elif self.streaming_events:
+            await send_body(self, sse_error_event(error), more=False)
 
 
 async def start_response(send: Send, status: int, headers: Headers) -> None:
@@ -62,11 +123,13 @@ async def send_complete(send: Send, status: int, headers: Headers, body: bytes) 
     await send_body(send, body, more=False)
 
 
-async def send_error(send: Send, error: ProxyError) -> None:
-    """Answer with the error's status and OpenAI-shaped JSON body."""
-    await send_complete(
-        send, error.status_code, [(b"content-type", b"application/json")], error.body()
-    )
+async def send_error(send: Send, error: ProxyError, *, close: bool = False) -> None:
+    """Answer with the error's status and OpenAI-shaped JSON body; ``close`` asks the
+    server to close the connection after it (``Connection: close``)."""
+    headers = [(b"content-type", b"application/json")]
+    if close:
+        headers.append((b"connection", b"close"))
+    await send_complete(send, error.status_code, headers, error.body())
 
 
 async def run_until_disconnect(receive: Receive, handler: Callable[[], Awaitable[None]]) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from contextvars import ContextVar
+from http import HTTPStatus
 
 #: The error shape of the request being served: ``"openai"`` or ``"anthropic"``. Set
 #: per request by the app from the path; every task the request starts inherits it.
@@ -47,6 +48,11 @@ class ProxyError(Exception):
             return anthropic_error_body(self.message, self.status_code)
         return error_body(self.message, self.error_type, self.code)
 
+    @property
+    def reason(self) -> str:
+        """The status line's reason phrase (RFC 9110 §15)."""
+        return HTTPStatus(self.status_code).phrase
+
 
 class UpstreamUnavailable(ProxyError):
     """The upstream could not be reached (connection refused, DNS, reset): HTTP 502."""
@@ -78,6 +84,48 @@ class RequestTooLarge(ProxyError):
     status_code = 413
     error_type = "invalid_request_error"
     code = "request_too_large"
+
+
+class RequestHeadersTooLarge(ProxyError):
+    """More request headers, or more header bytes, than the proxy accepts: HTTP 431
+    (RFC 6585 §5)."""
+
+    status_code = 431
+    error_type = "invalid_request_error"
+    code = "request_headers_too_large"
+
+
+class HeaderTimeout(ProxyError):
+    """The request's headers did not arrive within ``header_timeout_s``: HTTP 408."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    code = "request_timeout"
+
+
+class BodyTimeout(ProxyError):
+    """The request's body did not arrive within ``body_timeout_s``: HTTP 408."""
+
+    status_code = 408
+    error_type = "invalid_request_error"
+    code = "request_timeout"
+
+
+class ConnectionLimit(ProxyError):
+    """The process already holds ``max_connections`` connections: HTTP 503."""
+
+    status_code = 503
+    error_type = "server_error"
+    code = "too_many_connections"
+
+
+class ShuttingDown(ProxyError):
+    """The proxy stopped before this request was served (shutdown grace period over):
+    HTTP 503, or an SSE error event on a stream already started."""
+
+    status_code = 503
+    error_type = "server_error"
+    code = "proxy_shutting_down"
 
 
 class UpstreamResponseInvalid(ProxyError):

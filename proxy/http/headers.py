@@ -7,6 +7,7 @@ Hop-by-hop headers follow RFC 9110 §7.6.1: the fixed set below plus every name 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Iterable
 
@@ -101,3 +102,26 @@ def top_k_override(headers: Headers) -> int | None:
     if not text.isdigit() or len(text) > len(str(MAX_TOP_K)) or int(text) > MAX_TOP_K:
         raise InvalidHeader(f"X-Tool-Pruning-Top-K must be an integer from 0 to {MAX_TOP_K}")
     return int(text)
+
+
+#: Request headers that carry the client's credential, in the order they are looked for.
+CREDENTIAL_HEADERS = (b"authorization", b"api-key", b"x-api-key")
+
+
+def check_conversation_id(headers: Headers, max_bytes: int) -> None:
+    """Raises InvalidHeader when ``X-Conversation-Id`` is longer than ``max_bytes``."""
+    value = header(headers, b"x-conversation-id")
+    if value is not None and len(value) > max_bytes:
+        raise InvalidHeader(f"X-Conversation-Id must be at most {max_bytes} bytes")
+
+
+def state_key(conversation: str, headers: Headers, *, shared: bool) -> str:
+    """The key of a conversation's state: its id, scoped by a hash of the request's
+    credential (first of ``CREDENTIAL_HEADERS`` present) unless ``shared``, so a client
+    with another key can neither read nor plant loads in it. No credential: the id."""
+    if shared:
+        return conversation
+    credential = next((v for name in CREDENTIAL_HEADERS if (v := header(headers, name))), None)
+    if credential is None:
+        return conversation
+    return "c:" + hashlib.sha256(credential).hexdigest()[:24] + ":" + conversation

@@ -17,6 +17,14 @@ import httpx
 from config.settings import Settings
 from proxy.http.errors import UpstreamStreamBroken, UpstreamTimeout, UpstreamUnavailable
 from proxy.http.headers import Headers
+from proxy.http.pools import ShardedTransport
+from proxy.log import get_logger
+
+logger = get_logger("upstream")
+
+
+#: Connections one pool opens and keeps alive at most.
+CONNECTIONS_PER_POOL = 64
 
 
 def create_client(settings: Settings) -> httpx.AsyncClient:
@@ -25,7 +33,9 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
     Connect timeout ``connect_timeout_s``; read timeout ``idle_timeout_s`` applies to each
     read (time between two chunks), so a long stream never hits a total timeout.
     Only failed connects are retried (httpx transport ``retries``), never a sent request.
-    Cookies the upstream sets are never stored (a reject-all cookie policy).
+    Cookies the upstream sets are never stored (a reject-all cookie policy). Requests are
+    spread over ``upstream_pools`` connection pools (:mod:`proxy.pools`), each keeping up
+    to ``CONNECTIONS_PER_POOL`` connections alive.
     """
     timeout = httpx.Timeout(
         connect=settings.connect_timeout_s,
@@ -33,9 +43,11 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
         write=settings.idle_timeout_s,
         pool=settings.connect_timeout_s,
     )
-    transport = httpx.AsyncHTTPTransport(
-        retries=settings.connect_retries,
-        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+    limits = httpx.Limits(
+        max_connections=CONNECTIONS_PER_POOL, max_keepalive_connections=CONNECTIONS_PER_POOL
+    )
+    transport = ShardedTransport(
+        settings.upstream_pools, retries=settings.connect_retries, limits=limits
     )
     return httpx.AsyncClient(
         transport=transport,
@@ -43,6 +55,18 @@ def create_client(settings: Settings) -> httpx.AsyncClient:
         follow_redirects=False,
         cookies=CookieJar(policy=DefaultCookiePolicy(allowed_domains=[])),
     )
+
+
+class _ConnectionTrace:
+    """httpcore trace events of one request: whether it opened a new connection (a
+    ``connection.connect_tcp`` event) rather than reusing a pooled one."""
+
+    def __init__(self) -> None:
+        self.opened = False
+
+    async def trace(self, event: str, info: dict[str, object]) -> None:
+        if event.startswith(("connection.connect_tcp", "connection.connect_unix_socket")):
+            self.opened = True
 
 
 class Upstream:
@@ -77,17 +101,37 @@ class Upstream:
         Returns the streaming response and the seconds the upstream took to answer with
         headers. The caller must ``aclose()`` the response.
 
+        A request that provably never reached the upstream is sent again, once: it went out
+        on a pooled (reused) connection that the upstream had closed, which failed before
+        any byte of a response (the keep-alive race of RFC 9112 §9.3.1: the server closed
+        an idle connection as the client reused it). A fresh connection's failure, or any
+        timeout, is never retried.
+
         Raises: UpstreamUnavailable, UpstreamTimeout.
         """
-        request = self.client.build_request(method, url, headers=headers, content=content)
         started = time.perf_counter()
-        try:
-            response = await self.client.send(request, stream=True)
-        except httpx.TimeoutException as exc:
-            raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
-        except httpx.TransportError as exc:
-            raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
-        return response, time.perf_counter() - started
+        for attempt in (1, 2):
+            connection = _ConnectionTrace()
+            request = self.client.build_request(
+                method, url, headers=headers, content=content,
+                extensions={"trace": connection.trace},
+            )
+            try:
+                response = await self.client.send(request, stream=True)
+            except httpx.TimeoutException as exc:
+                raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+                if attempt == 1 and not connection.opened:
+                    logger.info(
+                        "upstream_retry_stale_connection",
+                        extra={"fields": {"error": type(exc).__name__}},
+                    )
+                    continue
+                raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+            except httpx.TransportError as exc:
+                raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+            return response, time.perf_counter() - started
+        raise AssertionError("unreachable")
 
     async def probe(self, timeout_s: float) -> bool:
         """True when ``GET {upstream_url}/models`` answers with any status below 500."""

@@ -9,27 +9,72 @@ import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proxy.chat.identity import log_id
 from proxy.chat.turn import Turn
-from proxy.usage.history import history_calls, last_user_text
+from proxy.usage.history import HistoryCall, history_calls, last_user_text
 from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
-from selection.catalog import canonical_json
+from selection.catalog import Catalog, canonical_json
 
 
 @dataclass(frozen=True)
 class ActingEvent:
-    """One served acting request, as queued by :meth:`proxy.usage.writer.UsageLog.record`."""
+    """One served acting request, as queued by :meth:`proxy.usage.writer.UsageLog.record`:
+    what the writer needs of it, extracted on the request path, so the queue never holds a
+    request body (a locked database must not keep whole requests alive). ``catalog`` is
+    kept only while the catalogue's tool sizes may not be written yet."""
 
     ts: float
-    turn: Turn
     decision: str
     number: int
     forwarded: tuple[str, ...]
     meta_events: tuple[Mapping[str, Any], ...]
     response_calls: tuple[str, ...]
+    conversation: str  # log_id: a hash, never the id
+    catalog_fingerprint: str
+    catalog: Catalog | None
+    path: str
+    offered: int
+    schema_bytes_saved: int
+    rounds: int
+    history: tuple[HistoryCall, ...]
+    user_text: str | None  # only with store_text and response calls
+    messages: int
+    response_read: bool
+
+    @classmethod
+    def of(
+        cls, turn: Turn, decision: str, ts: float, *, store_text: bool, written: set[str]
+    ) -> ActingEvent:
+        """Extract ``turn``'s fields; ``written``: catalogue fingerprints already stored."""
+        messages = turn.body.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        text_names = set(turn.catalog.names) if turn.text is not None else None
+        history = history_calls(messages, text_names)
+        if not store_text:
+            history = [replace(call, user_text=None) for call in history]
+        fingerprint = turn.catalog.fingerprint
+        return cls(
+            ts=ts,
+            decision=decision,
+            number=turn.selection.state.turn,
+            forwarded=tuple(tool.name for tool in turn.selection.tools),
+            meta_events=tuple(turn.meta_events),
+            response_calls=tuple(turn.response_calls),
+            conversation=log_id(turn.conversation),
+            catalog_fingerprint=fingerprint,
+            catalog=None if fingerprint in written else turn.catalog,
+            path=turn.path,
+            offered=turn.offered,
+            schema_bytes_saved=turn.schema_bytes_saved(),
+            rounds=turn.rounds,
+            history=tuple(history),
+            user_text=last_user_text(messages) if store_text and turn.response_calls else None,
+            messages=len(messages),
+            response_read=decision == "pruned" and turn.native is not None,
+        )
 
 
 @dataclass(frozen=True)
@@ -53,10 +98,9 @@ def write_acting(
     examples when ``store_text``) in ``db``'s open transaction; update ``previous`` (the
     last request per conversation hash, most recent last) and ``catalogs`` (fingerprints
     whose sizes are stored)."""
-    turn = event.turn
-    conversation = log_id(turn.conversation)
-    catalog = turn.catalog.fingerprint
-    if catalog not in catalogs:
+    conversation = event.conversation
+    catalog = event.catalog_fingerprint
+    if catalog not in catalogs and event.catalog is not None:
         db.executemany(
             "INSERT OR IGNORE INTO catalog_tools (catalog, position, tool, size_bytes, "
             "definition, ts) VALUES (?, ?, ?, ?, ?, ?)",
@@ -69,7 +113,7 @@ def write_acting(
                     canonical_json(tool.definition).decode("utf-8", errors="replace"),
                     event.ts,
                 )
-                for position, tool in enumerate(turn.catalog.tools)
+                for position, tool in enumerate(event.catalog.tools)
             ],
         )
         catalogs.add(catalog)
@@ -89,21 +133,18 @@ def write_acting(
             conversation,
             catalog,
             event.number,
-            turn.path,
-            turn.offered,
+            event.path,
+            event.offered,
             len(event.forwarded),
-            turn.schema_bytes_saved(),
+            event.schema_bytes_saved,
             len(event.meta_events),
             json.dumps(loaded),
-            turn.rounds,
+            event.rounds,
         ),
     )
-    messages = turn.body.get("messages")
-    messages = messages if isinstance(messages, list) else []
     forwarded = frozenset(event.forwarded)
     before = previous.get(conversation)
-    text_names = set(turn.catalog.names) if turn.text is not None else None
-    for call in history_calls(messages, text_names):
+    for call in event.history:
         if db.execute(
             "SELECT 1 FROM calls WHERE conversation = ? AND call_key = ?",
             (conversation, call.key),
@@ -123,7 +164,7 @@ def write_acting(
             number = before.turn
         _insert_call(db, event.ts, conversation, catalog, call.tool, number, status,
                      "history", call.key, call.user_text, store_text)
-    user_text = last_user_text(messages) if event.response_calls else None
+    user_text = event.user_text
     for name in event.response_calls:
         status = LOADED if name in loaded else FORWARDED if name in forwarded else MISS
         _insert_call(db, event.ts, conversation, catalog, name, event.number, status,
@@ -131,8 +172,8 @@ def write_acting(
     previous[conversation] = PreviousRequest(
         turn=event.number,
         forwarded=forwarded,
-        response_read=event.decision == "pruned" and turn.native is not None,
-        messages=len(messages),
+        response_read=event.response_read,
+        messages=event.messages,
     )
     previous.move_to_end(conversation)
 

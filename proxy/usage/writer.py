@@ -111,14 +111,8 @@ class UsageLog:
     def record(self, turn: Turn, decision: str) -> None:
         """Queue one served acting request (never raises, never blocks)."""
         try:
-            event = ActingEvent(
-                ts=self.clock(),
-                turn=turn,
-                decision=decision,
-                number=turn.selection.state.turn,
-                forwarded=tuple(tool.name for tool in turn.selection.tools),
-                meta_events=tuple(turn.meta_events),
-                response_calls=tuple(turn.response_calls),
+            event = ActingEvent.of(
+                turn, decision, self.clock(), store_text=self.store_text, written=self._catalogs
             )
         except Exception:  # noqa: BLE001 - the log must never fail a request
             self._count(dropped=1)

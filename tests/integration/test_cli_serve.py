@@ -1,8 +1,10 @@
 """`toolprune serve` as a real process: it serves, and on SIGTERM lets in-flight streams
-finish before it exits (graceful shutdown)."""
+finish before it exits (graceful shutdown); what the grace period cuts ends with an error
+the client can read."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,15 +18,22 @@ import pytest
 
 from tests.conftest import RunningUpstream
 from tests.support.servers import free_port
-from tests.support.upstream import SSE
+from tests.support.upstream import SSE, Hang
 
 STARTUP_DEADLINE_S = 60.0
 
 
 @pytest.fixture
-def served_proxy(upstream: RunningUpstream) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+def grace_s() -> str:
+    return "20"
+
+
+@pytest.fixture
+def served_proxy(
+    upstream: RunningUpstream, grace_s: str
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
-    env = {**os.environ, "TOOLPRUNE_SHUTDOWN_GRACE_S": "20"}
+    env = {**os.environ, "TOOLPRUNE_SHUTDOWN_GRACE_S": grace_s}
     process = subprocess.Popen(
         [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port), "--upstream", upstream.base_url],
         env=env,
@@ -66,3 +75,38 @@ def test_sigterm_lets_an_in_flight_stream_finish(
         received += b"".join(chunks)
     assert received == first + b"data: [DONE]\n\n"
     assert process.wait(20) in (0, -signal.SIGTERM)  # uvicorn re-raises the signal it handled
+
+
+@pytest.mark.parametrize("grace_s", ["0.5"])
+def test_sigterm_past_the_grace_period_ends_streams_with_an_error_event_and_answers_503(
+    upstream: RunningUpstream, served_proxy: tuple[subprocess.Popen[bytes], str]
+) -> None:
+    process, origin = served_proxy
+    first = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+    never = threading.Event()
+    upstream.upstream.script(SSE([first, b"data: [DONE]\n\n"], gate=never, gate_after=1), Hang())
+    stream_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    plain_body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    plain: dict[str, httpx.Response] = {}
+
+    def post_plain() -> None:
+        plain["response"] = httpx.post(origin + "/v1/chat/completions", json=plain_body, timeout=30)
+
+    with httpx.stream("POST", origin + "/v1/chat/completions", json=stream_body, timeout=30) as response:
+        chunks = response.iter_raw()
+        received = next(chunks)
+        waiter = threading.Thread(target=post_plain)
+        waiter.start()
+        upstream.upstream.wait_for_requests(2)  # both requests are in flight upstream
+        process.send_signal(signal.SIGTERM)
+        received += b"".join(chunks)
+    waiter.join(30)
+    assert received.startswith(first)
+    event = received[len(first):]
+    assert event.startswith(b"event: error\ndata: ") and b"[DONE]" not in event
+    assert json.loads(event.split(b"data: ", 1)[1])["error"]["code"] == "proxy_shutting_down"
+    answer = plain["response"]
+    assert answer.status_code == 503
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.json()["error"]["code"] == "proxy_shutting_down"
+    assert process.wait(20) in (0, -signal.SIGTERM)

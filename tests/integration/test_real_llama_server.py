@@ -51,7 +51,7 @@ def llama() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def proxy(llama: str) -> Iterator[str]:
-    settings = Settings(upstream_url=llama + "/v1", idle_timeout_s=CLIENT_TIMEOUT_S)
+    settings = Settings(upstream_url=llama + "/v1", idle_timeout_s=CLIENT_TIMEOUT_S, index_timeout_s=300.0)
     with serve_in_thread(create_app(settings), server_header=False, date_header=False) as origin:
         yield origin
 

@@ -174,7 +174,7 @@ def running_proxy(**settings: Any) -> Iterator[Proxy]:
     upstream = ModelUpstream()
     with ExitStack() as stack:
         origin = stack.enter_context(serve_in_thread(upstream.app))
-        app = create_app(Settings(upstream_url=origin + "/v1", **settings))
+        app = create_app(Settings(upstream_url=origin + "/v1", index_timeout_s=300.0, **settings))
         proxy_origin = stack.enter_context(serve_in_thread(app, server_header=False, date_header=False))
         yield Proxy(proxy_origin, app, upstream)
 

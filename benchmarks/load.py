@@ -1,0 +1,451 @@
+"""Load: N concurrent streaming clients for a set time, direct to a fast upstream and through
+``toolprune serve``, in one run, side by side.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/load.py --streams 50,200          # ~2 minutes
+    PYTHONPATH=. python benchmarks/load.py --workers 2 --streams 200  # proxy with 2 workers
+    PYTHONPATH=. python benchmarks/load.py --help
+
+Every client loops for ``--duration-s``: it sends a streaming chat request (the 117-tool
+GitHub MCP catalogue with pruning on, so the proxy parses, selects and rewrites every
+request) and reads the SSE response to ``[DONE]``. The upstream (its own process, below)
+streams ``--chunks`` chunks ``--chunk-interval-ms`` apart, so a stream lasts about
+``chunks x interval`` when nothing queues: a proxy that keeps up shows the direct rate.
+
+Measured per target and stream count: completed streams per second, first body byte and
+whole-stream latency (p50/p99, from sending the request), errors (non-200, a stream without
+``[DONE]``, a connection failure), and the proxy's peak resident memory (RSS, summed over
+its worker processes) and open file descriptors, sampled from ``/proc`` every 0.25 s.
+Direct and proxied windows alternate (``--rounds``), since the machine is shared.
+
+Clients are raw asyncio connections (one keep-alive connection each) parsed with
+``httptools`` (the C parser uvicorn uses), so the load generator costs little CPU next to
+the servers it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httptools
+import httpx
+import numpy as np
+
+from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
+from tests.support.data import REAL_CATALOGS
+
+DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
+CHAT = "/v1/chat/completions"
+STARTUP_TIMEOUT_S = 240.0
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+#: A minimal OpenAI-compatible streaming upstream (raw ASGI under uvicorn): reads the body,
+#: then streams ``chunks`` chat.completion.chunk events ``interval`` seconds apart and
+#: ``[DONE]``; ``GET /v1/models`` answers for readiness.
+UPSTREAM_MAIN = r"""
+import asyncio, json, sys
+import uvicorn
+
+HOST, PORT, CHUNKS, INTERVAL = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+
+def event(delta, finish=None):
+    chunk = {"id": "chatcmpl-load", "object": "chat.completion.chunk", "created": 0,
+             "model": "load", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+FIRST = event({"role": "assistant", "content": ""})
+TOKEN = event({"content": "tok "})
+LAST = event({}, "stop") + b"data: [DONE]\n\n"
+MODELS = json.dumps({"object": "list", "data": [{"id": "load", "object": "model"}]}).encode()
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        more = message.get("more_body", False)
+    if scope["method"] == "GET":
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": MODELS})
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream")]})
+    await send({"type": "http.response.body", "body": FIRST, "more_body": True})
+    for _ in range(CHUNKS):
+        await asyncio.sleep(INTERVAL)
+        await send({"type": "http.response.body", "body": TOKEN, "more_body": True})
+    await send({"type": "http.response.body", "body": LAST})
+
+uvicorn.run(app, host=HOST, port=PORT, log_level="warning", access_log=False,
+            backlog=4096, timeout_keep_alive=60)
+"""
+
+QUERIES = [
+    "List the open pull requests in octocat/hello-world and show me the failing checks.",
+    "Create an issue in acme/api titled 'Login fails on Safari' and label it bug.",
+    "What changed in the last three commits on the main branch of acme/web?",
+    "Search the code of acme/api for uses of the deprecated fetch_user function.",
+    "Re-run the failed jobs of the latest workflow run in acme/infra.",
+    "Who reviewed pull request 42 in acme/web, and were there requested changes?",
+    "Get the contents of README.md on the develop branch of acme/docs.",
+    "Show the Dependabot alerts for acme/api sorted by severity.",
+]
+
+
+def request_bytes(host: str, port: int, body: bytes, client: int) -> bytes:
+    head = (
+        f"POST {CHAT} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        f"X-Conversation-Id: load-{client}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def build_requests(catalog: Path, host: str, port: int, clients: int) -> list[list[bytes]]:
+    """Per client, the raw requests it rotates through (one per query)."""
+    tools = json.loads(catalog.read_text())
+    bodies = [
+        json.dumps({
+            "model": "load",
+            "stream": True,
+            "max_tokens": 64,
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": query},
+            ],
+            "tools": tools,
+        }).encode()
+        for query in QUERIES
+    ]
+    return [[request_bytes(host, port, body, c) for body in bodies] for c in range(clients)]
+
+
+# --- one streaming client ----------------------------------------------------------------
+class _Response:
+    """httptools callbacks for one response: status, first body byte, end, [DONE] seen."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.first: float | None = None
+        self.complete = False
+        self.tail = b""
+        self.keep_alive = True
+
+    def on_status(self, status: bytes) -> None:
+        pass
+
+    def on_body(self, body: bytes) -> None:
+        if self.first is None:
+            self.first = time.perf_counter()
+        self.tail = (self.tail + body)[-64:]
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+@dataclass
+class Samples:
+    first: list[float] = field(default_factory=list)
+    total: list[float] = field(default_factory=list)
+    errors: int = 0
+    error_kinds: dict[str, int] = field(default_factory=dict)
+
+    def fail(self, kind: str) -> None:
+        self.errors += 1
+        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
+
+
+async def client_loop(
+    host: str, port: int, requests: list[bytes], deadline: float, samples: Samples
+) -> None:
+    """Send streaming requests one after another until ``deadline`` (perf_counter)."""
+    reader: asyncio.StreamReader | None = None
+    writer: asyncio.StreamWriter | None = None
+    i = 0
+    while time.perf_counter() < deadline:
+        try:
+            if writer is None:
+                reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+            assert reader is not None
+            response = _Response()
+            parser = httptools.HttpResponseParser(response)
+            started = time.perf_counter()
+            writer.write(requests[i % len(requests)])
+            i += 1
+            while not response.complete:
+                data = await reader.read(65536)
+                if not data:
+                    raise ConnectionError("closed mid-response")
+                parser.feed_data(data)
+            end = time.perf_counter()
+            status = parser.get_status_code()
+            if status != 200:
+                samples.fail(f"http {status}")
+            elif b"[DONE]" not in response.tail or response.first is None:
+                samples.fail("no [DONE]")
+            else:
+                samples.first.append(response.first - started)
+                samples.total.append(end - started)
+            if not parser.should_keep_alive():
+                writer.close()
+                writer = None
+        except (OSError, ConnectionError, httptools.HttpParserError) as error:
+            samples.fail(type(error).__name__)
+            if writer is not None:
+                writer.close()
+            writer = None
+            await asyncio.sleep(0.05)
+    if writer is not None:
+        writer.close()
+
+
+# --- process sampling ---------------------------------------------------------------------
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, []))
+    return tree
+
+
+def rss_and_fds(pid: int) -> tuple[float, int]:
+    """Resident MiB and open fds, summed over ``pid``'s process tree."""
+    rss_pages, fds = 0, 0
+    for member in process_tree(pid):
+        try:
+            with open(f"/proc/{member}/statm") as statm:
+                rss_pages += int(statm.read().split()[1])
+            fds += len(os.listdir(f"/proc/{member}/fd"))
+        except (OSError, ValueError, IndexError):
+            continue
+    return rss_pages * PAGE_SIZE / 2**20, fds
+
+
+@dataclass
+class Peak:
+    rss_mib: float = 0.0
+    fds: int = 0
+
+
+async def sample_peak(pid: int | None, peak: Peak, stop: asyncio.Event) -> None:
+    while pid is not None and not stop.is_set():
+        rss, fds = rss_and_fds(pid)
+        peak.rss_mib, peak.fds = max(peak.rss_mib, rss), max(peak.fds, fds)
+        try:
+            await asyncio.wait_for(stop.wait(), 0.25)
+        except TimeoutError:
+            pass
+
+
+# --- windows ------------------------------------------------------------------------------
+@dataclass
+class Result:
+    target: str
+    streams: int
+    samples: Samples = field(default_factory=Samples)
+    seconds: float = 0.0
+    peak: Peak = field(default_factory=Peak)
+
+    @property
+    def rate(self) -> float:
+        return len(self.samples.total) / self.seconds if self.seconds else 0.0
+
+
+async def window(
+    port: int, requests: list[list[bytes]], streams: int, duration_s: float,
+    pid: int | None, result: Result,
+) -> None:
+    stop = asyncio.Event()
+    sampler = asyncio.create_task(sample_peak(pid, result.peak, stop))
+    started = time.perf_counter()
+    deadline = started + duration_s
+    await asyncio.gather(*(
+        client_loop(HOST, port, requests[c], deadline, result.samples) for c in range(streams)
+    ))
+    result.seconds += time.perf_counter() - started
+    stop.set()
+    await sampler
+
+
+async def wait_ready(server: Server, path: str, ready: Callable[[httpx.Response], bool]) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    async with httpx.AsyncClient(timeout=30) as client:
+        while True:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"{server.name} exited during startup:\n{server.log_tail()}")
+            try:
+                if ready(await client.get(server.origin + path)):
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{server.name} not ready after {STARTUP_TIMEOUT_S} s")
+            await asyncio.sleep(0.2)
+
+
+async def wait_pruning(origin: str, body: bytes) -> float:
+    """Send the catalogue until a response comes back pruned (the first embed it)."""
+    started = time.monotonic()
+    async with httpx.AsyncClient(timeout=300) as client:
+        while time.monotonic() - started < STARTUP_TIMEOUT_S:
+            response = await client.post(origin + CHAT, content=body,
+                                         headers={"content-type": "application/json"})
+            if response.status_code == 200 and "x-tool-pruning-tools" in response.headers:
+                return time.monotonic() - started
+            await asyncio.sleep(0.5)
+    raise TimeoutError("the proxy never pruned the catalogue")
+
+
+# --- report -------------------------------------------------------------------------------
+def ms(values: list[float], q: float) -> str:
+    return f"{np.percentile(values, q) * 1000:8.0f}" if values else f"{'-':>8}"
+
+
+def print_table(results: list[Result]) -> None:
+    print()
+    print(f"{'streams':>7}  {'target':<6}  {'streams/s':>9}  {'of direct':>9}  "
+          f"{'first p50':>9}  {'first p99':>9}  {'total p50':>9}  {'total p99':>9}  "
+          f"{'errors':>6}  {'RSS MiB':>7}  {'fds':>5}")
+    direct_rate: dict[int, float] = {}
+    for result in results:
+        if result.target == "direct":
+            direct_rate[result.streams] = result.rate
+        base = direct_rate.get(result.streams)
+        ratio = f"{result.rate / base:9.2f}" if base else f"{'':>9}"
+        s = result.samples
+        rss = f"{result.peak.rss_mib:7.0f}" if result.peak.rss_mib else f"{'-':>7}"
+        fds = f"{result.peak.fds:5d}" if result.peak.fds else f"{'-':>5}"
+        print(f"{result.streams:7d}  {result.target:<6}  {result.rate:9.1f}  {ratio}  "
+              f"{ms(s.first, 50)} ms{ms(s.first, 99)} ms{ms(s.total, 50)} ms"
+              f"{ms(s.total, 99)} ms  {s.errors:6d}  {rss}  {fds}")
+    kinds = {f"{r.target}/{r.streams}": r.samples.error_kinds for r in results if r.samples.errors}
+    if kinds:
+        print("errors by kind:", kinds)
+
+
+# --- main ---------------------------------------------------------------------------------
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", default="50,200",
+                        help="comma-separated concurrent stream counts (default 50,200)")
+    parser.add_argument("--duration-s", type=float, default=10.0,
+                        help="seconds of one measurement window (default 10)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="windows per target per stream count, alternating (default 2)")
+    parser.add_argument("--chunks", type=int, default=40,
+                        help="content chunks per upstream stream (default 40)")
+    parser.add_argument("--chunk-interval-ms", type=float, default=100.0,
+                        help="upstream pause before each chunk, ms (default 100: 4 s streams, "
+                        "10 tokens/s each)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="toolprune serve --workers (default 1; >1 starts a redis-server)")
+    parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
+                        help=f"tools JSON array (default {DEFAULT_CATALOG})")
+    parser.add_argument("--proxy-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
+    args = parser.parse_args(argv)
+    args.streams = [int(s) for s in args.streams.split(",") if s.strip()]
+    return args
+
+
+async def run(args: argparse.Namespace, log_dir: Path) -> None:
+    up_port, proxy_port = free_port(), free_port()
+    env = clean_env("warning")
+    env.update(item.split("=", 1) for item in args.proxy_env)
+    servers: list[Server] = []
+    redis = None
+    try:
+        upstream = start_server(
+            "upstream",
+            [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port), str(args.chunks),
+             str(args.chunk_interval_ms / 1000)],
+            up_port, log_dir, env,
+        )
+        servers.append(upstream)
+        if args.workers > 1:
+            from tests.support.redis_server import RedisServer
+
+            redis = RedisServer()
+            redis.start()
+            env["TOOLPRUNE_STATE_URL"] = redis.url
+        proxy = start_server(
+            "proxy",
+            [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port",
+             str(proxy_port), "--upstream", f"{upstream.origin}/v1",
+             *(["--workers", str(args.workers)] if args.workers > 1 else [])],
+            proxy_port, log_dir, env,
+        )
+        servers.append(proxy)
+        await wait_ready(upstream, "/v1/models", lambda r: r.status_code == 200)
+        await wait_ready(proxy, "/readyz", lambda r: r.status_code == 200)
+        probe = build_requests(args.catalog, HOST, proxy_port, 1)[0][0]
+        took = await wait_pruning(proxy.origin, probe.split(b"\r\n\r\n", 1)[1])
+        load = os.getloadavg()
+        print(f"toolprune load benchmark: python {platform.python_version()}, "
+              f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        print(f"upstream: {args.chunks} chunks x {args.chunk_interval_ms:g} ms per stream; "
+              f"proxy: toolprune serve, {args.workers} worker(s); body: {args.catalog.name} "
+              f"tools, pruning on; {args.rounds} x {args.duration_s:g} s windows per target; "
+              f"catalogue warm-up {took:.1f} s")
+        targets = {"direct": (up_port, None), "proxy": (proxy_port, proxy.process.pid)}
+        results: list[Result] = []
+        for streams in args.streams:
+            per_target = {name: Result(name, streams) for name in targets}
+            for round_index in range(args.rounds):
+                names = list(targets) if round_index % 2 == 0 else list(targets)[::-1]
+                for name in names:
+                    port, pid = targets[name]
+                    requests = build_requests(args.catalog, HOST, port, streams)
+                    await window(port, requests, streams, args.duration_s, pid, per_target[name])
+            results.extend(per_target.values())
+        print_table(results)
+        idle_rss, idle_fds = rss_and_fds(proxy.process.pid)
+        print(f"proxy after the run: RSS {idle_rss:.0f} MiB, {idle_fds} fds")
+    except BaseException:
+        for server in servers:
+            tail = server.log_tail()
+            if tail:
+                print(f"--- {server.name} log tail ---\n{tail}", file=sys.stderr)
+        raise
+    finally:
+        for server in reversed(servers):
+            server.stop()
+        if redis is not None:
+            redis.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="toolprune-load-") as log_dir:
+        asyncio.run(run(args, Path(log_dir)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

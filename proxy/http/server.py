@@ -1,0 +1,136 @@
+"""The HTTP server's connection guards: a deadline for request headers and a bound on open
+connections, on top of uvicorn's ``httptools`` protocol.
+
+uvicorn has no timeout for receiving a request (its keep-alive timer restarts on every byte
+received), so a client that trickles a header line every few seconds holds a connection,
+and its memory, forever; nor a bound on connections (``limit_concurrency`` answers 503 only
+once a request's headers are complete). :class:`GuardedHttpProtocol` adds both:
+
+* headers must be complete within ``header_timeout_s`` of the request's first byte (or of
+  the connection's opening): past it the client gets ``408 Request Timeout`` (OpenAI-shaped
+  JSON) and the connection is closed; the body has its own deadline in the app
+  (:func:`proxy.http.asgi.read_body`);
+* a connection beyond ``max_connections`` is answered ``503`` and closed at once.
+
+Protocol per RFC 9110 §15.5.9 (408) and §15.6.4 (503).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from config.settings import Settings
+from proxy.http.errors import ConnectionLimit, HeaderTimeout, ProxyError
+
+
+#: How long a rejected connection stays open (read side only) before it is closed, s.
+LINGER_S = 1.0
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """``header_timeout_s`` (seconds), ``max_connections`` (per process)."""
+
+    header_timeout_s: float
+    max_connections: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ConnectionLimits:
+        return cls(settings.header_timeout_s, settings.max_connections)
+
+
+def error_response(error: ProxyError) -> bytes:
+    """A whole HTTP/1.1 response for ``error`` that closes the connection."""
+    body = error.body()
+    head = (
+        f"HTTP/1.1 {error.status_code} {error.reason}\r\n"
+        "content-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the guards of the module docstring.
+
+    ``limits`` is set by :func:`configure` in the process that serves; a worker process
+    started by uvicorn (spawned, so it imports this module afresh) reads them from its
+    environment (``TOOLPRUNE_*``) on its first connection.
+    """
+
+    limits: ConnectionLimits | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._header_deadline: asyncio.TimerHandle | None = None
+        self._rejected = False
+        limits = self._limits()
+        if len(self.connections) > limits.max_connections:
+            self._reject(ConnectionLimit(
+                f"the proxy holds {limits.max_connections} connections; try again later"
+            ))
+            return
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._rejected:
+            return  # answered already; what the client still sends is read and dropped
+        if self._header_deadline is None and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # a new request begins on a kept-alive connection
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _limits(self) -> ConnectionLimits:
+        if GuardedHttpProtocol.limits is None:
+            GuardedHttpProtocol.limits = ConnectionLimits.from_settings(Settings())
+        return GuardedHttpProtocol.limits
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_deadline = self.loop.call_later(
+            self._limits().header_timeout_s, self._headers_late
+        )
+
+    def _disarm(self) -> None:
+        deadline = getattr(self, "_header_deadline", None)
+        if deadline is not None:
+            deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_late(self) -> None:
+        self._header_deadline = None
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a request is being served (its headers were complete)
+        self._reject(HeaderTimeout(
+            f"request headers not received within {self._limits().header_timeout_s} s"
+        ))
+
+    def _reject(self, error: ProxyError) -> None:
+        """Answer ``error`` and close. The write side is shut first and the connection
+        closed a moment later, so that a request the client already sent does not turn
+        the close into a reset that discards the answer (RFC 9112 §9.6)."""
+        self._disarm()
+        self._rejected = True
+        if self.transport.is_closing():
+            return
+        self.transport.write(error_response(error))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(LINGER_S, self.transport.close)
+
+
+def configure(settings: Settings) -> type[GuardedHttpProtocol]:
+    """Set the guards' limits for this process; returns the protocol class to give
+    uvicorn (``uvicorn.Config(http=...)``)."""
+    GuardedHttpProtocol.limits = ConnectionLimits.from_settings(settings)
+    return GuardedHttpProtocol

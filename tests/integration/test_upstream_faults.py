@@ -1,0 +1,77 @@
+"""Upstream answers the proxy cannot interpret never crash an acting request: they are
+served, never a crash (a tool-call delta with an object for ``index``, an event nested
+50,000 deep; a plain answer nested 50,000 deep is relayed as it came, as with pruning
+off). How odd events are framed or dropped is the serving loop's own contract."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.data import REAL_CATALOGS
+from tests.support.upstream import SSE, Raw
+
+PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
+ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]
+CHAT = "/v1/chat/completions"
+DEEP = '{"a":' + "[" * 50_000 + "]" * 50_000 + "}"
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def stream(proxy: str) -> httpx.Response:
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT, "stream": True}
+    return httpx.post(proxy + CHAT, json=body, timeout=300)
+
+
+def test_a_tool_call_delta_with_an_object_index_is_relayed(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    odd = chunk({"tool_calls": [{"index": {"a": 1}, "function": {"name": "browser_click"}}]})
+    upstream.upstream.script(SSE([chunk({"role": "assistant"}), odd,
+                                  chunk({}, "stop"), b"data: [DONE]\n\n"]))
+    response = stream(proxy)
+    assert response.status_code == 200
+    assert "x-tool-pruning-tools" in response.headers  # the acting path served it
+    assert b"event: error" not in response.content
+    # relayed (how it is framed is the serving loop's business), never a crash
+    assert b'"name": "browser_click"' in response.content
+    assert response.content.endswith(b"data: [DONE]\n\n")
+
+
+def test_an_event_nested_50000_deep_does_not_crash_the_stream(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    deep = b"data: " + DEEP.encode() + b"\n\n"
+    upstream.upstream.script(SSE([chunk({"role": "assistant"}), deep,
+                                  chunk({}, "stop"), b"data: [DONE]\n\n"]))
+    response = stream(proxy)
+    assert response.status_code == 200
+    assert b"proxy_internal_error" not in response.content  # never a crash
+    assert response.content.endswith(b"data: [DONE]\n\n")
+
+
+def test_a_plain_answer_nested_50000_deep_is_relayed_as_it_came(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    upstream.upstream.script(Raw(200, DEEP))
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    response = httpx.post(proxy + CHAT, json=body, timeout=300)
+    assert response.status_code == 200
+    assert response.content == DEEP.encode()
+
+
+def test_the_same_answers_pass_with_pruning_off_too(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy(enabled=False)
+    upstream.upstream.script(Raw(200, DEEP))
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    assert httpx.post(proxy + CHAT, json=body, timeout=60).content == DEEP.encode()
