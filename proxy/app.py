@@ -22,6 +22,9 @@ from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
+from proxy.apis.handler import ApiHandler
+from proxy.apis.messages import MessagesAdapter
+from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.handler import ChatHandler
 from proxy.components import build_engine, build_state_store, load_embedder, warm_catalogs
 from proxy.http.asgi import (
@@ -33,6 +36,7 @@ from proxy.http.asgi import (
     send_error,
 )
 from proxy.http.errors import (
+    ERROR_SHAPE,
     BodyTimeout,
     InternalError,
     RequestHeadersTooLarge,
@@ -49,6 +53,8 @@ from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
+RESPONSES_PATH = "/v1/responses"
+MESSAGES_PATH = "/v1/messages"
 #: How long the closing error of a request cut by shutdown may take to send, seconds.
 SHUTDOWN_NOTICE_TIMEOUT_S = 1.0
 logger = get_logger("app")
@@ -64,6 +70,8 @@ class Services:
     forwarder: Forwarder
     embedder: Embedder
     chat: ChatHandler
+    #: Acting handlers of the other APIs, by path (``/v1/responses``, ``/v1/messages``).
+    apis: dict[str, ApiHandler]
     #: Tasks serving proxied requests: at shutdown, those the server cancelled get a
     #: moment to tell their clients before the process exits.
     in_flight: set[asyncio.Task[Any] | None] = field(default_factory=set)
@@ -98,6 +106,8 @@ class ProxyEndpoint:
         services: Services = scope["app"].state.services
         settings = services.settings
         headers = scope["headers"]
+        if scope["path"] == MESSAGES_PATH or scope["path"].startswith(MESSAGES_PATH + "/"):
+            ERROR_SHAPE.set("anthropic")
         try:
             check_headers(headers, settings.max_header_count, settings.max_header_bytes)
             body = await read_body(
@@ -119,6 +129,8 @@ class ProxyEndpoint:
         )
         if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
             handler = services.chat.handle
+        elif request.method == "POST" and request.path in services.apis:
+            handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
         tracked = TrackedSend(send)
@@ -193,7 +205,16 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             metrics=metrics,
             usage=usage,
         )
-        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat)
+        apis = {
+            path: ApiHandler(
+                adapter=adapter, settings=settings, planner=chat.planner,
+                forwarder=forwarder, metrics=metrics, usage=usage,
+            )
+            for path, adapter in (
+                (RESPONSES_PATH, ResponsesAdapter()), (MESSAGES_PATH, MessagesAdapter())
+            )
+        }
+        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat, apis)
         loading = asyncio.create_task(load_embedder(embedder))
         warming = asyncio.create_task(warm_catalogs(settings.warm_files, engine, policy))
         app.state.warming = warming

@@ -15,6 +15,10 @@ _TOOL_COUNT_BUCKETS = (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512,
 #: Route labels (bounded cardinality): known paths by name, the rest by family.
 _ROUTES = {
     "/v1/chat/completions": "chat_completions",
+    "/v1/responses": "responses",
+    "/v1/responses/input_tokens": "responses_input_tokens",
+    "/v1/messages": "messages",
+    "/v1/messages/count_tokens": "messages_count_tokens",
     "/v1/completions": "completions",
     "/v1/embeddings": "embeddings",
     "/v1/models": "models",
@@ -54,8 +58,9 @@ class Metrics:
         )
         self.decisions = Counter(
             "toolprune_requests_total",
-            "Chat-completions requests by pruning decision and pruned path (native, text, "
-            "both, none).", ["decision", "path"], registry=r,
+            "Acting-API requests by pruning decision, pruned path (native, text, both, none) "
+            "and API (chat_completions, responses, messages).", ["decision", "path", "api"],
+            registry=r,
         )
         self.tools_offered = Histogram(
             "toolprune_tools_offered", "Tools the client sent per acting request.",

@@ -126,6 +126,13 @@ def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
     return Tool(name, description, parameters, definition, digest, len(canonical))
 
 
+def parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
+    """One function tool from its ``{"name", "description"?, "parameters"?}`` object;
+    ``definition`` is the entry as the client sent it, in its API's shape (kept for
+    forwarding). Raises CatalogError."""
+    return _parse_function(function, definition)
+
+
 def build_catalog(tools: Sequence[Tool], others: Sequence[Any] = (), legacy: bool = False) -> Catalog:
     """Assemble a catalogue from parsed tools. Raises CatalogError on duplicate names."""
     by_name: dict[str, int] = {}

@@ -212,7 +212,7 @@ class ChatHandler:
 
     # --- observability ----------------------------------------------------------
     def _count(self, decision: Decision, path: str = "none") -> None:
-        self.metrics.decisions.labels(decision.value, path).inc()
+        self.metrics.decisions.labels(decision.value, path, "chat_completions").inc()
 
     def _fallback(self, error: SelectionError, *, count: bool = True) -> None:
         if count:
@@ -232,6 +232,7 @@ class ChatHandler:
             "pruning_decision",
             extra={
                 "fields": {
+                    "api": "chat_completions",
                     "decision": decision.value,
                     "path": turn.path,
                     "conversation": log_id(turn.conversation),

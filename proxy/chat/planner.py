@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from config.settings import Settings
@@ -21,7 +22,7 @@ from selection.catalog import Catalog, build_catalog
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError
-from selection.history import called_tools, read_tool_choice
+from selection.history import ToolChoice, called_tools, read_tool_choice
 from selection.meta_tools import (
     LoadOutcome,
     build_meta_tools,
@@ -63,6 +64,26 @@ def selection_catalog(native: Catalog | None, text: TextPlan | None) -> Catalog:
     names = set(native.names)
     extra = [tool for tool in entries.tools if tool.name not in names]
     return build_catalog([*native.tools, *extra], native.others, native.legacy)
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """What the planner reads of one request, whatever its API.
+
+    ``body``: the request as the client sent it (kept on the turn). ``native``: its
+    function tools (None: none). ``messages``: the conversation in Chat Completions
+    shape, from which the query and the tools called earlier are read. ``choice``: what
+    its ``tool_choice`` means. ``text``: a system-prompt tool block (chat completions
+    only). ``conversation``: an id the API itself gives the conversation (the Responses
+    API's ``conversation`` / ``previous_response_id``); None derives one as for chat.
+    """
+
+    body: dict[str, Any]
+    native: Catalog | None
+    messages: list[Any]
+    choice: ToolChoice
+    text: TextPlan | None = None
+    conversation: str | None = None
 
 
 class Planner:
@@ -114,6 +135,14 @@ class Planner:
         if self.policy.text_formats:
             min_entries = self.policy.min_catalog_tools + 1
             text = find_text_plan(messages, self.policy.text_formats, min_entries)
+        request = PlanInput(body, native, messages, read_tool_choice(body), text)
+        return await self.plan_input(request, headers, top_k)
+
+    async def plan_input(
+        self, request: PlanInput, headers: Headers, top_k: int | None = None
+    ) -> Turn:
+        """:meth:`plan` for a request already read by its API's adapter. Same raises."""
+        body, native, text, messages = request.body, request.native, request.text, request.messages
         if native is None and text is None:
             raise NothingToPrune()
         catalog = selection_catalog(native, text)
@@ -121,11 +150,16 @@ class Planner:
         if len(catalog) <= self.policy.min_catalog_tools:
             raise SmallCatalog(len(catalog), path)
         offered = len(catalog)
+        named = header(headers, b"x-conversation-id")
+        if named or request.conversation is None:
+            view = {"model": body.get("model"), "messages": messages}
+            conversation = conversation_id(named, view, catalog)
+        else:
+            conversation = request.conversation
         conversation = state_key(
-            conversation_id(header(headers, b"x-conversation-id"), body, catalog),
-            headers, shared=self.settings.state_shared_across_credentials,
+            conversation, headers, shared=self.settings.state_shared_across_credentials
         )
-        choice = read_tool_choice(body)
+        choice = request.choice
         if choice.allowed is not None:
             catalog = catalog.restricted_to(set(choice.allowed))
             if not len(catalog):  # nothing allowed is known: the upstream judges the request

@@ -1,6 +1,7 @@
 """``toolprune explain REQUEST.json``: an offline dry run of the proxy's selection on one
-chat-completions request body — which tools would be forwarded and why, the best-scored
-tools left out, forwarded/offered, and the estimated prompt saving. Same code path as
+request body of any of the three APIs (chat completions, Responses, Anthropic Messages;
+``--api``, guessed from the body by default) — which tools would be forwarded and why,
+the best-scored tools left out, forwarded/offered, and the estimated prompt saving. Same code path as
 the proxy (:class:`proxy.chat.planner.Planner`); no upstream is contacted unless the
 configured embedder is an HTTP one.
 """
@@ -19,6 +20,8 @@ from tabulate import tabulate
 
 from config.policy import load_policy
 from config.settings import Settings
+from proxy.apis.messages import MessagesAdapter
+from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.cli.help import from_setting
@@ -29,11 +32,36 @@ from selection.state import MemoryStateStore
 
 #: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).
 BYTES_PER_TOKEN_ESTIMATE = 4
+APIS = ("auto", "chat_completions", "responses", "messages")
+#: Content block types only the Anthropic Messages API has in ``messages``.
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
+
+
+def request_api(body: dict[str, Any]) -> str:
+    """Which API ``body`` is a request of: ``responses`` (it has ``input``), ``messages``
+    (a top-level ``system``, tools with ``input_schema``, or ``tool_use`` /
+    ``tool_result`` content blocks), else ``chat_completions``."""
+    if "input" in body:
+        return "responses"
+    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
+    messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+    blocks = [
+        block.get("type")
+        for message in messages if isinstance(message, dict) and isinstance(message.get("content"), list)
+        for block in message["content"] if isinstance(block, dict)
+    ]
+    if (
+        "system" in body
+        or any(isinstance(tool, dict) and "input_schema" in tool for tool in tools)
+        or _ANTHROPIC_BLOCKS & set(blocks)
+    ):
+        return "messages"
+    return "chat_completions"
 
 
 DESCRIPTION = """\
-Show what the proxy would do with one chat-completions request, without sending it
-anywhere: the tools it would forward and why (core, pinned, sticky, or the semantic
+Show what the proxy would do with one request (chat completions, Responses API or
+Anthropic Messages API), without sending it anywhere: the tools it would forward and why (core, pinned, sticky, or the semantic
 score), the best-scored tools it would leave out, and the estimated prompt saving. The
 request is planned as the first turn of a new conversation, with the settings of
 TOOLPRUNE_* variables and the policy file.
@@ -45,7 +73,10 @@ example:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("request", type=Path, metavar="REQUEST.json",
-                        help="a POST /v1/chat/completions request body")
+                        help="a request body of POST /v1/chat/completions, /v1/responses or "
+                        "/v1/messages")
+    parser.add_argument("--api", choices=APIS, default="auto",
+                        help="the request's API (default: auto, guessed from the body)")
     parser.add_argument("--top-k", type=int, metavar="K",
                         help=f"semantic matches admitted, as X-Tool-Pruning-Top-K would set "
                         f"{from_setting('top_k')}")
@@ -80,7 +111,7 @@ def format_table(explained: dict[str, Any]) -> str:
         for t in explained["tools"]
     ]
     lines = [
-        f"decision: {explained['decision']} ({explained['path']} path)",
+        f"decision: {explained['decision']} ({explained['path']} path, {explained['api']} API)",
         f"forwarded {explained['forwarded']} of {explained['offered']} tools; "
         f"meta-tools: {', '.join(explained['meta_tools']) or 'none'}",
         "",
@@ -103,8 +134,12 @@ def format_table(explained: dict[str, Any]) -> str:
 OFFLINE_INDEX_TIMEOUT_S = 3600.0
 
 
-async def explain(body: dict[str, Any], settings: Settings, top_k: int | None) -> dict[str, Any]:
-    """Plan ``body`` as the proxy would, in a fresh conversation state."""
+async def explain(
+    body: dict[str, Any], settings: Settings, top_k: int | None, api: str = "auto"
+) -> dict[str, Any]:
+    """Plan ``body`` (a request of ``api``; ``auto``: :func:`request_api`) as the proxy
+    would, in a fresh conversation state."""
+    api = request_api(body) if api == "auto" else api
     policy = load_policy(settings)
     async with httpx.AsyncClient() as client:
         # Offline: wait for the catalogue's index however long it takes.
@@ -120,11 +155,16 @@ async def explain(body: dict[str, Any], settings: Settings, top_k: int | None) -
             on_late_error=lambda error: None,
         )
         try:
-            return report(await planner.plan(body, [], top_k))
+            if api == "chat_completions":
+                turn = await planner.plan(body, [], top_k)
+            else:
+                adapter = ResponsesAdapter() if api == "responses" else MessagesAdapter()
+                turn = await planner.plan_input(adapter.read(body), [], top_k)
+            return {"api": api, **report(turn)}
         except NothingToPrune:
-            return {"decision": "passthrough", "reason": "no tools and no tool block"}
+            return {"api": api, "decision": "passthrough", "reason": "no function tools and no tool block"}
         except SmallCatalog as small:
-            return {"decision": "small_catalog", "offered": small.size}
+            return {"api": api, "decision": "small_catalog", "offered": small.size}
         finally:
             await engine.aclose()
 
@@ -139,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
         print("toolprune explain: the request body must be a JSON object", file=sys.stderr)
         return 2
     try:
-        explained = asyncio.run(explain(body, Settings(), args.top_k))
+        explained = asyncio.run(explain(body, Settings(), args.top_k, args.api))
     except (PolicyError, SelectionError) as exc:
         print(f"toolprune explain: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -1,14 +1,30 @@
-"""Every error the proxy itself answers with, in OpenAI's error shape.
+"""Every error the proxy itself answers with, in the shape of the API being served.
 
-Body shape, per OpenAI's API reference ("Error codes"):
-``{"error": {"message": str, "type": str, "param": str | None, "code": str | None}}``.
+OpenAI's shape, per its API reference ("Error codes"):
+``{"error": {"message": str, "type": str, "param": str | None, "code": str | None}}``;
+on Anthropic's ``/v1/messages`` routes (:data:`ERROR_SHAPE` set to ``"anthropic"``),
+Anthropic's, per its "Errors" reference: ``{"type": "error", "error": {"type", "message"}}``.
 Upstream errors are never wrapped: their status and body pass through unchanged.
 """
 
 from __future__ import annotations
 
 import json
+from contextvars import ContextVar
 from http import HTTPStatus
+
+#: The error shape of the request being served: ``"openai"`` or ``"anthropic"``. Set
+#: per request by the app from the path; every task the request starts inherits it.
+ERROR_SHAPE: ContextVar[str] = ContextVar("toolprune_error_shape", default="openai")
+#: Anthropic error types by HTTP status (other 4xx: ``invalid_request_error``, 5xx:
+#: ``api_error``).
+ANTHROPIC_ERROR_TYPES = {
+    400: "invalid_request_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    504: "timeout_error",
+}
 
 
 class ProxyError(Exception):
@@ -27,7 +43,9 @@ class ProxyError(Exception):
         self.message = message
 
     def body(self) -> bytes:
-        """The OpenAI-shaped JSON error body, UTF-8 bytes."""
+        """The JSON error body (UTF-8) in the shape :data:`ERROR_SHAPE` names."""
+        if ERROR_SHAPE.get() == "anthropic":
+            return anthropic_error_body(self.message, self.status_code)
         return error_body(self.message, self.error_type, self.code)
 
     @property
@@ -140,9 +158,17 @@ def error_body(message: str, error_type: str, code: str | None, param: str | Non
     return json.dumps(payload).encode()
 
 
+def anthropic_error_body(message: str, status: int) -> bytes:
+    """Serialise one Anthropic-style error object to JSON bytes."""
+    default = "invalid_request_error" if status < 500 else "api_error"
+    kind = ANTHROPIC_ERROR_TYPES.get(status, default)
+    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+
+
 def sse_error_event(error: ProxyError) -> bytes:
     """An SSE ``error`` event that ends a broken stream (never followed by ``[DONE]``).
 
-    The ``openai`` SDKs raise ``APIError`` on an ``event: error`` whose data has ``error``.
+    The ``openai`` SDKs raise ``APIError`` on an ``event: error`` whose data has
+    ``error``; the ``anthropic`` SDKs raise on any ``event: error``.
     """
     return b"event: error\ndata: " + error.body() + b"\n\n"

@@ -200,7 +200,7 @@ def test_pruning_can_be_switched_off(upstream: RunningUpstream, start_proxy: Pro
     response = httpx.post(proxy + "/v1/chat/completions", content=raw, headers=headers)
     assert chat_requests(upstream)[-1].body == raw
     assert "x-tool-pruning-tools" not in response.headers
-    assert 'toolprune_requests_total{decision="disabled",path="none"} 1.0' in httpx.get(proxy + "/metrics").text
+    assert 'toolprune_requests_total{api="chat_completions",decision="disabled",path="none"} 1.0' in httpx.get(proxy + "/metrics").text
 
 
 def test_small_catalogues_and_n_above_one_pass_through(upstream: RunningUpstream, pruning_proxy: str) -> None:

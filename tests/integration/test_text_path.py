@@ -178,7 +178,7 @@ def test_text_only_request_is_pruned_and_the_response_relayed_unchanged(
     assert sent["messages"][0]["role"] == "system"
     kept = assert_pruned_block(case.system, sent["messages"][0]["content"])
     assert response.headers["x-tool-pruning-tools"] == f"{len(kept)}/{len(case.names)}"
-    assert 'toolprune_requests_total{decision="pruned",path="text"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="pruned",path="text"} 1.0' in metrics(proxy)
 
 
 def test_streaming_text_only_response_is_relayed_byte_for_byte(
@@ -298,7 +298,7 @@ def test_native_tools_and_a_text_block_are_pruned_from_one_selection(
         assert (name in kept_text) == (name in forwarded_native), name
     kept = set(kept_text) | set(forwarded_native)
     assert response.headers["x-tool-pruning-tools"] == f"{len(kept)}/45"
-    assert 'toolprune_requests_total{decision="pruned",path="both"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="pruned",path="both"} 1.0' in metrics(proxy)
 
 
 # --- switched off, malformed, dry run: forwarded unchanged ---------------------------
@@ -314,7 +314,7 @@ def test_header_off_forwards_a_text_request_unchanged(upstream: RunningUpstream,
     assert response.status_code == 200
     assert chat_requests(upstream)[-1].body == raw
     assert "x-tool-pruning-tools" not in response.headers
-    assert 'toolprune_requests_total{decision="disabled",path="none"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="disabled",path="none"} 1.0' in metrics(proxy)
 
 
 def test_text_format_off_forwards_a_text_request_unchanged(
@@ -326,7 +326,7 @@ def test_text_format_off_forwards_a_text_request_unchanged(
     assert response.status_code == 200
     assert chat_requests(upstream)[-1].body == raw
     assert "x-tool-pruning-tools" not in response.headers
-    assert 'toolprune_requests_total{decision="passthrough",path="none"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="passthrough",path="none"} 1.0' in metrics(proxy)
 
 
 def test_malformed_hermes_block_is_forwarded_unchanged(upstream: RunningUpstream, proxy: str) -> None:
@@ -339,7 +339,7 @@ def test_malformed_hermes_block_is_forwarded_unchanged(upstream: RunningUpstream
     assert response.status_code == 200
     assert chat_requests(upstream)[-1].body == raw
     assert "x-tool-pruning-tools" not in response.headers
-    assert 'toolprune_requests_total{decision="passthrough",path="none"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="passthrough",path="none"} 1.0' in metrics(proxy)
 
 
 def test_dry_run_reports_the_text_selection_but_forwards_the_original(
@@ -350,7 +350,7 @@ def test_dry_run_reports_the_text_selection_but_forwards_the_original(
     assert chat_requests(upstream)[-1].body == raw
     forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
     assert offered == "40" and 0 < int(forwarded) < 40
-    assert 'toolprune_requests_total{decision="dry_run",path="text"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="dry_run",path="text"} 1.0' in metrics(proxy)
 
 
 def test_prose_prompts_are_not_touched(upstream: RunningUpstream, proxy: str) -> None:
@@ -364,7 +364,7 @@ def test_prose_prompts_are_not_touched(upstream: RunningUpstream, proxy: str) ->
         response = post_raw(proxy, raw)
         assert chat_requests(upstream)[-1].body == raw
         assert "x-tool-pruning-tools" not in response.headers
-    assert 'toolprune_requests_total{decision="passthrough",path="none"} 3.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="passthrough",path="none"} 3.0' in metrics(proxy)
 
 
 # --- a custom format from the policy file ----------------------------------------------
@@ -403,7 +403,7 @@ def test_custom_text_format_from_the_policy_file(
     assert head == "You are an ops bot.\n" and tail == "\nBe brief.\n"
     original_lines = {line.split(":", 1)[0][5:]: line for line in entries.splitlines()}
     assert inside.splitlines() == [original_lines[n] for n in kept] + [others_line(dropped)]
-    assert 'toolprune_requests_total{decision="pruned",path="text"} 1.0' in metrics(proxy)
+    assert 'toolprune_requests_total{api="chat_completions",decision="pruned",path="text"} 1.0' in metrics(proxy)
 
 
 # --- measurement (reported, not asserted) ----------------------------------------------

@@ -28,6 +28,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message, Receive, Scope, Send
 
+from tests.support.api_replies import Message as AnthropicMessage
+from tests.support.api_replies import Responses
+
 CHAT_PATH = "/chat/completions"
 EMBEDDING_DIM = 8
 DEFAULT_MODEL = "test-model"
@@ -89,7 +92,7 @@ class Slow:
     then: Reply
 
 
-Reply = Chat | Raw | SSE | Hang | Slow
+Reply = Chat | Raw | SSE | Hang | Slow | Responses | AnthropicMessage
 
 
 @dataclass
@@ -250,6 +253,10 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
                 await _play(_chat_stream(reply, record, request), record, send)
             else:
                 await _send_whole(send, 200, _json_bytes(_chat_completion(reply, record)))
+        case Responses() | AnthropicMessage():
+            rendered = reply.render(_json_object(record.body), len(record.body))
+            answer = SSE(rendered) if isinstance(rendered, list) else Raw(200, rendered)
+            await _play(answer, record, send)
         case Raw():
             body = _body_bytes(reply.body)
             await _send_whole(send, reply.status, body, reply.media_type, reply.headers)
@@ -410,6 +417,10 @@ def _builtin_reply(record: Recorded) -> Reply:
     method, path = record.method, record.path
     if method == "POST" and path.endswith(CHAT_PATH):
         return Chat()
+    if method == "POST" and path.endswith("/responses"):
+        return Responses()
+    if method == "POST" and path.endswith("/messages"):
+        return AnthropicMessage()
     if method == "GET" and path.endswith("/models"):
         model = {"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "tests"}
         return Raw(200, {"object": "list", "data": [model]})

@@ -59,7 +59,7 @@ def test_eval_help_explains_itself(capsys: pytest.CaptureFixture[str]):
 def test_explain_table_columns_fit_the_longest_name():
     long_name = "add_pull_request_review_comment_reaction_with_a_very_long_name"
     explained = {
-        "decision": "pruned", "path": "native", "forwarded": 2, "offered": 50,
+        "api": "chat_completions", "decision": "pruned", "path": "native", "forwarded": 2, "offered": 50,
         "meta_tools": ["load_tools"], "schema_bytes_saved": 4000, "tokens_saved_estimate": 1000,
         "tools": [{"name": long_name, "reason": "semantic", "score": 0.8123},
                   {"name": "core_tool", "reason": "core", "score": None}],

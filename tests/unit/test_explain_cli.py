@@ -53,8 +53,41 @@ def test_explain_reports_forwarded_tools_reasons_left_out_and_saving(
 def test_explain_says_when_nothing_would_be_pruned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     small = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": PLAYWRIGHT[:3]}
     assert main(["explain", write(tmp_path, small)]) == 0
-    assert json.loads(capsys.readouterr().out) == {"decision": "small_catalog", "offered": 3}
+    assert json.loads(capsys.readouterr().out) == {
+        "api": "chat_completions", "decision": "small_catalog", "offered": 3
+    }
 
 
 def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> None:
     assert main(["explain", write(tmp_path, [1, 2])]) == 2
+
+
+RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in PLAYWRIGHT]
+MESSAGES_TOOLS = [
+    {"name": t["function"]["name"], "description": t["function"].get("description", ""),
+     "input_schema": t["function"]["parameters"]}
+    for t in PLAYWRIGHT
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "api"),
+    [
+        ({"model": "m", "input": "Take a screenshot of the current page",
+          "tools": [{"type": "web_search"}, *RESPONSES_TOOLS]}, "responses"),
+        ({"model": "m", "max_tokens": 64, "tools": MESSAGES_TOOLS,
+          "messages": [{"role": "user", "content": "Take a screenshot of the current page"}]},
+         "messages"),
+    ],
+)
+def test_explain_reads_responses_and_messages_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: dict, api: str
+) -> None:
+    assert main(["explain", write(tmp_path, body), "--json", "--top-k", "3"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["api"] == api and explained["offered"] == 69
+    reasons = {tool["name"]: tool["reason"] for tool in explained["tools"]}
+    assert reasons["browser_take_screenshot"] == "semantic"
+    assert explained["meta_tools"] == ["load_tools"]
+    assert main(["explain", write(tmp_path, body)]) == 0
+    assert f"{api} API" in capsys.readouterr().out

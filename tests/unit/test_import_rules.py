@@ -26,14 +26,15 @@ ALLOWED: dict[str, set[str]] = {
     "proxy.metrics": set(),
     "proxy.http": {"proxy.log", "proxy.metrics", "config"},
     "proxy.chat": {"proxy.http", "proxy.log", "proxy.metrics", "config", "selection"},
+    "proxy.apis": {"proxy.http", "proxy.chat", "proxy.log", "proxy.metrics", "config", "selection"},
     "proxy.usage": {"proxy.chat", "proxy.log", "selection"},
     "proxy.components": {"proxy.log", "config", "selection"},
     "proxy.app": {
-        "proxy.http", "proxy.chat", "proxy.usage", "proxy.components", "proxy.log",
+        "proxy.http", "proxy.chat", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
         "proxy.metrics", "config", "selection",
     },
     "proxy.cli": {
-        "proxy.app", "proxy.chat", "proxy.usage", "proxy.components", "proxy.metrics",
+        "proxy.app", "proxy.chat", "proxy.apis", "proxy.usage", "proxy.components", "proxy.metrics",
         "proxy.log", "config", "selection",
     },
 }

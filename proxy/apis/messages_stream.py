@@ -1,0 +1,153 @@
+"""Relaying an Anthropic Messages event stream with meta-call blocks hidden.
+
+Events follow Anthropic's streaming reference: ``message_start`` (``message`` with
+``usage``), ``content_block_start`` / ``content_block_delta`` (``text_delta``,
+``input_json_delta``, ``thinking_delta``, ``signature_delta``…) / ``content_block_stop``
+keyed by block ``index``, ``message_delta`` (``delta.stop_reason``, cumulative ``usage``),
+``message_stop``, ``ping`` and ``error``.
+
+The client sees one ``message_start`` (the first round's), the blocks of every round
+with meta-call ``tool_use`` blocks removed and ``index`` renumbered in order, and one
+``message_delta`` + ``message_stop``: usage summed over rounds, ``stop_reason``
+``tool_use`` only if the last round left it a ``tool_use`` block.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from proxy.apis.adapter import EventRelay, RoundReply
+from proxy.chat.turn import Turn, add_usage
+
+#: ``stop_reason`` when the model stopped to call tools, and at a natural end.
+TOOL_USE, END_TURN = "tool_use", "end_turn"
+#: Delta type → the block field its text accumulates into.
+_DELTA_FIELDS = {
+    "text_delta": ("text", "text"),
+    "input_json_delta": ("partial_json", "input"),
+    "thinking_delta": ("thinking", "thinking"),
+    "signature_delta": ("signature", "signature"),
+}
+
+
+class ContentReader(Protocol):
+    """What the relay needs of the Messages adapter
+    (:class:`proxy.apis.messages.MessagesAdapter`)."""
+
+    def is_meta_block(self, turn: Turn, block: Any) -> bool: ...
+
+    def split_content(self, turn: Turn, content: list[Any]) -> RoundReply: ...
+
+
+@dataclass
+class _Block:
+    """One content block of the current round, rebuilt from its deltas."""
+
+    hidden: bool
+    client_index: int | None
+    block: dict[str, Any]
+    parts: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, delta: Mapping[str, Any]) -> None:
+        spec = _DELTA_FIELDS.get(str(delta.get("type")))
+        if spec is not None and isinstance(delta.get(spec[0]), str):
+            self.parts.setdefault(spec[1], []).append(delta[spec[0]])
+
+    def final(self) -> dict[str, Any]:
+        """The block as a whole (``input`` parsed from its JSON deltas; ``{}`` when
+        that JSON is malformed)."""
+        block = dict(self.block)
+        for name, parts in self.parts.items():
+            text = "".join(parts)
+            if name == "input":
+                try:
+                    block["input"] = json.loads(text) if text.strip() else block.get("input", {})
+                except json.JSONDecodeError:
+                    block["input"] = {}
+            else:
+                block[name] = block.get(name, "") + text if name != "signature" else text
+        return block
+
+
+class MessagesRelay(EventRelay):
+    """See the module docstring."""
+
+    def __init__(self, adapter: ContentReader, turn: Turn) -> None:
+        super().__init__(turn)
+        self.adapter = adapter
+        self.next_index = 0
+        self.usage: dict[str, Any] | None = None
+        self.blocks: dict[Any, _Block] = {}
+        self.round_usage: dict[str, Any] = {}
+        self.delta: dict[str, Any] | None = None
+
+    def start_round(self) -> None:
+        super().start_round()
+        self.blocks, self.round_usage, self.delta = {}, {}, None
+
+    def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = data.get("type")
+        if kind == "message_start":
+            message = data.get("message")
+            usage = message.get("usage") if isinstance(message, Mapping) else None
+            self.round_usage = dict(usage) if isinstance(usage, Mapping) else {}
+            return [data] if self.round == 1 else []
+        if kind in ("message_delta", "message_stop"):
+            if kind == "message_delta":
+                self.delta = data
+            return []
+        if kind == "error":
+            self.failed = True
+            return [data]
+        if kind == "content_block_start" and isinstance(data.get("content_block"), Mapping):
+            block = dict(data["content_block"])
+            hidden = self.adapter.is_meta_block(self.turn, block)
+            self.blocks[data.get("index")] = _Block(hidden, None if hidden else self.next_index, block)
+            if hidden:
+                return []
+            self.next_index += 1
+        block = self.blocks.get(data.get("index")) if "index" in data else None
+        if block is None:
+            return [data]  # ping, and events this relay does not know
+        if kind == "content_block_delta" and isinstance(data.get("delta"), Mapping):
+            block.add(data["delta"])
+            if not block.hidden and data["delta"].get("type") in ("text_delta", "input_json_delta"):
+                self.first_token = True
+        return [] if block.hidden else [{**data, "index": block.client_index}]
+
+    def end_round(self) -> RoundReply:
+        usage = dict(self.round_usage)
+        delta_usage = self.delta.get("usage") if self.delta else None
+        if isinstance(delta_usage, Mapping):
+            usage.update({key: value for key, value in delta_usage.items() if value is not None})
+        self.usage = add_usage(self.usage, usage)
+        ordered = sorted(self.blocks.items(), key=lambda entry: _order(entry[0]))
+        return self.adapter.split_content(self.turn, [block.final() for _, block in ordered])
+
+    def finish(self, only_meta: bool) -> list[dict[str, Any]]:
+        if self.delta is None:
+            return []  # the upstream ended without its message_delta: so does the client
+        visible = [block.block for block in self.blocks.values() if not block.hidden]
+        delta = dict(self.delta.get("delta") or {})
+        delta["stop_reason"] = stop_reason(delta.get("stop_reason"), visible)
+        event = {**self.delta, "delta": delta}
+        if self.usage is not None:
+            event["usage"] = self.usage
+        return [event, {"type": "message_stop"}]
+
+
+def stop_reason(reason: Any, content: Sequence[Any]) -> Any:
+    """``reason`` as the client expects it from the blocks it got: ``tool_use`` only
+    with a ``tool_use`` block (else the turn ended: ``end_turn``)."""
+    if reason == TOOL_USE and not any(
+        isinstance(block, Mapping) and block.get("type") == "tool_use" for block in content
+    ):
+        return END_TURN
+    return reason
+
+
+def _order(index: Any) -> tuple[int, Any]:
+    return (0, index) if isinstance(index, int) else (1, str(index))

@@ -1,0 +1,229 @@
+"""The Responses API (``POST /v1/responses``): request adapter and plain-response adapter.
+
+Follows OpenAI's Responses API reference. The conversation is ``instructions`` +
+``input`` (a string, or items: messages, ``function_call`` {call_id, name, arguments},
+``function_call_output`` {call_id, output}, reasoning and hosted-tool items). With
+``conversation`` or ``previous_response_id`` the history lives on the server: the
+conversation id is then derived from them (:class:`ResponseChains`), the query from the
+new input. A meta-call is a ``function_call`` output item naming a meta-tool; the
+re-issued request appends the round's output items and one ``function_call_output`` per
+meta-call to ``input``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from proxy.apis.adapter import RoundReply, UnreadableRequest
+from proxy.apis.responses_stream import ResponsesRelay
+from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool, selected_definitions
+from proxy.chat.planner import NothingToPrune, PlanInput
+from proxy.chat.calls import arguments_text
+from proxy.chat.turn import MetaCall, Turn, json_bytes
+from selection.history import KEEP, read_tool_choice
+
+#: Response ids remembered per process (response id → conversation id).
+CHAIN_ENTRIES = 10_000
+#: Output item types that are calls the client must answer.
+CLIENT_CALLS = ("function_call", "custom_tool_call")
+
+
+class ResponseChains:
+    """What the proxy knows of the response ids it served, for requests that continue a
+    conversation with ``previous_response_id``: the conversation (so its loaded tools
+    are kept) and, for a streamed response that took several rounds, the upstream id of
+    its last round (the stream shows the client the first round's id, as the SDKs
+    require one id per stream; the last round's stored response is the one holding the
+    whole exchange). Bounded LRU, in process: an id this process did not serve starts a
+    conversation keyed on it and is forwarded as it is."""
+
+    def __init__(self, size: int = CHAIN_ENTRIES) -> None:
+        self._size = size
+        self._ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def remember(self, response_id: Any, conversation: str, upstream_id: Any = None) -> None:
+        """Record a response id the client got (``upstream_id``: the id the upstream
+        stored its answer under, when different)."""
+        if not isinstance(response_id, str) or not response_id:
+            return
+        stored = upstream_id if isinstance(upstream_id, str) and upstream_id else response_id
+        self._ids[response_id] = (conversation, stored)
+        self._ids.move_to_end(response_id)
+        while len(self._ids) > self._size:
+            self._ids.popitem(last=False)
+
+    def conversation_of(self, response_id: str) -> str:
+        known = self._ids.get(response_id)
+        return known[0] if known else "resp:" + response_id
+
+    def upstream_id(self, response_id: str) -> str:
+        known = self._ids.get(response_id)
+        return known[1] if known else response_id
+
+
+def input_items(value: Any) -> list[Any]:
+    """``input`` as a list of items (a string is one user message)."""
+    if isinstance(value, str):
+        return [{"type": "message", "role": "user", "content": value}]
+    return list(value) if isinstance(value, list) else []
+
+
+def _text(content: Any) -> Any:
+    """A message's or output's content for the chat view: a string as is, a list of
+    parts (``input_text``/``output_text`` carry ``text``) as those parts."""
+    return content if isinstance(content, str | list) else ""
+
+
+def conversation_view(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The conversation in Chat Completions shape (what query and pins are read from).
+    Raises UnreadableRequest when ``input`` is neither a string nor a list."""
+    value = body.get("input")
+    if not isinstance(value, str | list):
+        raise UnreadableRequest("input is neither a string nor a list of items")
+    view: list[dict[str, Any]] = []
+    if isinstance(body.get("instructions"), str):
+        view.append({"role": "system", "content": body["instructions"]})
+    for item in input_items(value):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message" if "role" in item else None)
+        if kind == "message":
+            role = "system" if item.get("role") == "developer" else item.get("role")
+            view.append({"role": role, "content": _text(item.get("content"))})
+        elif kind == "function_call":
+            call = {"id": item.get("call_id"), "type": "function",
+                    "function": {"name": item.get("name"), "arguments": item.get("arguments")}}
+            view.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            view.append({"role": "tool", "tool_call_id": item.get("call_id"),
+                         "content": _text(item.get("output"))})
+    return view
+
+
+def _is_function(entry: Mapping[str, Any]) -> bool:
+    return entry.get("type") == "function"
+
+
+def _server_side_conversation(body: Mapping[str, Any], chains: ResponseChains) -> str | None:
+    conversation = body.get("conversation")
+    if isinstance(conversation, Mapping):
+        conversation = conversation.get("id")
+    if isinstance(conversation, str) and conversation:
+        return "conv:" + conversation
+    previous = body.get("previous_response_id")
+    if isinstance(previous, str) and previous:
+        return chains.conversation_of(previous)
+    return None
+
+
+class ResponsesAdapter:
+    """Request and response adapters of the Responses API."""
+
+    api = "responses"
+
+    def __init__(self, chains: ResponseChains | None = None) -> None:
+        self.chains = chains or ResponseChains()
+
+    # --- request ----------------------------------------------------------------
+    def read(self, body: dict[str, Any]) -> PlanInput:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.read`."""
+        if "tools" not in body:
+            raise NothingToPrune()
+        native = parse_flat_tools(body["tools"], _is_function, "parameters")
+        if not len(native):
+            raise NothingToPrune()
+        return PlanInput(
+            body=body,
+            native=native,
+            messages=conversation_view(body),
+            choice=read_tool_choice(body),
+            conversation=_server_side_conversation(body, self.chains),
+        )
+
+    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.upstream_body`."""
+        assert turn.native is not None
+        body = dict(turn.body)
+        body["tools"] = [
+            *turn.native.others,
+            *selected_definitions(turn.native, turn.selection.tools),
+            *(meta_entries(turn.meta, responses_tool) if with_meta else []),
+        ]
+        if turn.tool_choice.forward is not KEEP:
+            body["tool_choice"] = turn.tool_choice.forward
+        if turn.extra_messages:
+            body["input"] = [*input_items(body.get("input")), *turn.extra_messages]
+        if isinstance(body.get("previous_response_id"), str):
+            body["previous_response_id"] = self.chains.upstream_id(body["previous_response_id"])
+        return json_bytes(body)
+
+    def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.append_exchange`."""
+        turn.extra_messages.extend(reply.items)
+        turn.extra_messages.extend(
+            {"type": "function_call_output", "call_id": call.id, "output": result}
+            for call, result in zip(reply.meta, results, strict=True)
+        )
+
+    # --- response ---------------------------------------------------------------
+    def is_meta_item(self, turn: Turn, item: Any) -> bool:
+        return (
+            isinstance(item, Mapping)
+            and item.get("type") == "function_call"
+            and turn.is_meta(item.get("name"))
+        )
+
+    def meta_call(self, item: Mapping[str, Any]) -> MetaCall:
+        call_id = item.get("call_id") or f"call_{uuid.uuid4().hex[:24]}"
+        return MetaCall(call_id, item["name"], arguments_text(item.get("arguments")) or "{}")
+
+    def split_output(self, turn: Turn, output: list[Any]) -> RoundReply:
+        """Meta-calls and client calls of a response's ``output``."""
+        reply = RoundReply(items=list(output))
+        for item in output:
+            if self.is_meta_item(turn, item):
+                reply.meta.append(self.meta_call(item))
+            elif isinstance(item, Mapping) and item.get("type") in CLIENT_CALLS:
+                reply.real_calls.append(str(item.get("name")))
+        return reply
+
+    def read_reply(self, turn: Turn, data: dict[str, Any]) -> RoundReply:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.read_reply`."""
+        output = data["output"]
+        if not isinstance(output, list):
+            raise TypeError("output is not a list")
+        return self.split_output(turn, output)
+
+    def client_response(
+        self, turn: Turn, response: dict[str, Any], output: list[Any],
+        usage: dict[str, Any] | None, client_id: str | None = None,
+    ) -> dict[str, Any]:
+        """A response object as the client sees it: ``output`` given (meta-calls
+        removed), ``usage`` summed, the request's ``tools`` and ``tool_choice`` echoed as
+        the client sent them, ``id`` the ``client_id`` when given. Remembers the id for
+        ``previous_response_id``."""
+        upstream_id = response.get("id")
+        response = {**response, "output": output}
+        if client_id is not None:
+            response["id"] = client_id
+        if usage is not None:
+            response["usage"] = usage
+        for echoed in ("tools", "tool_choice"):
+            if echoed in response and echoed in turn.body:
+                response[echoed] = turn.body[echoed]
+        self.chains.remember(response.get("id"), turn.conversation, upstream_id)
+        return response
+
+    def finish_reply(
+        self, turn: Turn, data: dict[str, Any], usage: dict[str, Any] | None, only_meta: bool
+    ) -> None:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.finish_reply`."""
+        output = [item for item in data["output"] if not self.is_meta_item(turn, item)]
+        data.update(self.client_response(turn, data, output, usage))
+
+    def relay(self, turn: Turn) -> ResponsesRelay:
+        return ResponsesRelay(self, turn)
+

@@ -1,0 +1,177 @@
+"""Relaying a Responses API event stream with meta-call items hidden.
+
+Event types and fields follow OpenAI's Responses streaming reference: ``response.created``
+/ ``.in_progress`` / ``.queued``; item events (``response.output_item.added`` /
+``.done`` with ``item``; ``response.content_part.*``, ``response.output_text.*``,
+``response.function_call_arguments.delta`` / ``.done``, ``response.reasoning_*``…) that
+name their item by ``output_index`` and/or ``item_id``; the terminal
+``response.completed`` / ``.incomplete`` / ``.failed`` with the whole ``response``; and
+``error``. Every event has a ``sequence_number`` (servers such as llama-server omit it,
+and ``output_index``; what is absent stays absent).
+
+The client sees one ``response.created`` (the first round's), items of every round with
+meta-call items removed and ``output_index`` renumbered in order, ``sequence_number``
+counting its own events, and one terminal event: the last round's, its ``output`` the
+items the client saw, its ``usage`` summed over rounds and its ``id`` the one
+``response.created`` gave (the SDKs' stream helpers require one id per stream; see
+:class:`proxy.apis.responses.ResponseChains` for what ``previous_response_id`` then
+refers to).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from proxy.apis.adapter import EventRelay, RoundReply
+from proxy.chat.turn import Turn, add_usage
+
+LIFECYCLE = ("response.created", "response.in_progress", "response.queued")
+TERMINAL = ("response.completed", "response.incomplete", "response.failed")
+ITEM_EVENTS = ("response.output_item.added", "response.output_item.done")
+TOKEN_EVENTS = ("response.output_text.delta", "response.function_call_arguments.delta",
+                "response.refusal.delta", "response.custom_tool_call_input.delta")
+
+
+class OutputReader(Protocol):
+    """What the relay needs of the Responses adapter
+    (:class:`proxy.apis.responses.ResponsesAdapter`)."""
+
+    def is_meta_item(self, turn: Turn, item: Any) -> bool: ...
+
+    def split_output(self, turn: Turn, output: list[Any]) -> RoundReply: ...
+
+    def client_response(
+        self, turn: Turn, response: dict[str, Any], output: list[Any],
+        usage: dict[str, Any] | None, client_id: str | None = None,
+    ) -> dict[str, Any]: ...
+
+
+@dataclass
+class _Item:
+    """One output item of the current round."""
+
+    hidden: bool
+    client_index: int | None
+    item: dict[str, Any]
+    arguments: list[str] = field(default_factory=list)
+
+
+class ResponsesRelay(EventRelay):
+    """See the module docstring."""
+
+    def __init__(self, adapter: OutputReader, turn: Turn) -> None:
+        super().__init__(turn)
+        self.adapter = adapter
+        self.sequence = 0
+        self.next_index = 0
+        self.usage: dict[str, Any] | None = None
+        self.output: list[Any] = []  # what the client saw, all rounds
+        self.items: list[_Item] = []
+        self.keys: dict[tuple[str, Any], _Item] = {}
+        self.terminal: dict[str, Any] | None = None
+        #: The response id the client got in ``response.created`` (kept to the end).
+        self.client_id: str | None = None
+
+    def start_round(self) -> None:
+        super().start_round()
+        self.items, self.keys, self.terminal = [], {}, None
+
+    # --- events -----------------------------------------------------------------
+    def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        kind = data.get("type")
+        if kind in LIFECYCLE:
+            if self.round > 1:
+                return []
+            if isinstance(data.get("response"), Mapping):
+                response = self.adapter.client_response(
+                    self.turn, dict(data["response"]), data["response"].get("output", []), None
+                )
+                self.client_id = self.client_id or response.get("id")
+                data = {**data, "response": response}
+            return [self._numbered(data)]
+        if kind in TERMINAL:
+            self.terminal = data
+            return []
+        if kind == "error":
+            self.failed = True
+            return [self._numbered(data)]
+        item = self._item_of(data)
+        if item is None:
+            return [self._numbered(data)]
+        if item.hidden:
+            self._collect(item, data)
+            return []
+        if "output_index" in data:
+            data = {**data, "output_index": item.client_index}
+        if kind in TOKEN_EVENTS and data.get("delta"):
+            self.first_token = True
+        return [self._numbered(data)]
+
+    def _numbered(self, data: dict[str, Any]) -> dict[str, Any]:
+        if "sequence_number" not in data:
+            return data
+        data = {**data, "sequence_number": self.sequence}
+        self.sequence += 1
+        return data
+
+    def _item_of(self, data: dict[str, Any]) -> _Item | None:
+        """The item an event is about (registered on its first item event), or None."""
+        by_index = ("index", data["output_index"]) if "output_index" in data else None
+        payload = data.get("item") if data.get("type") in ITEM_EVENTS else None
+        item_id = payload.get("id") if isinstance(payload, Mapping) else data.get("item_id")
+        by_id = ("id", item_id) if isinstance(item_id, str) else None
+        known = self.keys.get(by_index) if by_index else None
+        known = known or (self.keys.get(by_id) if by_id else None)
+        if known is None and isinstance(payload, Mapping):
+            hidden = self.adapter.is_meta_item(self.turn, payload)
+            known = _Item(hidden, None if hidden else self.next_index, dict(payload))
+            if not hidden:
+                self.next_index += 1
+            self.items.append(known)
+        if known is not None:
+            if isinstance(payload, Mapping):
+                known.item = dict(payload)
+            for key in (by_index, by_id):
+                if key is not None:
+                    self.keys[key] = known
+        return known
+
+    @staticmethod
+    def _collect(item: _Item, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        if kind == "response.function_call_arguments.delta":
+            item.arguments.append(str(data.get("delta", "")))
+        elif kind == "response.function_call_arguments.done" and isinstance(data.get("arguments"), str):
+            item.arguments = [data["arguments"]]
+
+    # --- round ends -------------------------------------------------------------
+    def _round_output(self) -> list[Any]:
+        """The round's output items: the terminal event's, else those streamed."""
+        response = self.terminal.get("response") if self.terminal else None
+        output = response.get("output") if isinstance(response, Mapping) else None
+        if isinstance(output, list):
+            return output
+        items = []
+        for item in self.items:
+            if item.hidden and item.arguments and not item.item.get("arguments"):
+                item.item["arguments"] = "".join(item.arguments)
+            items.append(item.item)
+        return items
+
+    def end_round(self) -> RoundReply:
+        output = self._round_output()
+        response = self.terminal.get("response") if self.terminal else None
+        if isinstance(response, Mapping):
+            self.usage = add_usage(self.usage, response.get("usage"))
+        self.output += [item for item in output if not self.adapter.is_meta_item(self.turn, item)]
+        return self.adapter.split_output(self.turn, output)
+
+    def finish(self, only_meta: bool) -> list[dict[str, Any]]:
+        if self.terminal is None or not isinstance(self.terminal.get("response"), Mapping):
+            return []  # the upstream ended without a terminal event: so does the client
+        response = self.adapter.client_response(
+            self.turn, dict(self.terminal["response"]), self.output, self.usage, self.client_id
+        )
+        return [self._numbered({**self.terminal, "response": response})]

@@ -1,0 +1,93 @@
+"""Upstream rounds of an acting Responses or Messages request, and serving its plain
+(``stream`` not true) response: meta-calls alone are answered and the request
+re-issued (bounded by ``max_meta_rounds``); meta-calls mixed with client calls are
+removed and their loads take effect next turn; ``usage`` is summed over rounds."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+from starlette.types import Send
+
+from proxy.apis.adapter import ApiAdapter
+from proxy.chat.context import TurnServices
+from proxy.chat.turn import Turn, add_usage, json_bytes
+from proxy.http.asgi import send_complete, send_error
+from proxy.http.errors import ProxyError
+from proxy.http.forwarding import ClientRequest, response_headers
+from proxy.http.headers import Headers, upstream_request_headers
+from proxy.http.upstream import read_decoded
+from proxy.metrics import route_label
+
+
+async def send_api_round(
+    services: TurnServices, request: ClientRequest, body: bytes
+) -> httpx.Response:
+    """Send ``body`` upstream in place of the client's and return the response with its
+    headers read (uncompressed: the proxy reads intercepted bodies). Raises the
+    ``proxy.http.errors`` of :meth:`Upstream.send`."""
+    headers = [
+        (name, value)
+        for name, value in upstream_request_headers(request.headers, request.request_id)
+        if name != b"accept-encoding"
+    ]
+    headers.append((b"accept-encoding", b"identity"))
+    upstream = services.forwarder.upstream
+    url = upstream.url_for(request.raw_path, request.query_string)
+    response, waited_s = await upstream.send(request.method, url, headers, body)
+    services.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
+    return response
+
+
+async def serve_plain(
+    services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest, send: Send,
+    extra_headers: Headers, started: float,
+) -> None:
+    """Serve ``turn`` and send one response to the client."""
+    usage: dict[str, Any] | None = None
+    while True:
+        offered = turn.offer_meta_now(services.max_meta_rounds)
+        try:
+            response = await send_api_round(services, request, adapter.upstream_body(turn, offered))
+        except ProxyError as error:
+            await send_error(send, error)
+            return
+        try:
+            if response.status_code != 200:
+                await services.forwarder.relay(response, send, extra_headers)
+                return
+            raw = await read_decoded(response)
+        except ProxyError as error:
+            await send_error(send, error)
+            return
+        finally:
+            await response.aclose()
+        headers = [
+            (name, value)
+            for name, value in response_headers(response)
+            if name not in (b"content-length", b"content-encoding")
+        ]
+        try:
+            data = json.loads(raw)
+            if not isinstance(data, dict):
+                raise TypeError("the response is not an object")
+            reply = adapter.read_reply(turn, data)
+        except (ValueError, KeyError, TypeError):
+            await send_complete(send, 200, [*headers, *extra_headers], raw)
+            return
+        usage = add_usage(usage, data.get("usage"))
+        if reply.meta and not reply.real_calls and offered:
+            results = await services.run_meta_calls(turn, reply.meta)
+            adapter.append_exchange(turn, reply, results)
+            turn.rounds += 1
+            continue
+        if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
+            await services.run_meta_calls(turn, reply.meta)
+        turn.response_calls = reply.real_calls
+        adapter.finish_reply(turn, data, usage, only_meta=bool(reply.meta) and not reply.real_calls)
+        services.metrics.ttft.labels("pruned").observe(time.perf_counter() - started)
+        await send_complete(send, 200, [*headers, *extra_headers], json_bytes(data))
+        return
