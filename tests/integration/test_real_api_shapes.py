@@ -47,7 +47,10 @@ def llama() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def proxy(llama: str) -> Iterator[str]:
-    settings = Settings(upstream_url=llama + "/v1", idle_timeout_s=CLIENT_TIMEOUT_S)
+    # Wait for the cold 117-tool index: the default (1.5 s) forwards the first request unpruned.
+    settings = Settings(
+        upstream_url=llama + "/v1", idle_timeout_s=CLIENT_TIMEOUT_S, index_timeout_s=300.0
+    )
     with serve_in_thread(create_app(settings), server_header=False, date_header=False) as origin:
         yield origin
 
