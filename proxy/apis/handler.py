@@ -21,8 +21,7 @@ from proxy.apis.adapter import ApiAdapter
 from proxy.apis.events import EventStreamServer
 from proxy.apis.rounds import serve_plain
 from proxy.chat.context import TurnServices, UsageRecorder
-from proxy.chat.handler import Decision
-from proxy.chat.identity import log_id
+from proxy.chat.handler import Decision, log_decision
 from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
@@ -132,7 +131,7 @@ class ApiHandler:
         finally:
             if decision is Decision.PRUNED:
                 self.metrics.meta_rounds.observe(turn.rounds)
-            self._log(turn, decision, selection_s)
+            log_decision(turn, decision, selection_s, self.adapter.api)
             if self.usage is not None:
                 self.usage.record(turn, decision.value)
 
@@ -150,28 +149,4 @@ class ApiHandler:
             "fallback_full_catalog",
             {"api": self.adapter.api, "reason": error.reason, "error": type(error).__name__,
              "detail": str(error)},
-        )
-
-    def _log(self, turn: Turn, decision: Decision, selection_s: float) -> None:
-        selection = turn.selection
-        logger.info(
-            "pruning_decision",
-            extra={
-                "fields": {
-                    "api": self.adapter.api,
-                    "decision": decision.value,
-                    "path": turn.path,
-                    "conversation": log_id(turn.conversation),
-                    "turn": selection.state.turn,
-                    "offered": turn.offered,
-                    "forwarded": len(selection.tools),
-                    "admitted": list(selection.admitted),
-                    "evicted": list(selection.evicted),
-                    "reasons": {t.name: t.reason for t in selection.tools},
-                    "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
-                    "meta": turn.meta_events,
-                    "rounds": turn.rounds,
-                    "selection_ms": round(selection_s * 1000, 2),
-                }
-            },
         )

@@ -55,6 +55,36 @@ class Decision(StrEnum):
     DRY_RUN = "dry_run"
 
 
+def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
+    """The one structured log line of an acting request (no message content): what was
+    offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
+    ``messages``). ``selection_s``: seconds spent planning."""
+    selection = turn.selection
+    logger.info(
+        "pruning_decision",
+        extra={
+            "fields": {
+                "api": api,
+                "decision": decision.value,
+                "path": turn.path,
+                "conversation": log_id(turn.conversation),
+                "turn": selection.state.turn,
+                "offered": turn.offered,
+                "forwarded": len(selection.tools),
+                "admitted": turn.admitted(),
+                "evicted": list(selection.evicted),
+                "reasons": {t.name: t.reason for t in selection.tools},
+                "dependency_of": dict(selection.parents),
+                "tier": list(selection.tier),
+                "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
+                "meta": turn.meta_events,
+                "rounds": turn.rounds,
+                "selection_ms": round(selection_s * 1000, 2),
+            }
+        },
+    )
+
+
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
 #: relaying other streams meanwhile (bytes).
 DECODE_IN_THREAD_BYTES = 256 * 1024
@@ -162,7 +192,7 @@ class ChatHandler:
         ]
         if mode == "dry-run":
             self._count(Decision.DRY_RUN, turn.path)
-            self._log(turn, Decision.DRY_RUN, selection_s)
+            log_decision(turn, Decision.DRY_RUN, selection_s, "chat_completions")
             try:
                 await self.forwarder.forward(request, send, extra_response_headers=tools_header)
             finally:
@@ -186,7 +216,7 @@ class ChatHandler:
                 )
         finally:
             self.metrics.meta_rounds.observe(turn.rounds)
-            self._log(turn, Decision.PRUNED, selection_s)
+            log_decision(turn, Decision.PRUNED, selection_s, "chat_completions")
             if self.usage is not None:
                 self.usage.record(turn, Decision.PRUNED.value)
 
@@ -224,31 +254,5 @@ class ChatHandler:
             error.reason,
             "fallback_full_catalog",
             {"reason": error.reason, "error": type(error).__name__, "detail": str(error)},
-        )
-
-    def _log(self, turn: Turn, decision: Decision, selection_s: float) -> None:
-        selection = turn.selection
-        logger.info(
-            "pruning_decision",
-            extra={
-                "fields": {
-                    "api": "chat_completions",
-                    "decision": decision.value,
-                    "path": turn.path,
-                    "conversation": log_id(turn.conversation),
-                    "turn": selection.state.turn,
-                    "offered": turn.offered,
-                    "forwarded": len(selection.tools),
-                    "admitted": turn.admitted(),
-                    "evicted": list(selection.evicted),
-                    "reasons": {t.name: t.reason for t in selection.tools},
-                    "dependency_of": dict(selection.parents),
-                    "tier": list(selection.tier),
-                    "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
-                    "meta": turn.meta_events,
-                    "rounds": turn.rounds,
-                    "selection_ms": round(selection_s * 1000, 2),
-                }
-            },
         )
 
