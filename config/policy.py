@@ -139,5 +139,8 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
             max_dependencies=settings.max_dependencies,
             tier_size=settings.tier_size,
         ),
+        refresh_rank=settings.refresh_rank,
+        refresh_top_k=settings.refresh_top_k,
+        refresh_share=settings.refresh_share,
         **knobs,
     )

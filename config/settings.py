@@ -172,6 +172,46 @@ class Settings(BaseSettings):
         ge=1,
         description="Catalogues larger than this get `search_tools` instead of the listed menu.",
     )
+    refresh_rank: int = Field(
+        3,
+        ge=0,
+        description="A conversation's later turn admits new tools only when one of its "
+        "`refresh_rank` best-scored tools is not forwarded yet (each change makes the "
+        "upstream evaluate the history again). 0: later turns add only tools called or loaded.",
+    )
+    refresh_top_k: int = Field(
+        16,
+        ge=0,
+        description="Candidates a later turn that changes the forwarded tools may add beyond "
+        "its best tools (see `refresh_share`).",
+    )
+    refresh_share: float = Field(
+        2.0,
+        ge=0,
+        description="Such a turn also admits candidates up to `refresh_top_k` into free room, "
+        "their schemas costing at most this share of the history's tokens: insurance "
+        "against another change, which would make the upstream evaluate that history again.",
+    )
+    context_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="The upstream's context per request, in tokens. Unset: llama-server's "
+        "`/props` (`n_ctx` of a slot), fetched once and refreshed; other servers: no token "
+        "cap, only `max_tools`.",
+    )
+    tool_budget_share: float = Field(
+        0.5,
+        gt=0,
+        le=1,
+        description="Share of the upstream's context the forwarded tools may take (never "
+        "more than leaves room for the messages): a pruned prompt fits the context.",
+    )
+    upstream_props_refresh_s: float = Field(
+        600.0,
+        gt=0,
+        description="Seconds between fetches of the upstream's `/props`; also how long an "
+        "upstream without `/props` or `/tokenize` is not asked again (tokens are estimated).",
+    )
     upstream_stream: bool = Field(
         True,
         description="`false`: streaming requests are sent upstream without streaming and the "

@@ -25,6 +25,7 @@ from config.settings import Settings
 from proxy.apis.handler import ApiHandler
 from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
+from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.handler import ChatHandler
 from proxy.components import build_engine, build_state_store, load_embedder, warm_catalogs
 from proxy.http.asgi import (
@@ -196,6 +197,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             if settings.usage_db is not None
             else None
         )
+        upstream_info = UpstreamInfo(settings)
         chat = ChatHandler(
             settings=settings,
             policy=policy,
@@ -204,6 +206,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             forwarder=forwarder,
             metrics=metrics,
             usage=usage,
+            upstream_info=upstream_info,
         )
         apis = {
             path: ApiHandler(
@@ -230,6 +233,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             warming.cancel()
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
+            await upstream_info.aclose()
             await engine.aclose()
             await store.aclose()
             if client is None:

@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1)
+_TOKEN_BUCKETS = (0, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
 _TOOL_COUNT_BUCKETS = (0, 1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 4096)
 
 #: Route labels (bounded cardinality): known paths by name, the rest by family.
@@ -99,6 +100,23 @@ class Metrics:
             "toolprune_tool_schema_bytes_saved_total",
             "JSON bytes of tool definitions not sent upstream (estimate of prefill saved).",
             registry=r,
+        )
+        self.expected_reused_tokens = Histogram(
+            "toolprune_expected_cached_prompt_tokens",
+            "Prompt tokens per acting request the proxy expects the upstream to reuse from its "
+            "prefix (KV) cache (estimated).", buckets=_TOKEN_BUCKETS, registry=r,
+        )
+        self.expected_evaluated_tokens = Histogram(
+            "toolprune_expected_evaluated_prompt_tokens",
+            "Prompt tokens per acting request the proxy expects the upstream to evaluate "
+            "(prefill; estimated).", buckets=_TOKEN_BUCKETS, registry=r,
+        )
+        self.cache_breaks = Counter(
+            "toolprune_cache_breaks_total",
+            "Acting requests whose forwarded tools changed after the conversation started, so "
+            "the upstream evaluates its history again: `appended` (tools admitted at the "
+            "block's end), `evicted` (a tool also left the block: at a cap).",
+            ["reason"], registry=r,
         )
         self.state_errors = Counter(
             "toolprune_state_store_errors_total", "Conversation state store failures.",

@@ -40,6 +40,15 @@ class Policy:
     ``text_formats``: formats tried, in order, to find a tool block in a system prompt.
     ``ranking``: hybrid scoring, token budget, adaptive k, dependencies, tier
     (:class:`~selection.ranking.RankingPolicy`).
+    ``refresh_rank``: a conversation's later turn admits semantic candidates only when one
+    of its ``refresh_rank`` best-scored tools is not forwarded yet, or a tool called in the
+    history is new (a turn the forwarded block already serves changes nothing, so the
+    upstream's KV cache of the block and of the history after it stays valid); it then
+    admits its best tools (and their dependencies). 0: later turns admit only pinned and
+    loaded tools. ``refresh_top_k`` / ``refresh_share``: such a turn also admits candidates
+    up to ``refresh_top_k`` into free room, their schemas costing at most ``refresh_share``
+    × the history's tokens: insurance against another change, which would make the
+    upstream evaluate that history again.
     """
 
     core: tuple[str, ...] = ()
@@ -53,6 +62,9 @@ class Policy:
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     text_formats: tuple[TextFormat, ...] = PRESETS
     ranking: RankingPolicy = field(default_factory=RankingPolicy)
+    refresh_rank: int = 3
+    refresh_top_k: int = 16
+    refresh_share: float = 2.0
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

@@ -11,7 +11,9 @@ nothing forwards exactly the previous turn's list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,8 +21,9 @@ import numpy as np
 
 from selection.catalog import Catalog
 from selection.policy import Policy, bundle_mates, catalog_bundles
-from selection.ranking import Candidate, choose
+from selection.ranking import Candidate, Choice, choose
 from selection.state import ConversationState, LoadedTool
+from selection.tokens import tool_tokens
 
 Reason = Literal["core", "pinned", "requested", "semantic", "dependency", "bundle", "sticky"]
 
@@ -57,6 +60,11 @@ class Selection:
     parents: tuple[tuple[str, str], ...] = ()
 
     @property
+    def changed(self) -> bool:
+        """Whether the forwarded tools differ from the previous turn's."""
+        return bool(self.admitted or self.evicted)
+
+    @property
     def names(self) -> list[str]:
         return [tool.name for tool in self.tools]
 
@@ -83,6 +91,13 @@ def semantic_candidates(
     return chosen
 
 
+def block_serves(score_of: dict[str, float], forwarded: set[str], rank: int) -> bool:
+    """Whether the ``rank`` best-scored tools of the turn are all ``forwarded`` already
+    (``Policy.refresh_rank``); ties broken by catalogue order."""
+    best = heapq.nlargest(rank, score_of, key=score_of.__getitem__) if rank > 0 else []
+    return all(name in forwarded for name in best)
+
+
 def _unique_known(names: Sequence[str], catalog: Catalog, exclude: set[str]) -> list[str]:
     seen: dict[str, None] = {}
     for name in names:
@@ -101,6 +116,9 @@ def select(
     pinned: Sequence[str] = (),
     requested: Sequence[str] = (),
     top_k: int | None = None,
+    token_cap: int | None = None,
+    exact: Mapping[str, int] | None = None,
+    history_tokens: int = 0,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -115,12 +133,24 @@ def select(
             take no semantic slot, so top-k always brings k candidates beyond them.
         requested: tools a meta-tool loaded this turn; admitted before semantic ones.
         top_k: overrides ``policy.top_k`` for this turn.
+        token_cap: prompt tokens the forwarded tools that are neither CORE nor pinned may
+            take (the planner's share of the upstream's context, less the messages); None:
+            no token cap.
+        exact: exact prompt tokens per tool fingerprint (the upstream's tokenizer), else
+            :func:`selection.tokens.tool_tokens` estimates.
+        history_tokens: prompt tokens of the conversation's messages (after the system
+            prompt): what the upstream evaluates again when the tools change.
 
-    At the cap (``policy.max_tools`` tools that are neither CORE nor pinned), the least
-    recently used tool not selected this turn is evicted; when nothing is evictable, the
-    lowest-priority candidates are not admitted. A loaded set over the cap (a pin ended,
-    or the cap was lowered) is brought back under it first. Priority: pinned, requested, semantic
-    (by score), bundle-mates.
+    On a later turn (``state.turn`` > 0), semantic candidates are admitted only when the
+    turn's ``policy.refresh_rank`` best tools are not all forwarded or a pinned tool is
+    new (see :class:`~selection.policy.Policy`); the tier is kept from the state unless
+    the forwarded tools change, so the meta-tool's text stays byte-identical.
+
+    At a cap (``policy.max_tools`` tools that are neither CORE nor pinned, or
+    ``token_cap``), the least recently used tool not selected this turn is evicted; when
+    nothing is evictable, the lowest-priority candidates are not admitted. A loaded set
+    over a cap (a pin ended, the cap was lowered) is brought back under it first.
+    Priority: pinned, requested, semantic (by score), bundle-mates.
     """
     core = [tool.name for tool in catalog.tools if policy.is_core(tool.name)]
     core_set = set(core)
@@ -131,14 +161,52 @@ def select(
     score_of: dict[str, float] = {}
     semantic: list[Candidate] = []
     tier: tuple[str, ...] = ()
+    # A later turn changes the forwarded tools only when its best tools are not all
+    # forwarded or the history called a tool new to them; then the upstream evaluates the
+    # history again, once. It admits what its best tools need, and as insurance against
+    # a later change (which would cost that history again, and more) candidates up to
+    # ``refresh_top_k`` into free room (``spare``, never evicting), their schemas costing
+    # at most ``refresh_share`` × the history's tokens.
+    later = state.turn > 0
+    changing = any(name not in state.loaded for name in pinned_names)
+    spare: set[str] = set()
     if scores is not None:
         score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
-        k = policy.top_k if top_k is None else top_k
-        choice = choose(
-            catalog, scores, top_k=k, threshold=policy.threshold,
-            exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
+        held = core_set | pinned_set | set(state.loaded)
+        # A meta round (``requested``): the model named what it needs; the turn's own
+        # candidates were admitted when it was planned.
+        refresh = not later or (
+            not requested_names and not block_serves(score_of, held, policy.refresh_rank)
         )
-        semantic, tier = list(choice.candidates), choice.tier
+        k = policy.top_k if top_k is None else top_k
+
+        def candidates(k: int) -> Choice:
+            return choose(
+                catalog, scores, top_k=k, threshold=policy.threshold,
+                exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
+            )
+
+        choice = candidates(k)
+        tier = choice.tier
+        if refresh:
+            semantic = list(choice.candidates)
+        if refresh and later:
+            # The turn's best tools, also past the token budget: else the next turn would
+            # find them missing and change the block again.
+            chosen = {c.name for c in semantic}
+            best = heapq.nlargest(min(policy.refresh_rank, k), score_of, key=score_of.__getitem__)
+            semantic += [
+                Candidate(name, score_of[name], "semantic")
+                for name in best
+                if name not in held and name not in chosen and score_of[name] >= policy.threshold
+            ]
+        if later and not requested_names and (refresh or changing) and k > 0:
+            wide = candidates(max(k, policy.refresh_top_k))
+            chosen = {c.name for c in semantic}
+            extra = [c for c in wide.candidates if c.name not in chosen]
+            semantic += extra
+            spare = {c.name for c in extra}
+            tier = wide.tier
 
     mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
     bundle_names = [
@@ -171,29 +239,66 @@ def select(
     admitted: list[str] = []
     evicted: list[str] = []
 
-    def evict_least_recently_used() -> bool:
+    def cost(name: str) -> int:
+        tool = catalog.get(name)
+        return tool_tokens(tool, exact) if tool is not None and token_cap is not None else 0
+
+    def evict(over_context: bool) -> str | None:
+        """Evict the least recently used tool not selected this turn; past the token cap
+        (the prompt would not fit the context), else the lowest-scored selected one."""
         victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
-        if not victims:
-            return False
-        victim = min(victims, key=lambda n: loaded[n].last_used_at)  # ties: oldest admission
+        if victims:
+            victim = min(victims, key=lambda n: loaded[n].last_used_at)  # ties: oldest
+        elif over_context and (victims := [n for n in loaded if n not in pinned_set]):
+            victim = min(reversed(victims), key=lambda n: score_of.get(n, -math.inf))
+        else:
+            return None
         del loaded[victim]
         evicted.append(victim)
+        return victim
+
+    cap = token_cap if token_cap is not None else math.inf
+    uncapped = [name for name in loaded if name not in pinned_set]
+    spent = sum(cost(name) for name in uncapped)
+    count = len(uncapped)
+
+    def make_room(name_cost: int) -> bool:
+        """Evict until one more tool of ``name_cost`` tokens fits both caps."""
+        nonlocal count, spent
+        while count + 1 > policy.max_tools or spent + name_cost > cap:
+            victim = evict(over_context=False)
+            if victim is None:
+                return False
+            count -= 1
+            spent -= cost(victim)
         return True
 
-    uncapped = sum(1 for name in loaded if name not in pinned_set)
-    while uncapped > policy.max_tools and evict_least_recently_used():  # a pin ended, cap lowered
-        uncapped -= 1
+    # A pin ended, the cap was lowered or the context shrank: back under the caps first.
+    while count > policy.max_tools or spent > cap:
+        victim = evict(over_context=spent > cap)
+        if victim is None:
+            break
+        count -= 1
+        spent -= cost(victim)
+    insurance = policy.refresh_share * history_tokens
     for name in reasons:  # insertion order is admission priority
         if name in loaded:
             continue
-        if name not in pinned_set and uncapped >= policy.max_tools:
-            if not evict_least_recently_used():
+        if name not in pinned_set:
+            name_cost = cost(name)
+            if name in spare:
+                tool = catalog.get(name)
+                assert tool is not None
+                insured = tool_tokens(tool, exact)
+                if count + 1 > policy.max_tools or spent + name_cost > cap or insured > insurance:
+                    continue
+                insurance -= insured
+            if not make_room(name_cost):
                 continue
-            uncapped -= 1
+            count += 1
+            spent += name_cost
         loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)
         admitted.append(name)
-        if name not in pinned_set:
-            uncapped += 1
 
     tools = [SelectedTool(name, "core", score_of.get(name)) for name in core]
     tools += [
@@ -204,11 +309,15 @@ def select(
         ((name, s) for name, s in score_of.items() if name not in forwarded),
         key=lambda item: -item[1],
     )[:LEFT_OUT_REPORTED]
-    new_state = ConversationState(loaded, state.turn, state.meta_calls)
+    if state.turn > 0 and not admitted and not evicted:
+        tier = tuple(state.tier)  # the block is unchanged: so is the meta-tool's text
+    tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
+    new_state = ConversationState(
+        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens
+    )
     parents = tuple(
         (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded
     )
     return Selection(
-        tuple(tools), tuple(admitted), tuple(evicted), tuple(left_out), new_state,
-        tuple(name for name in tier if name not in forwarded), parents,
+        tuple(tools), tuple(admitted), tuple(evicted), tuple(left_out), new_state, tier, parents
     )

@@ -29,11 +29,17 @@ class ConversationState:
 
     ``loaded``: tool name → times, in admission order (dict order is the forwarded order).
     ``turn``: acting requests seen; ``meta_calls``: meta-tool calls handled.
+    ``tier``: the tools the meta-tool lists by name, frozen while the loaded set does
+    not change (the meta-tool's text is part of the upstream's cached prefix).
+    ``history_tokens``: estimated prompt tokens of the messages at the last request (what
+    the upstream's cache holds after the tool block).
     """
 
     loaded: dict[str, LoadedTool] = field(default_factory=dict)
     turn: int = 0
     meta_calls: int = 0
+    tier: list[str] = field(default_factory=list)
+    history_tokens: int = 0
 
     def to_json(self) -> str:
         return json.dumps(
@@ -41,6 +47,8 @@ class ConversationState:
                 "loaded": [[name, t.admitted_at, t.last_used_at] for name, t in self.loaded.items()],
                 "turn": self.turn,
                 "meta_calls": self.meta_calls,
+                "tier": self.tier,
+                "history_tokens": self.history_tokens,
             },
             separators=(",", ":"),
         )
@@ -51,7 +59,9 @@ class ConversationState:
         try:
             data = json.loads(raw)
             loaded = {str(n): LoadedTool(float(a), float(u)) for n, a, u in data["loaded"]}
-            return cls(loaded, int(data["turn"]), int(data["meta_calls"]))
+            tier = [str(name) for name in data.get("tier", [])]
+            history = int(data.get("history_tokens", 0))
+            return cls(loaded, int(data["turn"]), int(data["meta_calls"]), tier, history)
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
 
@@ -60,6 +70,8 @@ class ConversationState:
             {name: LoadedTool(**asdict(t)) for name, t in self.loaded.items()},
             self.turn,
             self.meta_calls,
+            list(self.tier),
+            self.history_tokens,
         )
 
 

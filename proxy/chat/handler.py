@@ -22,6 +22,7 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.identity import log_id
+from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
 from proxy.chat.serving import serve_turn
 from proxy.chat.turn import MetaCall, Turn
@@ -80,9 +81,25 @@ def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -
                 "meta": turn.meta_events,
                 "rounds": turn.rounds,
                 "selection_ms": round(selection_s * 1000, 2),
+                **cache_fields(turn),
             }
         },
     )
+
+
+def cache_fields(turn: Turn) -> dict[str, Any]:
+    """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
+    to reuse and to evaluate, whether the forwarded block changed after the conversation
+    started (``cache_break``), and how the block began (``block``)."""
+    expectation = turn.expectation
+    if expectation is None:
+        return {}
+    return {
+        "expected_cached_tokens": expectation.reused,
+        "expected_evaluated_tokens": expectation.evaluated,
+        "cache_break": expectation.broken,
+        "block": turn.block_start,
+    }
 
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
@@ -118,6 +135,7 @@ class ChatHandler:
         clock: Callable[[], float] = time.time,
         usage: UsageRecorder | None = None,
         catalogs: CatalogCache | None = None,
+        upstream_info: UpstreamInfo | None = None,
     ) -> None:
         self.settings = settings
         self.forwarder = forwarder
@@ -138,6 +156,7 @@ class ChatHandler:
             metrics=metrics,
             on_late_error=lambda error: self._fallback(error, count=False),
             clock=clock,
+            upstream=upstream_info,
         )
         self.services = TurnServices(
             forwarder=forwarder,

@@ -16,6 +16,7 @@ from config.settings import Settings
 from proxy.chat.identity import conversation_id
 from proxy.chat.text_plan import TextPlan, find_text_plan
 from proxy.chat.turn import MetaCall, Turn
+from proxy.chat.upstream_info import UpstreamInfo
 from proxy.http.headers import Headers, header, state_key
 from proxy.metrics import Metrics
 from selection.catalog import Catalog, build_catalog
@@ -32,9 +33,20 @@ from selection.meta_tools import (
     search_query,
 )
 from selection.policy import Policy, catalog_bundles
+from selection.prefix import (
+    CacheExpectation,
+    block_signature,
+    estimated_text_tokens,
+    expect_cache,
+    meta_reserve_tokens,
+    prefix_key,
+    split_system,
+    tool_token_cap,
+)
 from selection.query import query_parts
-from selection.selector import select, semantic_candidates
+from selection.selector import Selection, select, semantic_candidates
 from selection.state import ConversationState, StateStore
+from selection.tokens import tool_tokens
 from selection.text_path import text_called_tools
 
 #: Tools a ``search_tools`` call loads at most.
@@ -86,6 +98,12 @@ class PlanInput:
     conversation: str | None = None
 
 
+def agent_block(state: ConversationState) -> ConversationState:
+    """What an agent's next conversation starts from: this conversation's forwarded tools
+    and tier, as the upstream last prefilled them."""
+    return ConversationState(state.copy().loaded, tier=list(state.tier))
+
+
 class Planner:
     """Plans turns and runs meta-calls for one policy, embedder engine and state store.
 
@@ -105,6 +123,7 @@ class Planner:
         on_late_error: Callable[[SelectionError], None],
         clock: Callable[[], float] = time.time,
         catalogs: CatalogCache | None = None,
+        upstream: UpstreamInfo | None = None,
     ) -> None:
         self.settings = settings
         self.catalogs = catalogs if catalogs is not None else CatalogCache(
@@ -116,6 +135,7 @@ class Planner:
         self.metrics = metrics
         self.on_late_error = on_late_error
         self.clock = clock
+        self.upstream = upstream
 
     async def plan(self, body: dict[str, Any], headers: Headers, top_k: int | None = None) -> Turn:
         """Select the tools for this request and record the turn in the state store.
@@ -166,6 +186,21 @@ class Planner:
                 raise NothingToPrune()
             native = native.restricted_to(set(choice.allowed)) if native else None
         state = await self._load_state(conversation)
+        system, conversation_messages = split_system(messages)
+        agent = state_key(
+            prefix_key(body.get("model"), system, catalog.fingerprint), headers,
+            shared=self.settings.state_shared_across_credentials,
+        )
+        block = await self._load_state(agent)
+        # What the upstream holds (llama-server keeps each conversation's last prompt, in
+        # its slot or its RAM prompt cache): this conversation's block, else its agent's.
+        cached = block_signature(block.loaded, block.tier) if block.loaded else None
+        if state.turn:
+            cached = block_signature(state.loaded, state.tier)
+        adopted = False
+        if not state.turn and block.loaded:  # a new conversation starts from its agent's block
+            state = ConversationState(block.copy().loaded, tier=list(block.tier))
+            adopted = True
         parts = query_parts(
             messages,
             self.settings.query_user_messages,
@@ -182,10 +217,21 @@ class Planner:
             *called_tools(messages),
             *text_called_tools(messages, set(catalog.names)),
         ]
-        selection = select(
-            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k
-        )
-        selection.state.turn += 1
+        history = estimated_text_tokens(conversation_messages)
+        context = await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
+        exact = self.upstream.exact_tokens if self.upstream else None
+        reserve = meta_reserve_tokens(catalog.names, self.policy.ranking.tier_size)
+        cap = tool_token_cap(context, self.settings.tool_budget_share, history + reserve)
+
+        def choose_tools(start: ConversationState) -> Selection:
+            return select(
+                catalog, scores, self.policy, start, now=self.clock(), pinned=pinned,
+                top_k=top_k, token_cap=cap, exact=exact, history_tokens=history,
+            )
+
+        selection = choose_tools(state)
+        selection.state.turn = state.turn + 1
+        selection.state.history_tokens = history
         meta = None
         forwarded = {tool.name for tool in selection.tools}
         if native is not None and choice.offer_meta and set(native.names) - forwarded:
@@ -195,11 +241,34 @@ class Planner:
                 search=len(native) > self.settings.search_tools_min_catalog,
                 tier=[name for name in selection.tier if native.get(name) is not None],
             )
+        core_tools = [t for t in catalog.tools if self.policy.is_core(t.name)]
+        expectation = expect_cache(
+            cached,
+            block_signature(selection.state.loaded, selection.tier if meta else ()),
+            lambda name: tool_tokens(tool, exact) if (tool := catalog.get(name)) else 0,
+            head_tokens=estimated_text_tokens(system) + sum(tool_tokens(t, exact) for t in core_tools),
+            tail_tokens=estimated_text_tokens(list(meta.definitions)) if meta else 0,
+            cached_history_tokens=state.history_tokens,
+            history_tokens=history,
+        )
+        self._observe_cache(expectation, bool(selection.evicted))
+        if self.upstream is not None:
+            self.upstream.count_later(catalog.get(n) for n in selection.state.loaded if catalog.get(n))
         await self._save_state(conversation, selection.state)
-        return Turn(
+        await self._save_state(agent, agent_block(selection.state))
+        turn = Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
             offered, top_k,
         )
+        turn.agent, turn.expectation = agent, expectation
+        turn.block_start = "adopted" if adopted else None
+        return turn
+
+    def _observe_cache(self, expectation: CacheExpectation, evicted: bool) -> None:
+        self.metrics.expected_reused_tokens.observe(expectation.reused)
+        self.metrics.expected_evaluated_tokens.observe(expectation.evaluated)
+        if expectation.broken:
+            self.metrics.cache_breaks.labels("evicted" if evicted else "appended").inc()
 
     async def _load_state(self, conversation: str) -> ConversationState:
         try:
@@ -242,6 +311,8 @@ class Planner:
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)
+            if turn.agent is not None:
+                await self._save_state(turn.agent, agent_block(turn.selection.state))
         except StateStoreError as error:
             self.on_late_error(error)
         return [outcome.content for outcome in outcomes]

@@ -19,6 +19,7 @@ from proxy.chat.text_plan import TextPlan
 from selection.catalog import Catalog, canonical_json
 from selection.history import KEEP, ToolChoice
 from selection.meta_tools import MetaTools
+from selection.prefix import CacheExpectation
 from selection.selector import Selection
 
 
@@ -62,6 +63,15 @@ class Turn:
     meta_events: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the real tool calls in the response the client got.
     response_calls: list[str] = field(default_factory=list)
+    #: The state key of the conversation's agent (model, system prompt, catalogue): where
+    #: the block the upstream last prefilled for it is kept.
+    agent: str | None = None
+    #: Prompt tokens the proxy expects the upstream to reuse from its KV cache and to
+    #: evaluate for this request's first round.
+    expectation: CacheExpectation | None = None
+    #: ``adopted``: this new conversation's tools began as its agent's last block (the
+    #: upstream's cached prefix); None otherwise.
+    block_start: str | None = None
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
     earlier_admitted: list[str] = field(default_factory=list)

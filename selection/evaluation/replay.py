@@ -31,6 +31,7 @@ from selection.catalog import canonical_json
 from selection.evaluation.scoring import ScoredCase, ScoredRun
 from selection.meta_tools import build_meta_tools
 from selection.policy import Policy, catalog_bundles
+from selection.prefix import estimated_text_tokens, split_system
 from selection.ranking import RankingPolicy
 from selection.selector import select, semantic_candidates
 from selection.state import ConversationState
@@ -136,7 +137,11 @@ def replay(
             state = states.get(case.conversation) or ConversationState()
             turn_policy = policy_for_k(policy, k, len(catalog), run.uses_threshold, method.ranking)
             started = time.perf_counter()
-            selection = select(catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned)
+            history = estimated_text_tokens(split_system(case.messages)[1])
+            selection = select(
+                catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned,
+                history_tokens=history,
+            )
             select_s = time.perf_counter() - started
             selection.state.turn += 1
             states[case.conversation] = selection.state

@@ -356,6 +356,10 @@ def test_allowed_tools_naming_no_known_tool_is_forwarded_unchanged(
     assert chat_requests(upstream)[-1].body == raw
 
 
+def chats_in(records: list[Any]) -> int:
+    return sum(1 for record in records if record.path.endswith("/chat/completions"))
+
+
 def test_concurrent_turns_of_one_conversation_keep_each_others_loads(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:
@@ -376,9 +380,11 @@ def test_concurrent_turns_of_one_conversation_keep_each_others_loads(
     )
     with ThreadPoolExecutor(2) as pool:
         answers = [pool.submit(post, pruning_proxy, body, **conversation) for _ in range(2)]
-        upstream.upstream.wait_for_requests(2)  # both planned from the same state
+        # Counting chat requests: the proxy also asks the upstream for /props. Generous
+        # timeouts: the first request indexes the catalogue on a possibly busy CPU.
+        upstream.upstream.wait_for(lambda records: chats_in(records) >= 2, 120)  # same state
         first_gate.set()
-        upstream.upstream.wait_for_requests(3)  # the first load saved and re-issued
+        upstream.upstream.wait_for(lambda records: chats_in(records) >= 3, 120)  # re-issued
         second_gate.set()
         assert all(answer.result().status_code == 200 for answer in answers)
     post(pruning_proxy, body, **conversation)

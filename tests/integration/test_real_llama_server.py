@@ -145,3 +145,27 @@ def test_the_follow_up_turn_reuses_the_kv_cached_prefix(llama: str, proxy: str) 
     third = results[2]
     assert third["timings"]["cache_n"] > 0.8 * third["usage"]["prompt_tokens"]
     assert third["timings"]["prompt_n"] < 0.2 * third["usage"]["prompt_tokens"]
+
+
+def test_a_new_conversation_of_the_same_agent_reuses_its_block(proxy: str) -> None:
+    """Conversation B of the agent (same system prompt and catalogue) starts from the tool
+    block A left in llama-server's KV cache: the tools it adds go after that block, so
+    the block is reused (``timings.cache_n``) instead of evaluated again."""
+    system = {"role": "system", "content": "You are the release assistant of octocat. Be brief."}
+    asks = {
+        "A": "List the open pull requests in octocat/hello-world.",
+        "B": "Open an issue in octocat/hello-world: the login page loops after a session expires.",
+    }
+    results = {}
+    for conversation, ask in asks.items():
+        body = {"model": "m", "messages": [system, {"role": "user", "content": ask}],
+                "tools": GITHUB, "max_tokens": 1}
+        headers = {"X-Conversation-Id": f"agent-{conversation}"}
+        response = httpx.post(proxy + "/v1/chat/completions", json=body, headers=headers,
+                              timeout=CLIENT_TIMEOUT_S)
+        assert response.status_code == 200
+        results[conversation] = response.json()
+    first, second = results["A"], results["B"]
+    # Without the agent's block, B would share only the system prompt (~40 tokens) with A.
+    assert second["timings"]["cache_n"] > 1000
+    assert second["timings"]["prompt_n"] < first["timings"]["prompt_n"]

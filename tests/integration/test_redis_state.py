@@ -120,7 +120,11 @@ def test_a_tool_loaded_through_replica_a_is_forwarded_by_replica_b(
     response = post(b, "conv-ab")  # next turn, other replica, no history that pins it
     assert TOOLS_HEADER in response.headers
     assert LOADED in last_forwarded(upstream)
-    post(b, "conv-other")  # control: another conversation does not get it
+    # Control: another agent (its own system prompt) does not get it. (A new conversation
+    # of the same agent starts from the agent's block, which holds it.)
+    other_agent = json.dumps({"model": "m", "tools": PLAYWRIGHT, "messages": [
+        {"role": "system", "content": "Another agent."}, *ASK]}).encode()
+    post(b, "conv-other", other_agent)
     assert LOADED not in last_forwarded(upstream)
     for proxy in replicas:
         assert metric(proxy, "toolprune_fallbacks_total", reason="state_store_error") == 0

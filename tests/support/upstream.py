@@ -5,6 +5,9 @@ recorded (raw bytes and headers) before its reply is produced; replies come from
 script per path suffix, else from built-in defaults. Each record notes whether the client
 went away before the reply completed (``cancelled``) or the reply was fully sent
 (``completed``).
+
+Like llama-server it also answers ``POST /tokenize`` (one token per word) and, when
+``n_ctx`` is set, ``GET /props`` (``default_generation_settings.n_ctx``).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import time
 import uuid
 import zlib
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +140,9 @@ class Upstream:
         self._scripts: dict[str, deque[Reply]] = {}
         self._records: list[Recorded] = []
         self._app = Starlette(routes=[Mount("/", app=self._handle)])
+        #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
+        #: server without ``/props``.
+        self.n_ctx: int | None = None
 
     @property
     def app(self) -> Starlette:
@@ -167,6 +173,13 @@ class Upstream:
         with self._condition:
             if not self._condition.wait_for(lambda: len(self._records) >= n, timeout):
                 raise TimeoutError(f"expected {n} upstream requests, got {len(self._records)}")
+            return list(self._records)
+
+    def wait_for(self, predicate: Callable[[list[Recorded]], bool], timeout: float = 10) -> list[Recorded]:
+        """Block until ``predicate(requests so far)`` holds and return them; TimeoutError if not."""
+        with self._condition:
+            if not self._condition.wait_for(lambda: predicate(self._records), timeout):
+                raise TimeoutError(f"condition not met after {len(self._records)} requests")
             return list(self._records)
 
     def wait_cancelled(self, index: int, timeout: float = 10) -> bool:
@@ -202,6 +215,10 @@ class Upstream:
             for suffix, queue in self._scripts.items():
                 if queue and record.path.endswith(suffix):
                     return queue.popleft()
+        if record.method == "GET" and record.path == "/props" and self.n_ctx is not None:
+            # llama-server's shape: the context of one slot (tools/server/README.md).
+            settings = {"n_ctx": self.n_ctx, "params": {}}
+            return Raw(200, {"default_generation_settings": settings, "total_slots": 1})
         return _builtin_reply(record)
 
 

@@ -334,7 +334,9 @@ def test_cli_eval_table_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
 
 async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -> None:
     """The evaluation replays the proxy's steps; at the policy's k its forwarded lists
-    must equal ``Planner.plan``'s for the same requests and conversation ids."""
+    must equal ``Planner.plan``'s for the same requests and conversation ids. Each
+    conversation is its agent's first (the evaluation measures selection, not a new
+    conversation starting from its agent's last block): here, one model name each."""
     from proxy.chat.planner import Planner, SmallCatalog
     from proxy.metrics import Metrics
     from selection.state import MemoryStateStore
@@ -363,7 +365,10 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     )
     planned = []
     for case in case_set.cases:
-        body = {"model": "m", "messages": case.messages, "tools": [tool(n) for n in case.tool_names]}
+        body = {
+            "model": case.conversation, "messages": case.messages,
+            "tools": [tool(n) for n in case.tool_names],
+        }
         try:
             turn = await planner.plan(body, [(b"x-conversation-id", case.conversation.encode())])
         except SmallCatalog:

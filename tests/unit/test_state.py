@@ -52,7 +52,21 @@ def test_state_json_is_compact_and_plain() -> None:
         "loaded": [["zeta", 1.5, 9.25], ["alpha", 2.0, 3.0], ["mid", 4, 4]],
         "turn": 7,
         "meta_calls": 2,
+        "tier": [],
+        "history_tokens": 0,
     }
+
+
+def test_state_from_before_the_tier_and_history_fields_still_reads() -> None:
+    old = '{"loaded":[["a",1.0,2.0]],"turn":3,"meta_calls":0}'
+    state = ConversationState.from_json(old)
+    assert list(state.loaded) == ["a"] and state.tier == [] and state.history_tokens == 0
+
+
+def test_state_with_tier_and_history_round_trips() -> None:
+    state = sample_state()
+    state.tier, state.history_tokens = ["x", "y"], 812
+    assert ConversationState.from_json(state.to_json()) == state
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,333 @@
+"""An agent session against a real llama-server: direct vs through ``toolprune serve``,
+side by side, counting what the upstream's prefix (KV) cache saves.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/session.py                 # ~30-60 minutes on 2 busy cores
+    PYTHONPATH=. python benchmarks/session.py --help
+
+One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
+``A1 A2 B1 A3 B2 A4``: the user asks, the agent calls a tool, the tool result comes back,
+the user asks again. The model (SmolLM2-135M) rarely emits tool calls, so the assistant's
+``tool_calls`` and the tool results are scripted into the history as the agent would send
+them; the model answers with ``max_tokens`` tokens (default 1: prefill is what is measured).
+
+Catalogues: the first :data:`FITTING_SIZE` (25) GitHub MCP tools (whole prompt within
+SmolLM2's 8,192 tokens) sent directly and through the proxy, and the whole GitHub MCP catalogue (117 tools,
+~33k tokens: only through the proxy). Each run (direct 20, proxy 20, proxy 117) starts
+its own llama-server (same flags) and proxy, so none inherits another's cache.
+
+Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
+evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
+proxy's forwarded tools and its own expectation (``expected_evaluated_tokens`` of the
+decision log), and ``new+adm``: tokens of the turn's new messages plus the schemas of the
+tools forwarded that the previous request did not forward (new to the one slot's cache;
+exact, with llama-server's ``/apply-template`` and ``/tokenize``). ``over`` = ``eval`` − ``new+adm``: what the turn evaluated beyond that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks.processes import Server, clean_env, free_port, start_server
+from benchmarks.ttft_llama import load_str, n, secs, table
+from benchmarks.ttft_requests import ProxyLog, Result, stream_chat, wait_ok
+from tests.support.data import REAL_CATALOGS
+from tests.support.llama import local_llama
+
+CATALOG = REAL_CATALOGS / "github_mcp_server.json"
+MODEL = "SmolLM2-135M-Instruct"
+#: llama-server flags of every run (besides ``deploy/local_llama.py``'s: one slot, 8,192
+#: tokens): ``--cache-reuse 256`` lets a tool block that lost tools reuse what follows.
+LLAMA_FLAGS = ("--cache-reuse", "256")
+SYSTEM = (
+    "You are a GitHub assistant for the octocat organisation. Use the tools to read and "
+    "change repositories, issues and pull requests. Be brief."
+)
+#: The fitting catalogue: the GitHub MCP server's first 25 tools (6,773 tokens of tool
+#: schemas; the issue's baseline took its first 30, which leave no room for a session).
+FITTING_SIZE = 25
+
+
+def call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+    ]}
+
+
+def result(call_id: str, value: Any) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(value)}
+
+
+def user(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+REPO = {"owner": "octocat", "repo": "hello-world"}
+#: Each conversation's turns: the messages the agent appends before each request.
+CONVERSATIONS: dict[str, list[list[dict[str, Any]]]] = {
+    "A": [
+        [user("Create a branch fix-login-loop from main in octocat/hello-world.")],
+        [
+            call("a1", "create_branch", {**REPO, "branch": "fix-login-loop", "from_branch": "main"}),
+            result("a1", {"ref": "refs/heads/fix-login-loop", "sha": "5f1c2e9"}),
+            user("Open a pull request from fix-login-loop into main titled 'Fix login redirect loop'."),
+        ],
+        [
+            call("a2", "create_pull_request", {**REPO, "head": "fix-login-loop", "base": "main",
+                                               "title": "Fix login redirect loop"}),
+            result("a2", {"number": 43, "html_url": "https://github.com/octocat/hello-world/pull/43"}),
+            user("Start a review of pull request 43 and comment on src/auth/redirect.ts line 18 "
+                 "that the loop guard needs a test for an expired session."),
+        ],
+        [
+            call("a3", "create_pull_request_review", {**REPO, "pullNumber": 43}),
+            result("a3", {"id": 7781, "state": "PENDING"}),
+            call("a4", "add_comment_to_pending_review", {
+                **REPO, "pullNumber": 43, "path": "src/auth/redirect.ts", "line": 18,
+                "body": "Please add a test for an expired session.", "subjectType": "LINE"}),
+            result("a4", {"id": 99120}),
+            user("Thanks. Now reply to review comment 99120 that the test is added."),
+        ],
+    ],
+    "B": [
+        [user("Open an issue in octocat/hello-world: the login page loops forever after a "
+              "session expires.")],
+        [
+            call("b1", "create_issue", {**REPO, "title": "Login loops after session expiry",
+                                        "body": "Let the session expire, then reload /login."}),
+            result("b1", {"number": 57, "html_url": "https://github.com/octocat/hello-world/issues/57"}),
+            user("Add a comment to issue 57 saying that pull request 43 should fix it."),
+        ],
+    ],
+}
+ORDER = [("A", 0), ("A", 1), ("B", 0), ("A", 2), ("B", 1), ("A", 3)]
+
+
+def messages_for(conversation: str, turn: int) -> list[dict[str, Any]]:
+    """The whole history the agent sends on that turn."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
+    for step in CONVERSATIONS[conversation][: turn + 1]:
+        messages.extend(step)
+    return messages
+
+
+# --- processes -----------------------------------------------------------------------------
+@contextmanager
+def llama_server(log_dir: Path, name: str) -> Iterator[Server]:
+    port = free_port()
+    argv = local_llama().llama_server_command(port, extra=list(LLAMA_FLAGS))
+    server = start_server(name, argv, port, log_dir, clean_env())
+    try:
+        with httpx.Client() as client:
+            wait_ok(client, server, "/health")
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def proxy_server(
+    log_dir: Path, name: str, upstream: str, settings: dict[str, str] | None = None
+) -> Iterator[Server]:
+    port = free_port()
+    argv = [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port),
+            "--upstream", upstream + "/v1"]
+    env = clean_env()
+    env.update({f"TOOLPRUNE_{key.upper()}": value for key, value in (settings or {}).items()})
+    # Default settings, except that the warm-up request waits for the catalogue's index
+    # (by default a cold catalogue is forwarded whole after 1.5 s while it is indexed).
+    env["TOOLPRUNE_INDEX_TIMEOUT_S"] = "900"
+    server = start_server(name, argv, port, log_dir, env)
+    try:
+        with httpx.Client() as client:
+            wait_ok(client, server, "/healthz")
+        yield server
+    finally:
+        server.stop()
+
+
+def warm_proxy(client: httpx.Client, proxy: str, tools: list[Any]) -> None:
+    """Index the catalogue in the proxy without touching the upstream's cache: a request of
+    another agent (other system prompt) that llama-server rejects before prefill."""
+    body = {"model": MODEL, "messages": [{"role": "system", "content": "warm-up"}, user("warm up")],
+            "tools": tools, "max_tokens": 1, "response_format": {"type": "no-such-format"}}
+    client.post(proxy + "/v1/chat/completions", json=body, timeout=900)
+
+
+# --- exact token counts --------------------------------------------------------------------
+class Tokens:
+    """Exact token counts with the upstream's template and tokenizer."""
+
+    def __init__(self, client: httpx.Client, origin: str) -> None:
+        self.client = client
+        self.origin = origin
+
+    def text(self, text: str) -> int:
+        response = self.client.post(self.origin + "/tokenize", json={"content": text}, timeout=300)
+        response.raise_for_status()
+        return len(response.json()["tokens"])
+
+    def prompt(self, messages: list[dict[str, Any]], tools: list[Any] | None = None) -> int:
+        body: dict[str, Any] = {"messages": messages}
+        if tools:
+            body["tools"] = tools
+        response = self.client.post(self.origin + "/apply-template", json=body, timeout=300)
+        response.raise_for_status()
+        return self.text(response.json()["prompt"])
+
+    def tool(self, definition: Any) -> int:
+        return self.text("\n" + json.dumps(definition, ensure_ascii=False))
+
+    def new_messages(self, conversation: str, turn: int) -> int:
+        """Tokens of the messages this turn adds (the conversation's first turn: all but
+        the system prompt, which precedes the tools and is shared by the agent)."""
+        now = self.prompt(messages_for(conversation, turn))
+        before = messages_for(conversation, turn - 1) if turn else [{"role": "system", "content": SYSTEM}]
+        return now - self.prompt(before)
+
+
+# --- the session ---------------------------------------------------------------------------
+@dataclass
+class Turn:
+    label: str
+    result: Result
+    new_tokens: int
+    admitted_tokens: int = 0
+
+
+def run_session(
+    client: httpx.Client, base_url: str, tools: list[Any], max_tokens: int, tokens: Tokens,
+    proxy_log: ProxyLog | None, by_name: dict[str, Any],
+) -> list[Turn]:
+    turns = []
+    held: list[str] = []  # the client tools of the previous request: what the slot holds
+    for conversation, index in ORDER:
+        label = f"{conversation}{index + 1}"
+        body = {
+            "model": MODEL, "messages": messages_for(conversation, index), "tools": tools,
+            "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if proxy_log is not None:
+            proxy_log.decisions()
+        outcome = stream_chat(client, base_url, body)
+        admitted = 0
+        if proxy_log is not None and outcome.tools_header is not None:
+            outcome.decision = proxy_log.next_decision()
+            forwarded = list((outcome.decision or {}).get("reasons", {}))
+            admitted = sum(tokens.tool(by_name[name]) for name in forwarded if name not in held)
+            held = forwarded
+        turns.append(Turn(label, outcome, tokens.new_messages(conversation, index), admitted))
+        print(f"  [{label}] {outcome.status} prompt={outcome.prompt_tokens} eval={outcome.prompt_n} "
+              f"cached={outcome.cache_n} ttft={secs(outcome.ttft_s)}", file=sys.stderr, flush=True)
+    return turns
+
+
+def first_token_s(result: Result) -> float | None:
+    """TTFT; when the one token generated was empty (end of turn), the response time."""
+    return result.ttft_s if result.ttft_s is not None else result.total_s
+
+
+def decision_field(turn: Turn, key: str) -> Any:
+    return (turn.result.decision or {}).get(key)
+
+
+def report(title: str, direct: list[Turn] | None, proxy: list[Turn]) -> None:
+    print(f"\n== {title} ==")
+    headers = ["turn"]
+    if direct is not None:
+        headers += ["direct prompt", "direct eval", "direct TTFT s"]
+    headers += ["proxy tools", "proxy prompt", "proxy eval", "proxy TTFT s", "expected eval",
+                "new+adm", "over"]
+    rows = []
+    totals = {"direct": 0, "proxy": 0}
+    for i, turn in enumerate(proxy):
+        row = [turn.label]
+        if direct is not None:
+            d = direct[i].result
+            row += [n(d.prompt_tokens) if d.status == "ok" else d.status, n(d.prompt_n),
+                    secs(first_token_s(d))]
+            totals["direct"] += d.prompt_n or 0
+        p = turn.result
+        bound = turn.new_tokens + turn.admitted_tokens
+        over = (p.prompt_n - bound) if p.prompt_n is not None else None
+        row += [p.tools_header or "–", n(p.prompt_tokens) if p.status == "ok" else p.status,
+                n(p.prompt_n), secs(first_token_s(p)), n(decision_field(turn, "expected_evaluated_tokens")),
+                n(bound), n(over)]
+        totals["proxy"] += p.prompt_n or 0
+        rows.append(row)
+    total = ["total"]
+    if direct is not None:
+        total += ["", n(totals["direct"]), secs(sum(first_token_s(t.result) or 0 for t in direct))]
+    total += ["", "", n(totals["proxy"]), secs(sum(first_token_s(t.result) or 0 for t in proxy)),
+              "", "", ""]
+    rows.append(total)
+    print(table(headers, rows))
+    if direct is not None and totals["direct"]:
+        first_d, first_p = direct[0].result.prompt_n or 0, proxy[0].result.prompt_n or 0
+        print(f"proxy/direct evaluated: total {totals['proxy'] / totals['direct']:.2f}, "
+              f"first turn {first_p / max(first_d, 1):.2f}")
+    later = [t for t in proxy[1:] if t.result.prompt_n is not None]
+    worst = max(later, key=lambda t: t.result.prompt_n - t.new_tokens - t.admitted_tokens, default=None)
+    if worst is not None:
+        print(f"after the first turn, most evaluated beyond new messages + admitted schemas: "
+              f"{worst.result.prompt_n - worst.new_tokens - worst.admitted_tokens:,} tokens ({worst.label})")
+    failed = [t.label for t in proxy if t.result.status != "ok"]
+    print("every proxy turn succeeded" if not failed else f"proxy turns failed: {failed}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-tokens", type=int, default=1)
+    parser.add_argument("--skip-large", action="store_true", help="no 117-tool run")
+    parser.add_argument(
+        "--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+        help="also run the fitting catalogue through a proxy with these settings "
+        "(e.g. refresh_rank=0); repeatable",
+    )
+    args = parser.parse_args(argv)
+    catalogue = json.loads(CATALOG.read_text())
+    by_name = {tool["function"]["name"]: tool for tool in catalogue}
+    fitting = catalogue[:FITTING_SIZE]
+    print(f"[{load_str()}] llama-server flags: {' '.join(LLAMA_FLAGS)}")
+    with tempfile.TemporaryDirectory(prefix="toolprune-session-") as tmp, httpx.Client() as client:
+        log_dir = Path(tmp)
+        with llama_server(log_dir, "llama-direct") as llama:
+            tokens = Tokens(client, llama.origin)
+            size = tokens.prompt(messages_for("A", 3), fitting)
+            print(f"fitting catalogue: {len(fitting)} tools, longest direct prompt {size:,} tokens")
+            direct = run_session(client, llama.origin + "/v1", fitting, args.max_tokens, tokens, None, by_name)
+        runs = [(f"{len(fitting)} GitHub tools, default settings", fitting, direct, {})]
+        for variant in args.variant:
+            settings = dict(item.split("=", 1) for item in variant.split(","))
+            runs.append((f"{len(fitting)} GitHub tools, {variant}", fitting, direct, settings))
+        if not args.skip_large:
+            runs.append((f"{len(catalogue)} GitHub tools (direct: over the context)", catalogue, None, {}))
+        for title, tools, direct_turns, settings in runs:
+            with llama_server(log_dir, "llama-proxy") as llama, \
+                    proxy_server(log_dir, "proxy", llama.origin, settings) as proxy:
+                tokens = Tokens(client, llama.origin)
+                warm_proxy(client, proxy.origin, tools)
+                proxy_log = ProxyLog(proxy.log_path)
+                proxy_log.decisions()
+                turns = run_session(client, proxy.origin + "/v1", tools, args.max_tokens, tokens,
+                                    proxy_log, by_name)
+            report(title, direct_turns, turns)
+    print(f"[{load_str()}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Multi-turn sets replayed offline: recall against the upstream's prefix-cache cost, per
+later-turn admission setting, side by side in one run.
+
+Run from the repository root::
+
+    PYTHONPATH=. python benchmarks/session_replay.py tests/data/bfcl_multi_turn_tradingbot/cases.jsonl
+    PYTHONPATH=. python benchmarks/session_replay.py CASES.jsonl --limit 800 --settings 100:8,3:8,3:16
+
+Each conversation's steps go through the proxy's own selection (``toolprune eval``'s
+replay: scored once, ``select`` per step with the conversation's state carried) for each
+``refresh_rank:refresh_top_k:refresh_share`` setting (``100:8:0``: every later turn
+admits its top-k, as before the cache-aware rules). Columns: ``recall@k``; ``changed``: share of later steps
+whose forwarded tools differ from the previous step's (each change makes the upstream
+evaluate the history again); ``fwd tokens``: mean forwarded schema + meta-tool tokens;
+``eval / direct``: tokens the upstream would evaluate over every conversation through the
+proxy over sending the whole catalogue every step (prefix-cache model of
+:mod:`selection.prefix`: a step with the same tools evaluates its new messages; a changed
+step everything after the first changed tool), and the same with llama-server's
+``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
+new to it, the meta-tool and the messages). Token counts are estimates
+(:mod:`selection.tokens`), from the sets' real messages and schemas.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import httpx
+
+from benchmarks.ttft_llama import table
+from config.policy import load_policy
+from config.settings import Settings
+from proxy.cli.eval import default_embedder_factory
+from selection.catalog import Catalog
+from selection.engine import SelectionEngine
+from selection.evaluation import EngineScorer, load_cases, replay
+from selection.evaluation.replay import CaseOutcome
+from selection.evaluation.scoring import ScoredRun, score_cases
+from selection.policy import Policy
+from selection.prefix import estimated_text_tokens
+from selection.tokens import tool_tokens
+
+
+@dataclass
+class SessionCost:
+    """Estimated tokens the upstream evaluates over a replay: ``proxy`` (prefix cache
+    only), ``reuse`` (with ``--cache-reuse``), ``direct`` (the whole catalogue every
+    step); ``later`` / ``changed``: later steps, and those whose tools changed."""
+
+    proxy: int = 0
+    reuse: int = 0
+    direct: int = 0
+    later: int = 0
+    changed: int = 0
+
+
+def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
+    """Walk the replayed steps in order, conversation by conversation (see the module
+    docstring for the model)."""
+    cost = SessionCost()
+    previous: dict[str, tuple[list[str], int]] = {}
+    for outcome in outcomes:
+        case, catalog = outcome.case.case, outcome.case.catalog
+        if catalog is None:
+            continue
+        history = estimated_text_tokens(case.messages)
+        forwarded = outcome.forwarded
+        before = previous.get(case.conversation)
+        if before is None:
+            first = outcome.schema_tokens + outcome.meta_tokens + history
+            cost.proxy += first
+            cost.reuse += first
+            cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
+        else:
+            block, cached_history = before
+            new_messages = max(history - cached_history, 0)
+            cost.direct += new_messages
+            cost.later += 1
+            if block == forwarded:
+                cost.proxy += new_messages
+                cost.reuse += new_messages
+            else:
+                cost.changed += 1
+                common = next(
+                    (i for i, (a, b) in enumerate(zip(block, forwarded, strict=False)) if a != b),
+                    min(len(block), len(forwarded)),
+                )
+                tail = outcome.meta_tokens + history
+                cost.proxy += sum(_tokens(catalog, n) for n in forwarded[common:]) + tail
+                cost.reuse += sum(_tokens(catalog, n) for n in forwarded if n not in block) + tail
+        previous[case.conversation] = (forwarded, history)
+    return cost
+
+
+def _tokens(catalog: Catalog, name: str) -> int:
+    tool = catalog.get(name)
+    return tool_tokens(tool) if tool is not None else 0
+
+
+async def score(path: str, limit: int | None, settings: Settings, policy: Policy) -> ScoredRun:
+    async with httpx.AsyncClient() as client:
+        embedder = default_embedder_factory(settings, client)
+        await embedder.load()
+        engine = SelectionEngine(
+            embedder, vector_cache_size=200_000, index_cache_size=64, timeout_s=120,
+            index_timeout_s=1200, lexical_weight=settings.lexical_weight,
+        )
+        try:
+            cases = load_cases(path, limit=limit, seed=0)
+            return await score_cases(
+                cases.cases, EngineScorer(engine, policy.examples, "minilm"),
+                min_catalog_tools=policy.min_catalog_tools,
+                query_user_messages=settings.query_user_messages,
+                query_chars=settings.query_chars, query_parts_max=settings.query_parts,
+            )
+        finally:
+            await engine.aclose()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("data", nargs="+", help="multi-turn case files (JSON Lines)")
+    parser.add_argument("--limit", type=int, default=None, help="whole conversations until N cases")
+    parser.add_argument("--k", type=int, default=8, help="top-k (default: 8)")
+    parser.add_argument(
+        "--settings", default="100:8:0,0:8:0,3:8:0,3:16:0.25,3:16:0.5,3:16:1,3:16:100,2:16:0.5",
+        help="refresh_rank:refresh_top_k:refresh_share triples, comma-separated",
+    )
+    args = parser.parse_args(argv)
+    settings = Settings()
+    base = load_policy(settings)
+    triples = [item.split(":") for item in args.settings.split(",")]
+    for path in args.data:
+        run = asyncio.run(score(path, args.limit, settings, base))
+        rows = []
+        for rank, refresh_k, share in triples:
+            policy = dataclasses.replace(
+                base, refresh_rank=int(rank), refresh_top_k=int(refresh_k), refresh_share=float(share)
+            )
+            outcomes = replay(run, policy, args.k)
+            with_needs = [o for o in outcomes if o.satisfied]
+            recall = sum(o.recall for o in with_needs) / max(len(with_needs), 1)
+            cost = session_cost(outcomes)
+            tokens = sum(o.schema_tokens + o.meta_tokens for o in outcomes) / max(len(outcomes), 1)
+            rows.append([
+                f"{rank}:{refresh_k}:{share}", f"{recall:.3f}", f"{cost.changed / max(cost.later, 1):.3f}",
+                f"{tokens:,.0f}", f"{cost.proxy / max(cost.direct, 1):.2f}",
+                f"{cost.reuse / max(cost.direct, 1):.2f}",
+            ])
+        print(f"\n{path}: {len(run.cases)} steps, k = {args.k}")
+        print(table(
+            ["rank:top_k:share", f"recall@{args.k}", "changed", "fwd tokens", "eval / direct",
+             "with --cache-reuse"],
+            rows,
+        ))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

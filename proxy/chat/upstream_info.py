@@ -1,0 +1,153 @@
+"""What the proxy learns from the upstream about prompt cost: its context size (llama-server
+``GET /props``: ``default_generation_settings.n_ctx``, the context of one slot) and exact
+token counts of tool definitions (llama-server ``POST /tokenize``).
+
+Both are off the request path as far as possible: the context is fetched once (the first
+acting request waits for it at most ``readiness_timeout_s``) and refreshed every
+``upstream_props_refresh_s`` in the background; tool token counts are fetched in the
+background for tools not counted yet, so a request uses the estimate now and exact counts
+later. Only an upstream that answered ``/props`` is asked to tokenize. An upstream without
+these endpoints (vLLM, Ollama, a gateway) answers 404: the proxy then uses
+``TOOLPRUNE_CONTEXT_TOKENS`` and estimates, and asks again only after the refresh interval. API reference: llama.cpp ``tools/server/README.md`` (``/props``,
+``/tokenize``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+
+import httpx
+
+from config.settings import Settings
+from proxy.log import get_logger
+from selection.catalog import Tool
+from selection.tokens import estimated_tokens
+
+logger = get_logger("upstream_info")
+
+#: Tools counted with ``/tokenize`` per background batch (one request each).
+TOKENIZE_BATCH = 32
+#: Exact counts kept (LRU by tool fingerprint): a few bytes each.
+MAX_COUNTS = 100_000
+
+
+def upstream_origin(upstream_url: str) -> str:
+    """The server root of an OpenAI base URL: ``http://h:8080/v1`` → ``http://h:8080``."""
+    return upstream_url[: -len("/v1")] if upstream_url.endswith("/v1") else upstream_url
+
+
+class UpstreamInfo:
+    """The upstream's context size and tokenizer, cached; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._settings = settings
+        #: Its own small client unless given one: a few requests per refresh interval.
+        self._owned = client is None
+        self._client = client if client is not None else httpx.AsyncClient(trust_env=False)
+        self._clock = clock
+        self._origin = upstream_origin(settings.upstream_url)
+        self._timeout = httpx.Timeout(settings.readiness_timeout_s)
+        self._context: int | None = None
+        self._props_at: float | None = None
+        self._props_task: asyncio.Task[None] | None = None
+        self._counts: OrderedDict[str, int] = OrderedDict()
+        self._pending: dict[str, Tool] = {}
+        self._tokenize_task: asyncio.Task[None] | None = None
+        self._tokenize_off_until = 0.0
+
+    @property
+    def exact_tokens(self) -> Mapping[str, int]:
+        """Exact prompt tokens per tool fingerprint, as counted so far."""
+        return self._counts
+
+    async def context_tokens(self) -> int | None:
+        """The upstream's context per request in tokens: ``TOOLPRUNE_CONTEXT_TOKENS`` when
+        set, else ``/props``'s (None while unknown). Never raises."""
+        if self._settings.context_tokens is not None:
+            return self._settings.context_tokens
+        now = self._clock()
+        due = self._props_at is None or now - self._props_at >= self._settings.upstream_props_refresh_s
+        if due and (self._props_task is None or self._props_task.done()):
+            self._props_at = now
+            self._props_task = asyncio.create_task(self._fetch_props())
+        if self._context is None and self._props_task is not None and not self._props_task.done():
+            # Only until the first answer: a later refresh never holds a request.
+            await asyncio.wait({self._props_task}, timeout=self._settings.readiness_timeout_s)
+        return self._context
+
+    async def _fetch_props(self) -> None:
+        try:
+            response = await self._client.get(self._origin + "/props", timeout=self._timeout)
+            response.raise_for_status()
+            n_ctx = response.json()["default_generation_settings"]["n_ctx"]
+            if not isinstance(n_ctx, int) or n_ctx <= 0:
+                raise ValueError(f"n_ctx is {n_ctx!r}")
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+            logger.info("upstream_props_unavailable", extra={"fields": {"error": type(error).__name__}})
+            return
+        if n_ctx != self._context:
+            logger.info("upstream_context", extra={"fields": {"n_ctx": n_ctx}})
+        self._context = n_ctx
+
+    def count_later(self, tools: Iterable[Tool]) -> None:
+        """Have the tools not counted yet counted by the upstream in the background; only
+        an upstream that answered ``/props`` (llama-server) is asked."""
+        if self._context is None or self._clock() < self._tokenize_off_until:
+            return
+        for tool in tools:
+            if tool.fingerprint not in self._counts:
+                self._pending.setdefault(tool.fingerprint, tool)
+        if self._pending and (self._tokenize_task is None or self._tokenize_task.done()):
+            self._tokenize_task = asyncio.create_task(self._tokenize_pending())
+
+    async def _tokenize_pending(self) -> None:
+        while self._pending:
+            batch = list(self._pending.items())[:TOKENIZE_BATCH]
+            for key, tool in batch:
+                count = await self._tokenize(tool)
+                self._pending.pop(key, None)
+                if count is None:
+                    self._pending.clear()
+                    self._tokenize_off_until = self._clock() + self._settings.upstream_props_refresh_s
+                    return
+                self._counts[key] = count
+                while len(self._counts) > MAX_COUNTS:
+                    self._counts.popitem(last=False)
+
+    async def _tokenize(self, tool: Tool) -> int | None:
+        """Tokens of the tool as a chat template renders it (its JSON, one per line)."""
+        text = "\n" + _template_json(tool)
+        try:
+            response = await self._client.post(
+                self._origin + "/tokenize", json={"content": text}, timeout=self._timeout
+            )
+            response.raise_for_status()
+            tokens = response.json()["tokens"]
+            if not isinstance(tokens, list):
+                raise TypeError("tokens is not a list")
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+            logger.info("upstream_tokenize_unavailable", extra={"fields": {"error": type(error).__name__}})
+            return None
+        return len(tokens) or estimated_tokens(tool)
+
+    async def aclose(self) -> None:
+        """Cancel background fetches; close the client this object made."""
+        for task in (self._props_task, self._tokenize_task):
+            if task is not None:
+                task.cancel()
+        if self._owned:
+            await self._client.aclose()
+
+
+def _template_json(tool: Tool) -> str:
+    """The definition as Jinja's ``tojson`` writes it (``json.dumps`` defaults)."""
+    return json.dumps(tool.definition, ensure_ascii=False)

@@ -1,0 +1,121 @@
+"""The upstream's prefix (KV) cache as the proxy models it: which agent a request belongs
+to, the token cap of its forwarded tools, and the tokens a request is expected to reuse
+from the upstream's cache and to evaluate. Pure functions; counts are prompt tokens.
+
+The model of a prompt, as chat templates that render tools in the system turn lay it out
+(llama.cpp's Qwen2.5 and Hermes templates): ``[system prompt + CORE tools][block]
+[meta-tool + template][messages]``. An upstream that keeps the last prompt's KV cache
+(llama-server ``cache_prompt``, on by default; its ``--cache-ram`` keeps earlier prompts
+too) evaluates from the first token that differs: the longest common prefix of the old
+and new block is reused, everything after it — the rest of the block, the meta-tool and
+every message — is evaluated again. The meta-tool's tier line is part of the block
+here: a changed tier breaks the cache where the meta-tool starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from selection.catalog import canonical_json, fingerprint
+from selection.tokens import BYTES_PER_TOKEN
+
+#: Prompt tokens a chat template adds around the tools and the messages (role markers,
+#: tool-call instructions), set apart from the tool budget. Qwen2.5's template on
+#: llama-server: ~60 tokens of tool instructions, ~5 per message.
+TEMPLATE_RESERVE_TOKENS = 128
+#: Marks a tier entry in a block sequence (:func:`block_signature`).
+TIER_MARK = "\x00tier:"
+
+
+def prefix_key(model: Any, system: str, catalog_fingerprint: str) -> str:
+    """The agent a request belongs to: model, system prompt and catalogue (64 hex
+    characters; the system prompt itself is never stored)."""
+    return "agent:" + fingerprint([model, system, catalog_fingerprint])
+
+
+def estimated_text_tokens(value: Any) -> int:
+    """Estimated prompt tokens of a JSON value (messages, a definition), from its
+    canonical JSON size at :data:`selection.tokens.BYTES_PER_TOKEN` bytes a token."""
+    return math.ceil(len(canonical_json(value)) / BYTES_PER_TOKEN)
+
+
+def tool_token_cap(context_tokens: int | None, share: float, other_tokens: int) -> int | None:
+    """Tokens the forwarded client tools may take: ``share`` of the upstream's context,
+    and never more than leaves room for ``other_tokens`` (messages, meta-tool) and
+    :data:`TEMPLATE_RESERVE_TOKENS`, so the pruned prompt fits the context. None when
+    the context is unknown; never negative."""
+    if context_tokens is None:
+        return None
+    room = context_tokens - other_tokens - TEMPLATE_RESERVE_TOKENS
+    return max(0, min(math.floor(context_tokens * share), room))
+
+
+def block_signature(loaded: Sequence[str], tier: Sequence[str]) -> list[str]:
+    """What of a prompt's tool part changes from turn to turn, in prompt order: the
+    loaded tools, then the meta-tool's tier entries (marked with :data:`TIER_MARK`)."""
+    return [*loaded, *(TIER_MARK + name for name in tier)]
+
+
+@dataclass(frozen=True)
+class CacheExpectation:
+    """Tokens the proxy expects the upstream to take from its cache (``reused``) and to
+    evaluate (``evaluated``) for one request; ``broken``: the block differs from the one
+    the upstream holds for this conversation (or agent) after a conversation started, so
+    the history after it is evaluated again."""
+
+    reused: int
+    evaluated: int
+    broken: bool
+
+
+def expect_cache(
+    cached: Sequence[str] | None,
+    block: Sequence[str],
+    tokens: Callable[[str], int],
+    *,
+    head_tokens: int,
+    tail_tokens: int,
+    cached_history_tokens: int,
+    history_tokens: int,
+) -> CacheExpectation:
+    """What the upstream reuses and evaluates for a prompt whose block signature is
+    ``block``, when its cache holds the signature ``cached`` followed by
+    ``cached_history_tokens`` of messages (``cached`` None: nothing of this agent).
+
+    ``tokens``: a block entry's prompt tokens (tier entries: 0, their text is in the
+    tail); ``head_tokens``: system prompt and CORE tools; ``tail_tokens``: meta-tool and
+    template after the block; ``history_tokens``: the messages now.
+    """
+    total = head_tokens + sum(tokens(n) for n in block) + tail_tokens + history_tokens
+    if cached is None:
+        return CacheExpectation(0, total, False)
+    common = 0
+    for old, new in zip(cached, block, strict=False):
+        if old != new:
+            break
+        common += 1
+    if common == len(cached) == len(block):
+        reused = total - history_tokens + min(cached_history_tokens, history_tokens)
+        return CacheExpectation(reused, total - reused, False)
+    reused = head_tokens + sum(tokens(n) for n in block[:common])
+    return CacheExpectation(reused, total - reused, cached_history_tokens > 0)
+
+
+def split_system(messages: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A conversation's leading ``system``/``developer`` messages, as one canonical text
+    (the part of an agent's prompt before its tools), and the messages after them."""
+    lead: list[str] = []
+    for message in messages:
+        if not (isinstance(message, dict) and message.get("role") in ("system", "developer")):
+            break
+        lead.append(canonical_json(message.get("content")).decode("utf-8"))
+    return "\n".join(lead), list(messages[len(lead):])
+
+
+def meta_reserve_tokens(names: Sequence[str], tier_size: int) -> int:
+    """A bound on the meta-tool's prompt tokens: its enum of every tool name and a tier of
+    ``tier_size`` lines (name and short purpose, ~25 tokens each)."""
+    return math.ceil(sum(len(name) + 3 for name in names) / BYTES_PER_TOKEN) + 25 * tier_size

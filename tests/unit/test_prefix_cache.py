@@ -1,0 +1,327 @@
+"""The prefix-cache cost model: what ``select`` admits on a conversation's later turns
+and under a token cap (pure, hand-made scores), selection/prefix.py's agent key, token
+cap and cache expectation, and the planner's agent blocks (a new conversation of the
+same agent starts from the block the upstream last prefilled)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from config.settings import Settings
+from proxy.chat.planner import Planner
+from proxy.metrics import Metrics
+from selection.catalog import Catalog, parse_tools
+from selection.policy import Policy
+from selection.prefix import (
+    TEMPLATE_RESERVE_TOKENS,
+    TIER_MARK,
+    block_signature,
+    expect_cache,
+    meta_reserve_tokens,
+    prefix_key,
+    split_system,
+    tool_token_cap,
+)
+from selection.ranking import RankingPolicy
+from selection.selector import block_serves, select
+from selection.state import ConversationState, MemoryStateStore
+from selection.tokens import tool_tokens
+from tests.unit.test_evaluation import KeywordEmbedder, engine
+
+
+def catalog_of(*names: str) -> Catalog:
+    return parse_tools(
+        [{"type": "function", "function": {"name": n, "description": f"The {n} tool."}} for n in names]
+    )
+
+
+def scores_for(catalog: Catalog, **by_name: float) -> np.ndarray:
+    values = np.zeros(len(catalog), dtype=np.float32)
+    for name, score in by_name.items():
+        values[catalog.names.index(name)] = score
+    return values
+
+
+#: Count budget (exactly top-k candidates), no tier, no dependencies: admissions are
+#: plain to read.
+PLAIN = RankingPolicy(budget="count", max_dependencies=0, tier_size=0)
+POLICY = Policy(top_k=2, threshold=0.5, max_tools=16, ranking=PLAIN, refresh_rank=1, refresh_top_k=3)
+#: Every tool costs 100 tokens (the upstream's exact count, keyed by fingerprint).
+COST = 100
+
+
+def later(state: ConversationState) -> ConversationState:
+    """The state the planner stores after an acting request (turn counted)."""
+    after = state.copy()
+    after.turn += 1
+    return after
+
+
+# --------------------------------------------------------------------------- later turns
+
+
+def test_a_later_turn_the_block_serves_changes_nothing() -> None:
+    catalog = catalog_of("a", "b", "c", "d", "e")
+    first = select(catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), POLICY, ConversationState(), now=1)
+    assert first.names == ["a", "b"]
+    # b is the turn's best tool, and forwarded: c (0.7) is a candidate but not admitted.
+    second = select(catalog, scores_for(catalog, b=0.9, c=0.7), POLICY, later(first.state), now=2)
+    assert second.names == ["a", "b"] and not second.changed
+
+
+def test_a_later_turn_whose_best_tool_is_missing_admits_at_the_end() -> None:
+    catalog = catalog_of("a", "b", "c", "d", "e")
+    first = select(catalog, scores_for(catalog, a=0.9, b=0.8), POLICY, ConversationState(), now=1)
+    # d is the best now and not forwarded: the block changes. The turn's top-k (2) come,
+    # appended after the block (its prefix, and so the upstream's KV cache of it, stays);
+    # with a long history, candidates up to refresh_top_k (3) come too, as insurance.
+    scores = scores_for(catalog, d=0.95, e=0.9, c=0.85, a=0.6)
+    short = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=0)
+    assert short.names == ["a", "b", "d", "e"] and short.admitted == ("d", "e") and short.changed
+    cost = tool_tokens(catalog.get("c"))  # type: ignore[arg-type]
+    long = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=cost)
+    assert long.names == ["a", "b", "d", "e", "c"]
+
+
+def test_a_tool_called_in_the_history_that_is_not_forwarded_refreshes_the_turn() -> None:
+    catalog = catalog_of("a", "b", "c", "d", "e")
+    first = select(catalog, scores_for(catalog, a=0.9, b=0.8), POLICY, ConversationState(), now=1)
+    # a is still the best (the block serves the query), but e was called: the block
+    # changes anyway, so the turn's candidates come too.
+    second = select(
+        catalog, scores_for(catalog, a=0.9, c=0.8), POLICY, later(first.state), now=2,
+        pinned=["e"], history_tokens=10_000,
+    )
+    assert second.names == ["a", "b", "e", "c"]
+    # Without history to insure, only the called tool comes.
+    bare = select(
+        catalog, scores_for(catalog, a=0.9, c=0.8), POLICY, later(first.state), now=2, pinned=["e"]
+    )
+    assert bare.names == ["a", "b", "e"]
+
+
+def test_refresh_rank_zero_admits_only_what_the_history_needs() -> None:
+    catalog = catalog_of("a", "b", "c")
+    policy = Policy(top_k=2, threshold=0.5, ranking=PLAIN, refresh_rank=0)
+    first = select(catalog, scores_for(catalog, a=0.9), policy, ConversationState(), now=1)
+    second = select(catalog, scores_for(catalog, c=0.99), policy, later(first.state), now=2)
+    assert second.names == ["a"] and not second.changed
+
+
+def test_the_tier_is_frozen_while_the_block_does_not_change() -> None:
+    catalog = catalog_of("a", "b", "c", "d", "e", "f")
+    tiered = Policy(
+        top_k=1, threshold=0.5, refresh_rank=1,
+        ranking=RankingPolicy(budget="count", max_dependencies=0, tier_size=2),
+    )
+    first = select(catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), tiered, ConversationState(), now=1)
+    assert first.names == ["a"] and first.tier == ("b", "c")
+    # Other tools follow a now, but the block serves the turn: the meta-tool's tier line,
+    # part of the cached prefix, stays byte-identical.
+    second = select(catalog, scores_for(catalog, a=0.9, e=0.8, f=0.7), tiered, later(first.state), now=2)
+    assert second.tier == ("b", "c") and not second.changed
+    third = select(catalog, scores_for(catalog, f=0.95, e=0.8, d=0.7), tiered, later(second.state), now=3)
+    assert third.changed and third.tier != ("b", "c")
+
+
+def test_block_serves_reads_the_best_scored_tools_in_catalogue_order_on_ties() -> None:
+    score_of = {"a": 0.5, "b": 0.9, "c": 0.9}
+    assert block_serves(score_of, {"b", "c"}, 2)
+    assert not block_serves(score_of, {"b"}, 2)
+    assert block_serves(score_of, {"b"}, 1)
+    assert block_serves(score_of, set(), 0)
+
+
+# --------------------------------------------------------------------------- token cap
+
+
+def test_the_token_cap_bounds_what_is_forwarded() -> None:
+    catalog = catalog_of("a", "b", "c", "d")
+    costs = {tool.fingerprint: COST for tool in catalog.tools}
+    wide = Policy(top_k=4, threshold=0.5, ranking=PLAIN)
+    chosen = select(
+        catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), wide, ConversationState(), now=1,
+        token_cap=2 * COST, exact=costs,
+    )
+    assert chosen.names == ["a", "b"]
+
+
+def test_a_pinned_tool_passes_the_token_cap_and_evicts_others() -> None:
+    catalog = catalog_of("a", "b", "c")
+    costs = {tool.fingerprint: COST for tool in catalog.tools}
+    wide = Policy(top_k=4, threshold=0.5, ranking=PLAIN)
+    first = select(
+        catalog, scores_for(catalog, a=0.9, b=0.8), wide, ConversationState(), now=1,
+        token_cap=2 * COST, exact=costs,
+    )
+    # The context shrank (a longer history): the cap now holds one tool.
+    second = select(
+        catalog, scores_for(catalog, a=0.9, b=0.8), wide, later(first.state), now=2,
+        pinned=["c"], token_cap=COST, exact=costs,
+    )
+    assert second.names == ["a", "c"] and second.evicted == ("b",)
+
+
+# --------------------------------------------------------------------------- prefix.py
+
+
+def test_expectation_of_an_unchanged_block_is_the_new_messages() -> None:
+    block = ["a", "b"]
+    expectation = expect_cache(
+        block, block, lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480,
+    )
+    assert expectation.evaluated == 80 and expectation.reused == 50 + 200 + 30 + 400
+    assert not expectation.broken
+
+
+def test_expectation_of_an_appended_tool_re_evaluates_the_history() -> None:
+    expectation = expect_cache(
+        ["a", "b"], ["a", "b", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480,
+    )
+    assert expectation.reused == 50 + 200
+    assert expectation.evaluated == COST + 30 + 480 and expectation.broken
+
+
+def test_expectation_of_a_changed_tier_breaks_at_the_meta_tool() -> None:
+    old = block_signature(["a"], ["x", "y"])
+    new = block_signature(["a"], ["x", "z"])
+    assert old[1] == TIER_MARK + "x"
+    tokens = {"a": COST}
+    expectation = expect_cache(
+        old, new, lambda name: tokens.get(name, 0), head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480,
+    )
+    assert expectation.reused == 50 + COST and expectation.evaluated == 30 + 480
+
+
+def test_expectation_without_a_cached_block_evaluates_everything() -> None:
+    expectation = expect_cache(
+        None, ["a"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=0, history_tokens=20,
+    )
+    assert expectation.reused == 0 and expectation.evaluated == 200 and not expectation.broken
+
+
+def test_token_cap_is_a_share_of_the_context_that_leaves_room_for_the_rest() -> None:
+    assert tool_token_cap(None, 0.5, 100) is None
+    assert tool_token_cap(8192, 0.5, 1000) == 4096
+    assert tool_token_cap(8192, 0.5, 6000) == 8192 - 6000 - TEMPLATE_RESERVE_TOKENS
+    assert tool_token_cap(8192, 0.5, 9000) == 0
+
+
+def test_split_system_and_the_agent_key() -> None:
+    messages = [
+        {"role": "system", "content": "You are a helper."},
+        {"role": "developer", "content": [{"type": "text", "text": "Be brief."}]},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "late system message: part of the conversation"},
+    ]
+    system, rest = split_system(messages)
+    assert "You are a helper." in system and "Be brief." in system
+    assert rest == messages[2:]
+    key = prefix_key("m", system, "f" * 64)
+    assert key.startswith("agent:") and "helper" not in key
+    assert key != prefix_key("other-model", system, "f" * 64)
+    assert key != prefix_key("m", system + "!", "f" * 64)
+
+
+def test_meta_reserve_grows_with_the_names_and_the_tier() -> None:
+    assert meta_reserve_tokens(["a" * 30] * 10, 0) < meta_reserve_tokens(["a" * 30] * 20, 0)
+    assert meta_reserve_tokens([], 8) == 200
+
+
+# --------------------------------------------------------------------------- the planner
+
+
+CATALOG_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+
+
+def body(text: str, system: str = "You are the agent.", model: str = "m") -> dict:
+    return {
+        "model": model,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": text}],
+        "tools": [
+            {"type": "function", "function": {"name": n, "description": f"The {n} tool."}}
+            for n in CATALOG_NAMES
+        ],
+    }
+
+
+def planner(store: MemoryStateStore | None = None, **settings: object) -> Planner:
+    clock = iter(range(1, 10_000))
+    policy = Policy(top_k=2, threshold=0.1, max_tools=4, ranking=PLAIN, refresh_rank=1, refresh_top_k=2)
+    return Planner(
+        settings=Settings(query_user_messages=1, **settings), policy=policy, engine=engine(),
+        store=store or MemoryStateStore(3600, 100), metrics=Metrics(),
+        on_late_error=lambda error: None, clock=lambda: float(next(clock)),
+    )
+
+
+def headers(conversation: str, key: str = "k1") -> list[tuple[bytes, bytes]]:
+    return [(b"x-conversation-id", conversation.encode()), (b"authorization", f"Bearer {key}".encode())]
+
+
+async def test_a_new_conversation_of_the_same_agent_starts_from_its_last_block() -> None:
+    assert KeywordEmbedder  # the planner's engine embeds by keywords: "alpha" → alpha
+    plans = planner()
+    first = await plans.plan(body("alpha beta please"), headers("A"))
+    assert first.selection.names == ["alpha", "beta"] and first.block_start is None
+    assert first.expectation is not None and first.expectation.reused == 0
+    second = await plans.plan(body("gamma"), headers("B"))
+    # B's block is A's with B's needs appended: the upstream reuses the whole old block.
+    assert second.selection.names[:2] == ["alpha", "beta"] and "gamma" in second.selection.names
+    assert second.block_start == "adopted"
+    assert second.expectation is not None and second.expectation.reused > 0
+    # Another agent (other system prompt) or another credential starts afresh.
+    other = await plans.plan(body("gamma", system="Another agent."), headers("C"))
+    assert other.selection.names[0] == "gamma" and other.block_start is None
+    stranger = await plans.plan(body("gamma"), headers("D", key="k2"))
+    assert stranger.selection.names[0] == "gamma" and stranger.block_start is None
+
+
+async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used_evicted() -> None:
+    plans = planner()
+    await plans.plan(body("alpha beta"), headers("A"))
+    await plans.plan(body("gamma delta"), headers("B"))  # adopted: 4 tools, the cap
+    third = await plans.plan(body("epsilon zeta"), headers("C"))
+    # What leaves is what the agent used least recently (with llama-server's
+    # --cache-reuse, removing it costs no re-evaluation of the tools after it).
+    assert third.block_start == "adopted"
+    assert third.selection.names == ["gamma", "delta", "epsilon", "zeta"]
+    assert third.selection.evicted == ("alpha", "beta")
+
+
+async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> None:
+    plans = planner()
+    await plans.plan(body("alpha beta"), headers("A"))
+    second = await plans.plan(body("gamma delta"), headers("A"))
+    assert second.selection.names == ["alpha", "beta", "gamma", "delta"]
+    third = await plans.plan(body("epsilon"), headers("A"))
+    assert third.selection.evicted == ("alpha",)
+    assert third.selection.names[-1] == "epsilon"
+
+
+def test_refresh_candidates_beyond_top_k_only_fill_free_room() -> None:
+    catalog = catalog_of("a", "b", "c", "d", "e", "f")
+    capped = Policy(top_k=1, threshold=0.5, max_tools=3, ranking=PLAIN, refresh_rank=1, refresh_top_k=4)
+    first = select(catalog, scores_for(catalog, a=0.9), capped, ConversationState(), now=1)
+    second = select(
+        catalog, scores_for(catalog, d=0.99, e=0.9, f=0.8, b=0.7), capped, later(first.state), now=2,
+        history_tokens=10_000,
+    )
+    # d (within top-k) is admitted; e fills the last free place; f and b would evict: not.
+    assert second.names == ["a", "d", "e"] and second.evicted == ()
+
+
+@pytest.mark.parametrize("context", [None, 3500])
+async def test_the_token_cap_follows_the_configured_context(context: int | None) -> None:
+    plans = planner(context_tokens=context)
+    long_history = "x" * 12_000 + " alpha beta"
+    turn = await plans.plan(body(long_history), headers("A"))
+    if context is None:
+        assert len(turn.selection.names) == 2
+    else:  # ~3,400 tokens of messages leave no room for tools in 3,500
+        assert turn.selection.names == []
