@@ -39,11 +39,11 @@ class Settings(BaseSettings):
     connect_retries: int = Field(
         2, ge=0, description="Retries of a failed connect (never of a sent request)."
     )
-    upstream_pools: int = Field(
-        32,
+    upstream_connections: int = Field(
+        1024,
         ge=1,
-        description="Upstream connection pools requests are spread over (each keeps up to 64 "
-        "connections alive); many small pools cost less per request than one large one.",
+        description="Most connections to the upstream open at once (a request waits up to "
+        "`connect_timeout_s` for one past that).",
     )
     max_request_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -46,7 +45,7 @@ from proxy.http.errors import (
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
-from proxy.http.upstream import Upstream, create_client
+from proxy.http.upstream import Upstream, create_session
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics
 from proxy.usage.writer import UsageLog
@@ -166,11 +165,8 @@ def create_app_from_env() -> FastAPI:
     return create_app(settings)
 
 
-def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> FastAPI:
-    """Build the proxy app.
-
-    ``client``: an upstream ``httpx.AsyncClient`` to use instead of creating one in the
-    lifespan (the caller then owns and closes it).
+def create_app(settings: Settings) -> FastAPI:
+    """Build the proxy app (the upstream session is created in its lifespan).
 
     Raises: PolicyError when the policy file is invalid.
     """
@@ -180,10 +176,10 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        upstream_client = client or create_client(settings)
-        upstream = Upstream(settings, upstream_client)
+        session = create_session(settings)
+        upstream = Upstream(settings, session)
         forwarder = Forwarder(upstream, metrics)
-        engine = build_engine(settings, upstream_client)
+        engine = build_engine(settings)
         embedder = engine.embedder
         store = build_state_store(settings)
         usage = (
@@ -232,8 +228,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
                 await asyncio.to_thread(usage.close)
             await engine.aclose()
             await store.aclose()
-            if client is None:
-                await upstream_client.aclose()
+            await session.close()
 
     app = FastAPI(
         title="toolprune",

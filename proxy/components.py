@@ -26,8 +26,9 @@ logger = get_logger("startup")
 EMBEDDER_CALL_TIMEOUT_S = 300.0
 
 
-def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngine:
-    """The selection engine over the configured embedder, with the configured caches."""
+def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) -> SelectionEngine:
+    """The selection engine over the configured embedder, with the configured caches.
+    ``client``: see :func:`build_embedder`."""
     return SelectionEngine(
         build_embedder(settings, client),
         vector_cache_size=settings.vector_cache_size,
@@ -40,8 +41,9 @@ def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngi
     )
 
 
-def build_embedder(settings: Settings, client: httpx.AsyncClient) -> Embedder:
-    """The embedder ``settings.embedder`` names (not loaded yet)."""
+def build_embedder(settings: Settings, client: httpx.AsyncClient | None = None) -> Embedder:
+    """The embedder ``settings.embedder`` names (not loaded yet). An HTTP embedder uses
+    ``client`` when given (left open), else its own (closed with the embedder)."""
     if settings.embedder == "onnx":
         return OnnxEmbedder(
             settings.embedder_model_dir,

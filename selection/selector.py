@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 
 from selection.catalog import Catalog
-from selection.policy import Policy, bundle_mates, catalog_bundles
+from selection.policy import Policy, catalog_layout
 from selection.ranking import Candidate, choose
 from selection.state import ConversationState, LoadedTool
 
@@ -122,7 +122,8 @@ def select(
     or the cap was lowered) is brought back under it first. Priority: pinned, requested, semantic
     (by score), bundle-mates.
     """
-    core = [tool.name for tool in catalog.tools if policy.is_core(tool.name)]
+    layout = catalog_layout(catalog, policy)
+    core = list(layout.core)
     core_set = set(core)
     pinned_names = _unique_known(pinned, catalog, core_set)
     pinned_set = set(pinned_names)
@@ -140,7 +141,7 @@ def select(
         )
         semantic, tier = list(choice.candidates), choice.tier
 
-    mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
+    mates = layout.mates
     bundle_names = [
         mate
         for name in [*requested_names, *(c.name for c in semantic)]

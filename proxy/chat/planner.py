@@ -31,7 +31,7 @@ from selection.meta_tools import (
     search_outcome,
     search_query,
 )
-from selection.policy import Policy, catalog_bundles
+from selection.policy import Policy, catalog_layout
 from selection.query import query_parts
 from selection.selector import select, semantic_candidates
 from selection.state import ConversationState, StateStore
@@ -172,11 +172,11 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores = None
+        scores, lexical_only = None, False
         if parts:  # the whole query, then its parts: one embedding call, best part per tool
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
-            scores = scored.values
+            scores, lexical_only = scored.values, scored.lexical_only
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
@@ -191,14 +191,14 @@ class Planner:
         if native is not None and choice.offer_meta and set(native.names) - forwarded:
             core = {t.name for t in selection.tools if t.reason == "core"}
             meta = build_meta_tools(
-                native, core, catalog_bundles(native, self.policy),
+                native, core, catalog_layout(native, self.policy).bundles,
                 search=len(native) > self.settings.search_tools_min_catalog,
                 tier=[name for name in selection.tier if native.get(name) is not None],
             )
         await self._save_state(conversation, selection.state)
         return Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
-            offered, top_k,
+            offered, top_k, lexical_only=lexical_only,
         )
 
     async def _load_state(self, conversation: str) -> ConversationState:

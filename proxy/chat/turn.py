@@ -65,6 +65,8 @@ class Turn:
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
     earlier_admitted: list[str] = field(default_factory=list)
+    #: Ranked by BM25 alone: the catalogue's dense index was still being built.
+    lexical_only: bool = False
 
     @property
     def path(self) -> str:
