@@ -206,7 +206,7 @@ class Settings(BaseSettings):
         1.5,
         gt=0,
         description="How long a request waits for a catalogue not seen before to be embedded "
-        "(once per catalogue; past it the request gets the full catalogue and indexing goes on "
+        "(once per catalogue; past it the request is ranked by BM25 alone and indexing goes on "
         "in the background).",
     )
     max_index_builds: int = Field(
