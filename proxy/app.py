@@ -1,4 +1,4 @@
-"""The FastAPI application factory.
+"""The ASGI application factory (Starlette).
 
 ``create_app(settings)`` builds the app and does no work; the lifespan creates the shared
 upstream client. The proxy's own routes are ``/healthz``, ``/readyz`` and ``/metrics``;
@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
@@ -157,7 +160,7 @@ class ProxyEndpoint:
             await tracked.end_with(ShuttingDown("the proxy is shutting down"))
 
 
-def create_app_from_env() -> FastAPI:
+def create_app_from_env() -> Starlette:
     """The app with settings from the ``TOOLPRUNE_*`` environment: the factory uvicorn
     imports in each worker process of ``toolprune serve --workers N``."""
     settings = Settings()
@@ -165,7 +168,7 @@ def create_app_from_env() -> FastAPI:
     return create_app(settings)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings) -> Starlette:
     """Build the proxy app (the upstream session is created in its lifespan).
 
     Raises: PolicyError when the policy file is invalid.
@@ -174,7 +177,7 @@ def create_app(settings: Settings) -> FastAPI:
     policy = load_policy(settings)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
         session = create_session(settings)
         upstream = Upstream(settings, session)
@@ -230,40 +233,36 @@ def create_app(settings: Settings) -> FastAPI:
             await store.aclose()
             await session.close()
 
-    app = FastAPI(
-        title="toolprune",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-    )
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
+    async def healthz(request: Request) -> JSONResponse:
         """Liveness: the process answers."""
-        return {"status": "ok"}
+        return JSONResponse({"status": "ok"})
 
-    @app.get("/readyz")
-    async def readyz() -> JSONResponse:
+    async def readyz(request: Request) -> JSONResponse:
         """Readiness: the upstream answers ``GET {upstream_url}/models``, the embedder
         is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled)."""
-        services: Services = app.state.services
+        services: Services = request.app.state.services
         checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
         if settings.enabled:
             checks["embedder"] = services.embedder.ready
             if settings.warm_files:
-                checks["warm_catalogs"] = app.state.warming.done()
+                checks["warm_catalogs"] = request.app.state.warming.done()
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks},
             status_code=200 if ready else 503,
         )
 
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
+    async def metrics_endpoint(request: Request) -> Response:
         """Prometheus text exposition."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    app.router.add_route("/{path:path}", ProxyEndpoint(), include_in_schema=False)
-    app.add_middleware(ObservabilityMiddleware, metrics=metrics)
-    return app
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/{path:path}", ProxyEndpoint()),
+        ],
+        middleware=[Middleware(ObservabilityMiddleware, metrics=metrics)],
+        lifespan=lifespan,
+    )

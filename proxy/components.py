@@ -7,8 +7,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from proxy.log import get_logger
@@ -18,6 +17,9 @@ from selection.catalog import parse_tools
 from selection.errors import CatalogError, EmbedderError
 from selection.policy import Policy
 from selection.state import MemoryStateStore, StateStore
+
+if TYPE_CHECKING:
+    import httpx
 
 logger = get_logger("startup")
 
