@@ -201,10 +201,14 @@ def select(
         SelectedTool(name, reasons.get(name, "sticky"), score_of.get(name)) for name in loaded
     ]
     forwarded = core_set | set(loaded)
-    left_out = sorted(
-        ((name, s) for name, s in score_of.items() if name not in forwarded),
-        key=lambda item: -item[1],
-    )[:LEFT_OUT_REPORTED]
+    left_out: list[tuple[str, float]] = []
+    if scores is not None:  # best first, ties in catalogue order (a stable sort)
+        for position in np.argsort(-scores, kind="stable"):
+            name = catalog.tools[position].name
+            if name not in forwarded:
+                left_out.append((name, float(scores[position])))
+                if len(left_out) == LEFT_OUT_REPORTED:
+                    break
     new_state = ConversationState(loaded, state.turn, state.meta_calls)
     parents = tuple(
         (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded
