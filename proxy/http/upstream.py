@@ -41,8 +41,14 @@ NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 KEEPALIVE_S = 4.0
 #: Longest response header line and field the upstream may send, bytes.
 MAX_HEADER_FIELD_BYTES = 65536
-#: Pauses before the retries of a failed connect, seconds (httpcore's schedule).
-CONNECT_RETRY_DELAYS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
+#: Longest pause before a retry of a failed connect, seconds.
+MAX_CONNECT_RETRY_DELAY_S = 4.0
+
+
+def connect_retry_delay(retry: int) -> float:
+    """Seconds to wait before connect retry number ``retry`` (0-based): at once, then
+    0.5 s doubling up to ``MAX_CONNECT_RETRY_DELAY_S`` (httpcore's schedule)."""
+    return 0.0 if retry == 0 else min(0.5 * 2 ** (retry - 1), MAX_CONNECT_RETRY_DELAY_S)
 
 
 async def _connection_opened(
@@ -173,8 +179,8 @@ class Upstream:
             except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
                 raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
             except aiohttp.ClientConnectorError as exc:
-                if connect_failures < min(self.connect_retries, len(CONNECT_RETRY_DELAYS_S)):
-                    await asyncio.sleep(CONNECT_RETRY_DELAYS_S[connect_failures])
+                if connect_failures < self.connect_retries:
+                    await asyncio.sleep(connect_retry_delay(connect_failures))
                     connect_failures += 1
                     continue
                 raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc

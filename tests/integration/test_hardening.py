@@ -229,12 +229,13 @@ def test_a_request_on_a_pooled_connection_the_upstream_closed_is_sent_again_once
         closing.close()
 
 
-def test_a_fresh_connection_closed_unanswered_is_not_retried() -> None:
+@pytest.mark.parametrize("method", ["POST", "GET"])  # GET: idempotent, still sent once
+def test_a_fresh_connection_closed_unanswered_is_not_retried(method: str) -> None:
     closing = ClosingUpstream(close_all=True)
     try:
         with ExitStack() as stack:
             proxy = guarded_proxy(stack, closing.origin + "/v1")
-            response = httpx.post(proxy + "/v1/models", content=b"{}", timeout=30)
+            response = httpx.request(method, proxy + "/v1/models", content=b"{}", timeout=30)
             assert response.status_code == 502
             assert error_of(response)["code"] == "upstream_unavailable"
             assert closing.requests == 1
