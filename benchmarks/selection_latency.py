@@ -147,6 +147,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     engine = SelectionEngine(
         embedder, vector_cache_size=settings.vector_cache_size, index_cache_size=8,
         timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
+        name_weight=settings.name_weight,
     )
     queries = load_queries(args.data, args.queries, args.seed, settings)
     rows = []

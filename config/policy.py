@@ -134,6 +134,7 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
         text_formats=_text_formats(settings.text_format, parsed.text_formats),
         ranking=RankingPolicy(
             lexical_weight=settings.lexical_weight,
+            name_weight=settings.name_weight,
             token_budget=settings.token_budget,
             dominance_margin=settings.dominance_margin,
             max_dependencies=settings.max_dependencies,

@@ -23,6 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
+from selection.name_match import NameIndex
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -38,7 +39,8 @@ def encodable(text: str) -> str:
 @dataclass(frozen=True)
 class Scores:
     """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
-    the fused score (cosine + ``lexical_weight`` × normalised BM25), ``dense`` the cosine
+    the fused score (cosine + ``lexical_weight`` × normalised BM25 + ``name_weight`` ×
+    name-word coverage), ``dense`` the cosine
     alone; and the seconds spent embedding (query and any tool texts not cached)."""
 
     values: np.ndarray
@@ -51,8 +53,9 @@ class SelectionEngine:
     indexes by catalogue.
 
     ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
-    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: dense
-    only, no BM25 index is built). A catalogue's index is built once;
+    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25
+    index is built); ``name_weight``: weight of the share of a tool's name words the
+    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once;
     a build that outlives ``index_timeout_s`` keeps running
     in the background (the caller gets :class:`EmbedderTimeout` and forwards the full
     catalogue), so a large cold catalogue is ready for later requests. At most
@@ -71,10 +74,13 @@ class SelectionEngine:
         max_builds: int = 1,
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
         lexical_weight: float = 0.0,
+        name_weight: float = 0.0,
     ) -> None:
         self.embedder = embedder
         self.lexical_weight = lexical_weight
+        self.name_weight = name_weight
         self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
+        self._names: LRUCache[str, NameIndex] = LRUCache(index_cache_size)
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
         self.max_text_chars = max_text_chars
@@ -198,7 +204,8 @@ class SelectionEngine:
         (p, d) float32 → scores (len(catalog),) float32, each the max over parts and texts.
 
         With ``lexical_weight`` > 0, ``values`` adds the BM25 score of the whole query
-        (``parts[0]``) over :func:`selection.ranking.lexical_text`.
+        (``parts[0]``) over :func:`selection.ranking.lexical_text`; with ``name_weight``
+        > 0, the share of each tool's name words that the whole query uses.
 
         Raises: EmbedderError, EmbedderTimeout.
         """
@@ -208,10 +215,14 @@ class SelectionEngine:
         vectors = await self.embed_parts(parts)
         embedding_s = index_s + time.perf_counter() - started
         dense = index.best_scores(vectors)
-        if self.lexical_weight == 0 or not parts:
+        if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
             return Scores(dense, embedding_s, dense)
-        lexical = self.lexical_index(catalog).scores(parts[0])
-        return Scores(fuse(dense, lexical, self.lexical_weight), embedding_s, dense)
+        lexical = (
+            self.lexical_index(catalog).scores(parts[0]) if self.lexical_weight else dense
+        )
+        names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
+        fused = fuse(dense, lexical, self.lexical_weight, names, self.name_weight)
+        return Scores(fused, embedding_s, dense)
 
     def lexical_index(self, catalog: Catalog) -> LexicalIndex:
         """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
@@ -219,6 +230,14 @@ class SelectionEngine:
         if index is None:
             index = LexicalIndex(catalog)
             self._lexical.put(catalog.fingerprint, index)
+        return index
+
+    def name_index(self, catalog: Catalog) -> NameIndex:
+        """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
+        index = self._names.get(catalog.fingerprint)
+        if index is None:
+            index = NameIndex(catalog)
+            self._names.put(catalog.fingerprint, index)
         return index
 
     async def aclose(self) -> None:

@@ -57,7 +57,9 @@ class Method:
 
 
 #: Classic top-k: k candidates, no BM25 term, no dependencies, no tier.
-TOP_K = RankingPolicy(lexical_weight=0.0, budget="count", max_dependencies=0, tier_size=0)
+TOP_K = RankingPolicy(
+    lexical_weight=0.0, name_weight=0.0, budget="count", max_dependencies=0, tier_size=0
+)
 
 METHODS = {
     TOOLPRUNE: Method(TOOLPRUNE),
