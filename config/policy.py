@@ -135,6 +135,7 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
         ranking=RankingPolicy(
             lexical_weight=settings.lexical_weight,
             name_weight=settings.name_weight,
+            named_only=settings.named_only,
             token_budget=settings.token_budget,
             dominance_margin=settings.dominance_margin,
             max_dependencies=settings.max_dependencies,

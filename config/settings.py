@@ -130,6 +130,12 @@ class Settings(BaseSettings):
         description="Weight of the share of a tool's name words that the request uses, "
         "added to the score (`list the pull requests` → `list_pull_requests`). 0: off.",
     )
+    named_only: bool = Field(
+        True,
+        description="When a request that asks for one thing uses every word of the best "
+        "candidate's name (two or more words), forward only the tools it names; the rest "
+        "are listed in the meta-tool's tier.",
+    )
     token_budget: int = Field(
         0,
         ge=0,

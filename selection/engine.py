@@ -23,7 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
-from selection.name_match import NameIndex
+from selection.name_match import NameIndex, one_intent
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -41,11 +41,14 @@ class Scores:
     """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
     the fused score (cosine + ``lexical_weight`` × normalised BM25 + ``name_weight`` ×
     name-word coverage), ``dense`` the cosine
-    alone; and the seconds spent embedding (query and any tool texts not cached)."""
+    alone; and the seconds spent embedding (query and any tool texts not cached).
+    ``named``: bool ``(len(catalog),)``, the tools a one-intent query names
+    (:mod:`selection.name_match`); None when the query asks for more than one thing."""
 
     values: np.ndarray
     embedding_s: float
     dense: np.ndarray | None = None
+    named: np.ndarray | None = None
 
 
 class SelectionEngine:
@@ -215,14 +218,15 @@ class SelectionEngine:
         vectors = await self.embed_parts(parts)
         embedding_s = index_s + time.perf_counter() - started
         dense = index.best_scores(vectors)
+        named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
-            return Scores(dense, embedding_s, dense)
+            return Scores(dense, embedding_s, dense, named)
         lexical = (
             self.lexical_index(catalog).scores(parts[0]) if self.lexical_weight else dense
         )
         names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
         fused = fuse(dense, lexical, self.lexical_weight, names, self.name_weight)
-        return Scores(fused, embedding_s, dense)
+        return Scores(fused, embedding_s, dense, named)
 
     def lexical_index(self, catalog: Catalog) -> LexicalIndex:
         """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""

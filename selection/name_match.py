@@ -11,7 +11,14 @@ separates them. It is added to the fused score with its own weight
 Words: lower-case runs of two or more letters and digits of :func:`selection.catalog.name_words`
 (``getPullRequest`` → ``get pull request``), English function words left out, plurals
 folded to their singular (``requests`` → ``request``, ``entries`` → ``entry``) on both
-sides. A tool whose name has no word left scores 0. Pure functions, no I/O.
+sides. A tool whose name has no word left scores 0.
+
+A request that asks for one thing (:func:`one_intent`) and uses every word of a tool's
+name of two or more words *names* that tool (:meth:`NameIndex.named`); when the best
+candidate is named, :func:`selection.ranking.choose` forwards the named tools only and
+lists the rest in the tier (``RankingPolicy.named_only``): "list the open pull requests
+in octo/widgets" pays for ``list_pull_requests``, not for eight tools. Pure functions,
+no I/O.
 """
 
 from __future__ import annotations
@@ -33,6 +40,13 @@ _WORD = re.compile(r"[a-z0-9]+")
 _PLURALS = (("ies", "y"), ("es", ""), ("s", ""))
 #: Letters a word keeps at least after its plural ending is removed.
 MIN_STEM = 3
+
+
+#: Words a tool's name needs for the request to *name* it: one word (``search``,
+#: ``cd``) is too common to single a tool out.
+MIN_NAMED_WORDS = 2
+#: What joins several requests in one sentence: a comma, a semicolon, "and", "then", "also".
+_CONNECTIVE = re.compile(r"[,;]|\b(?:and|then|also)\b", re.IGNORECASE)
 
 
 def fold(word: str) -> str:
@@ -67,3 +81,19 @@ class NameIndex:
             if name:
                 out[position] = sum(word in used for word in name) / len(name)
         return out
+
+    def named(self, query: str) -> np.ndarray:
+        """Per tool, whether ``query`` uses every word of its name and the name has at
+        least :data:`MIN_NAMED_WORDS` words: bool ``(len(catalog),)``."""
+        used = set(words(query))
+        return np.array(
+            [len(name) >= MIN_NAMED_WORDS and all(w in used for w in name) for name in self._names],
+            dtype=bool,
+        )
+
+
+
+def one_intent(parts: list[str] | tuple[str, ...]) -> bool:
+    """Whether a query asks for one thing: a single part (one sentence, no tool result;
+    :func:`selection.query.query_parts`) with no connective that joins requests."""
+    return len(parts) == 1 and not _CONNECTIVE.search(parts[0])

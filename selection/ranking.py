@@ -48,7 +48,8 @@ class RankingPolicy:
     scoring below the best minus this are not admitted (None: off). ``max_dependencies``
     / ``dependency_parents``: producers added per turn, for how many of the first
     admitted tools. ``tier_size``: tools listed by name in the meta-tool beyond the
-    forwarded ones.
+    forwarded ones. ``named_only``: when a one-intent request names the best candidate,
+    only the tools it names are candidates (:mod:`selection.name_match`).
     """
 
     lexical_weight: float = 0.1
@@ -59,6 +60,7 @@ class RankingPolicy:
     max_dependencies: int = 4
     dependency_parents: int = 8
     tier_size: int = 8
+    named_only: bool = True
 
 
 def lexical_text(tool: Tool) -> str:
@@ -196,6 +198,7 @@ def choose(
     policy: RankingPolicy,
     max_count: int | None = None,
     exact: Mapping[str, int] | None = None,
+    named: np.ndarray | None = None,
 ) -> Choice:
     """The candidates of one turn (see the module docstring).
 
@@ -204,6 +207,10 @@ def choose(
     ``max_count``: most candidates admitted (default: no count limit beyond the budget;
     with ``policy.budget == "count"``, ``top_k``).
     A first candidate is always admitted when one scores ≥ τ, whatever its cost.
+    ``named``: bool ``(len(catalog),)``, the tools a one-intent request names
+    (:attr:`selection.engine.Scores.named`); with ``policy.named_only``, when the best
+    candidate is named, only named tools are semantic candidates (the others stay in
+    score order for the tier).
     """
     if top_k <= 0 or len(catalog) == 0:
         return Choice((), ())
@@ -222,6 +229,10 @@ def choose(
     floor = threshold
     if policy.dominance_margin is not None:
         floor = max(floor, best - policy.dominance_margin)
+    if policy.named_only and named is not None and ranked and named[ranked[0]]:
+        ranked_admissible = [p for p in ranked if named[p]]
+    else:
+        ranked_admissible = ranked
     chosen: list[Candidate] = []
     refused: list[str] = []  # dependencies the budget had no room for: tier first
     taken: set[str] = set()
@@ -237,7 +248,7 @@ def choose(
         spent += cost
         return True
 
-    for position in ranked:
+    for position in ranked_admissible:
         tool = catalog.tools[position]
         score = float(scores[position])
         if score < floor or len(chosen) >= limit or spent >= budget:

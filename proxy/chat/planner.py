@@ -172,18 +172,19 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores = None
+        scores = named = None
         if parts:  # the whole query, then its parts: one embedding call, best part per tool
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
-            scores = scored.values
+            scores, named = scored.values, scored.named
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
             *text_called_tools(messages, set(catalog.names)),
         ]
         selection = select(
-            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k
+            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
+            named=named,
         )
         selection.state.turn += 1
         meta = None
