@@ -199,7 +199,7 @@ class Planner:
         await self._save_state(conversation, selection.state)
         return Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
-            offered, top_k,
+            offered, top_k, named,
         )
 
     async def _load_state(self, conversation: str) -> ConversationState:
@@ -239,7 +239,7 @@ class Planner:
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
-            pinned=turn.pinned, requested=admit, top_k=turn.top_k,
+            pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)
