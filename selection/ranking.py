@@ -14,7 +14,9 @@ a token budget (``top_k`` × the mean tool cost of the catalogue and of the turn
 2 × ``top_k`` candidates, averaged: a catalogue of small tools gets more of them and one
 of large tools fewer, and the budget follows the cost of the tools actually in contention)
 and stay within ``dominance_margin`` of the best score (one dominant match: few tools;
-flat scores: the whole budget). Each admitted tool among the first ``dependency_parents``
+flat scores: the whole budget); when a one-intent request names the best candidate
+(every word of its name; :mod:`selection.name_match`), only the tools it names are
+candidates. Each admitted tool among the first ``dependency_parents``
 brings the producers of the identifiers it needs (:mod:`selection.dependencies`), bounded
 by ``max_dependencies`` and the same budget. The next ``tier_size`` tools by score form
 the *tier*: listed by name and purpose in the meta-tool, loadable in one round.
