@@ -221,9 +221,7 @@ class SelectionEngine:
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
             return Scores(dense, embedding_s, dense, named)
-        lexical = (
-            self.lexical_index(catalog).scores(parts[0]) if self.lexical_weight else dense
-        )
+        lexical = self.lexical_index(catalog).scores(parts[0]) if self.lexical_weight else None
         names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
         fused = fuse(dense, lexical, self.lexical_weight, names, self.name_weight)
         return Scores(fused, embedding_s, dense, named)

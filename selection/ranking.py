@@ -109,16 +109,16 @@ class LexicalIndex:
 
 def fuse(
     dense: np.ndarray,
-    lexical: np.ndarray,
+    lexical: np.ndarray | None,
     weight: float,
     names: np.ndarray | None = None,
     name_weight: float = 0.0,
 ) -> np.ndarray:
     """``dense + weight × lexical + name_weight × names`` (float32, same shape);
-    ``lexical`` and ``names`` (:meth:`selection.name_match.NameIndex.coverage`) in [0, 1].
-    ``dense`` itself when both weights are 0."""
+    ``lexical`` and ``names`` (:meth:`selection.name_match.NameIndex.coverage`) in [0, 1],
+    None (or a weight of 0) leaving their term out: ``dense`` itself when both are out."""
     fused = dense
-    if weight != 0:
+    if lexical is not None and weight != 0:
         fused = fused + np.float32(weight) * lexical
     if names is not None and name_weight != 0:
         fused = fused + np.float32(name_weight) * names

@@ -54,6 +54,7 @@ def test_fuse_adds_the_weighted_lexical_and_name_scores() -> None:
     names = np.array([1.0, 0.5], dtype=np.float32)
     assert fuse(dense, lexical, 0.0) is dense
     assert fuse(dense, lexical, 0.0, names, 0.0) is dense
+    np.testing.assert_allclose(fuse(dense, None, 0.1, names, 0.2), [0.7, 0.5])
     np.testing.assert_allclose(fuse(dense, lexical, 0.2), [0.5, 0.6])
     fused = fuse(dense, lexical, 0.2, names, 0.2)
     assert fused.dtype == np.float32
