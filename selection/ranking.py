@@ -125,7 +125,7 @@ def fuse(
     return np.asarray(fused, dtype=np.float32)
 
 
-CandidateReason = Literal["semantic", "dependency"]
+CandidateReason = Literal["semantic", "named", "dependency"]
 
 #: :func:`choose` considers the best ``SCAN_FACTOR`` × top-k + ``SCAN_EXTRA`` tools only.
 SCAN_FACTOR = 4
@@ -138,7 +138,8 @@ CONTENDER_FACTOR = 2
 @dataclass(frozen=True)
 class Candidate:
     """A tool a turn admits: ``score`` is its own score; ``parent`` the tool whose
-    identifier it produces (reason ``dependency``)."""
+    identifier it produces (reason ``dependency``). Reason ``named``: a semantic
+    candidate admitted because a one-intent request names it (the others were not)."""
 
     name: str
     score: float
@@ -231,10 +232,9 @@ def choose(
     floor = threshold
     if policy.dominance_margin is not None:
         floor = max(floor, best - policy.dominance_margin)
-    if policy.named_only and named is not None and ranked and named[ranked[0]]:
-        ranked_admissible = [p for p in ranked if named[p]]
-    else:
-        ranked_admissible = ranked
+    named_turn = bool(policy.named_only and named is not None and ranked and named[ranked[0]])
+    ranked_admissible = [p for p in ranked if named[p]] if named_turn else ranked
+    semantic_reason: CandidateReason = "named" if named_turn else "semantic"
     chosen: list[Candidate] = []
     refused: list[str] = []  # dependencies the budget had no room for: tier first
     taken: set[str] = set()
@@ -257,7 +257,7 @@ def choose(
             break
         if tool.name in taken:
             continue
-        if not admit(Candidate(tool.name, score, "semantic"), tool_tokens(tool, exact)):
+        if not admit(Candidate(tool.name, score, semantic_reason), tool_tokens(tool, exact)):
             continue  # too large for what is left: a smaller one may still fit
         if parents < policy.dependency_parents:
             parents += 1

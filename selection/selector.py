@@ -22,7 +22,9 @@ from selection.policy import Policy, bundle_mates, catalog_bundles
 from selection.ranking import Candidate, choose
 from selection.state import ConversationState, LoadedTool
 
-Reason = Literal["core", "pinned", "requested", "semantic", "dependency", "bundle", "sticky"]
+Reason = Literal[
+    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky"
+]
 
 #: How many of the best-scored tools that were left out a selection reports.
 LEFT_OUT_REPORTED = 5

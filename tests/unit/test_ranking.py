@@ -134,7 +134,9 @@ def test_when_the_request_names_the_best_candidate_only_named_tools_are_admitted
     named = np.array([True, False, True, False])
     policy = RankingPolicy(max_dependencies=0, tier_size=3)
     choice = choose(catalog, scores, top_k=4, threshold=0.0, exclude=set(), policy=policy, named=named)
-    assert [c.name for c in choice.candidates] == ["list_pulls", "list_issues"]
+    assert [(c.name, c.reason) for c in choice.candidates] == [
+        ("list_pulls", "named"), ("list_issues", "named"),
+    ]
     assert choice.tier == ("read_pull", "other")
     # The best candidate is not named (or the rule is off, or no query named anything):
     # the whole budget as usual.
@@ -146,6 +148,7 @@ def test_when_the_request_names_the_best_candidate_only_named_tools_are_admitted
         options = {"policy": policy, **kwargs}
         picked = choose(catalog, scores, top_k=4, threshold=0.0, exclude=set(), **options)
         assert len(picked.candidates) == 4
+        assert {c.reason for c in picked.candidates} == {"semantic"}
 
 
 def test_a_selected_tool_brings_the_producer_of_its_identifier() -> None:
