@@ -40,6 +40,7 @@ def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) ->
         max_builds=settings.max_index_builds,
         max_text_chars=settings.max_tool_text_chars,
         lexical_weight=settings.lexical_weight,
+        name_weight=settings.name_weight,
     )
 
 

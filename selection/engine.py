@@ -23,6 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
+from selection.name_match import NameIndex, one_intent
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -38,14 +39,18 @@ def encodable(text: str) -> str:
 @dataclass(frozen=True)
 class Scores:
     """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
-    the fused score (cosine + ``lexical_weight`` × normalised BM25), ``dense`` the cosine
+    the fused score (cosine + ``lexical_weight`` × normalised BM25 + ``name_weight`` ×
+    name-word coverage), ``dense`` the cosine
     alone; and the seconds spent embedding (query and any tool texts not cached).
+    ``named``: bool ``(len(catalog),)``, the tools a one-intent query names
+    (:mod:`selection.name_match`); None when the query asks for more than one thing.
     ``lexical_only``: the catalogue's dense index is still being built, so ``values`` is
     the normalised BM25 score alone (in [0, 1]) and ``dense`` is None."""
 
     values: np.ndarray
     embedding_s: float
     dense: np.ndarray | None = None
+    named: np.ndarray | None = None
     lexical_only: bool = False
 
 
@@ -54,8 +59,9 @@ class SelectionEngine:
     indexes by catalogue.
 
     ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
-    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: dense
-    only, no BM25 index is built). A catalogue's index is built once;
+    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25
+    index is built); ``name_weight``: weight of the share of a tool's name words the
+    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once;
     a build that outlives ``index_timeout_s`` keeps running
     in the background, so a large cold catalogue is ready for later requests; meanwhile
     :meth:`score` ranks it by BM25 alone (``Scores.lexical_only``). At most
@@ -74,11 +80,14 @@ class SelectionEngine:
         max_builds: int = 1,
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
         lexical_weight: float = 0.0,
+        name_weight: float = 0.0,
     ) -> None:
         self.embedder = embedder
         self.lexical_weight = lexical_weight
+        self.name_weight = name_weight
         self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
         self._lexical_building: dict[str, asyncio.Task[LexicalIndex]] = {}
+        self._names: LRUCache[str, NameIndex] = LRUCache(index_cache_size)
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
         self.max_text_chars = max_text_chars
@@ -202,10 +211,11 @@ class SelectionEngine:
         (p, d) float32 → scores (len(catalog),) float32, each the max over parts and texts.
 
         With ``lexical_weight`` > 0, ``values`` adds the BM25 score of the whole query
-        (``parts[0]``) over :func:`selection.ranking.lexical_text`. While the catalogue's
-        dense index is being built (past ``index_timeout_s``), ``values`` is that BM25
-        score alone (``lexical_only``), whatever ``lexical_weight``. BM25 indexes are built
-        in a worker thread (~1 s at 10,000 tools), alongside the dense index's wait.
+        (``parts[0]``) over :func:`selection.ranking.lexical_text`; with ``name_weight``
+        > 0, the share of each tool's name words that the whole query uses. While the
+        catalogue's dense index is being built (past ``index_timeout_s``), ``values`` is
+        that BM25 score alone (``lexical_only``), whatever ``lexical_weight``. BM25 indexes
+        are built in a worker thread (~1 s at 10,000 tools), alongside the dense index's wait.
 
         Raises: EmbedderError, EmbedderTimeout (IndexPending with no query to rank by).
         """
@@ -222,10 +232,13 @@ class SelectionEngine:
         vectors = await self.embed_parts(parts)
         embedding_s = index_s + time.perf_counter() - started
         dense = index.best_scores(vectors)
-        if self.lexical_weight == 0 or lexical is None:
-            return Scores(dense, embedding_s, dense)
-        lexical_scores = (await lexical).scores(parts[0])
-        return Scores(fuse(dense, lexical_scores, self.lexical_weight), embedding_s, dense)
+        named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
+        if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
+            return Scores(dense, embedding_s, dense, named)
+        lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
+        names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
+        fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
+        return Scores(fused, embedding_s, dense, named)
 
     def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
         """Whether the catalogue's dense index is built (cached)."""
@@ -259,6 +272,14 @@ class SelectionEngine:
         if index is None:
             index = LexicalIndex(catalog)
             self._lexical.put(catalog.fingerprint, index)
+        return index
+
+    def name_index(self, catalog: Catalog) -> NameIndex:
+        """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
+        index = self._names.get(catalog.fingerprint)
+        if index is None:
+            index = NameIndex(catalog)
+            self._names.put(catalog.fingerprint, index)
         return index
 
     async def aclose(self) -> None:

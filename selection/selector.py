@@ -22,7 +22,9 @@ from selection.policy import Policy, catalog_layout
 from selection.ranking import Candidate, choose
 from selection.state import ConversationState, LoadedTool
 
-Reason = Literal["core", "pinned", "requested", "semantic", "dependency", "bundle", "sticky"]
+Reason = Literal[
+    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky"
+]
 
 #: How many of the best-scored tools that were left out a selection reports.
 LEFT_OUT_REPORTED = 5
@@ -101,6 +103,7 @@ def select(
     pinned: Sequence[str] = (),
     requested: Sequence[str] = (),
     top_k: int | None = None,
+    named: np.ndarray | None = None,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -115,6 +118,7 @@ def select(
             take no semantic slot, so top-k always brings k candidates beyond them.
         requested: tools a meta-tool loaded this turn; admitted before semantic ones.
         top_k: overrides ``policy.top_k`` for this turn.
+        named: the tools a one-intent request names (:attr:`selection.engine.Scores.named`).
 
     At the cap (``policy.max_tools`` tools that are neither CORE nor pinned), the least
     recently used tool not selected this turn is evicted; when nothing is evictable, the
@@ -138,6 +142,7 @@ def select(
         choice = choose(
             catalog, scores, top_k=k, threshold=policy.threshold,
             exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
+            named=named,
         )
         semantic, tier = list(choice.candidates), choice.tier
 

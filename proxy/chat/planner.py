@@ -172,18 +172,20 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores, lexical_only = None, False
+        scores = named = None
+        lexical_only = False
         if parts:  # the whole query, then its parts: one embedding call, best part per tool
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
-            scores, lexical_only = scored.values, scored.lexical_only
+            scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
             *text_called_tools(messages, set(catalog.names)),
         ]
         selection = select(
-            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k
+            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
+            named=named,
         )
         selection.state.turn += 1
         meta = None
@@ -198,7 +200,7 @@ class Planner:
         await self._save_state(conversation, selection.state)
         return Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
-            offered, top_k, lexical_only=lexical_only,
+            offered, top_k, named, lexical_only=lexical_only,
         )
 
     async def _load_state(self, conversation: str) -> ConversationState:
@@ -238,7 +240,7 @@ class Planner:
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
-            pinned=turn.pinned, requested=admit, top_k=turn.top_k,
+            pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)

@@ -57,6 +57,8 @@ class Turn:
     tool_choice: ToolChoice
     offered: int
     top_k: int | None = None
+    #: The tools a one-intent request names (``Scores.named``), kept for meta rounds.
+    named: np.ndarray | None = None
     rounds: int = 0
     extra_messages: list[dict[str, Any]] = field(default_factory=list)
     meta_events: list[dict[str, Any]] = field(default_factory=list)

@@ -159,6 +159,7 @@ async def run_eval(
             timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
             index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
             lexical_weight=settings.lexical_weight,
+            name_weight=settings.name_weight,
         )
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]

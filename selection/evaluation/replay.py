@@ -56,8 +56,11 @@ class Method:
     oracle: bool = False
 
 
-#: Classic top-k: k candidates, no BM25 term, no dependencies, no tier.
-TOP_K = RankingPolicy(lexical_weight=0.0, budget="count", max_dependencies=0, tier_size=0)
+#: Classic top-k: k candidates, no BM25 or name term, no dependencies, no tier.
+TOP_K = RankingPolicy(
+    lexical_weight=0.0, name_weight=0.0, budget="count", max_dependencies=0, tier_size=0,
+    named_only=False,
+)
 
 METHODS = {
     TOOLPRUNE: Method(TOOLPRUNE),
@@ -136,7 +139,10 @@ def replay(
             state = states.get(case.conversation) or ConversationState()
             turn_policy = policy_for_k(policy, k, len(catalog), run.uses_threshold, method.ranking)
             started = time.perf_counter()
-            selection = select(catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned)
+            selection = select(
+                catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned,
+                named=scored.named,
+            )
             select_s = time.perf_counter() - started
             selection.state.turn += 1
             states[case.conversation] = selection.state

@@ -535,3 +535,24 @@ def test_best_scores_take_the_max_over_parts_and_texts() -> None:
     np.testing.assert_allclose(best, [1.0, 0.8, -1.0], atol=1e-6)
     np.testing.assert_allclose(index.best_scores(parts[:1]), index.scores(parts[0]), atol=1e-6)
     np.testing.assert_array_equal(index.best_scores(np.zeros((0, 3), np.float32)), [-1, -1, -1])
+
+
+# --------------------------------------------------------------------------- name match
+
+
+async def test_name_weight_adds_the_share_of_name_words_the_query_uses() -> None:
+    catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("delta"))
+    plain = await engine_for(FakeEmbedder()).score(catalog, {}, "alpha beta")
+    weighted = await engine_for(FakeEmbedder(), name_weight=0.2).score(catalog, {}, "alpha beta")
+    np.testing.assert_array_equal(weighted.dense, plain.values)
+    np.testing.assert_allclose(weighted.values, plain.values + 0.2 * np.array([1.0, 0.5, 0.0]), atol=1e-6)
+    assert weighted.values.dtype == np.float32
+
+
+async def test_a_one_intent_query_reports_the_tools_it_names() -> None:
+    engine = engine_for(FakeEmbedder())
+    catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("beta"))
+    scored = await engine.score(catalog, {}, ["open alpha beta"])
+    assert scored.named is not None and scored.named.tolist() == [True, False, False]
+    assert (await engine.score(catalog, {}, ["open alpha beta", "then gamma"])).named is None
+    assert (await engine.score(catalog, {}, ["alpha beta and gamma"])).named is None
