@@ -109,6 +109,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     if label == "before":
                         policy = replace(policy, ranking=TOP_K)
                     engine.lexical_weight = policy.ranking.lexical_weight
+                    engine.name_weight = policy.ranking.name_weight
                     planner = Planner(
                         settings=settings, policy=policy, engine=engine,
                         store=MemoryStateStore(settings.state_ttl_s, 100_000),

@@ -9,9 +9,10 @@ Run from the repository root::
 What the proxy's upstream client does per request is measured here alone: send a ~2 KB
 POST, read a short SSE response chunk by chunk to its end. The upstream is the load
 benchmark's (``benchmarks/load.py``; its own process) with no pause between chunks.
-Configurations: httpx ``AsyncClient`` with the pool limits the proxy had (100 kept-alive
-connections) and with every connection kept alive, httpx's transport called directly
-(no cookie jar, auth or redirect layers), and aiohttp (if installed; not a dependency).
+Configurations: httpx ``AsyncClient`` with the pool limits the proxy once had (100
+kept-alive connections) and with every connection kept alive, httpx's transport called
+directly (no cookie jar, auth or redirect layers), and the proxy's own client (aiohttp's,
+as :func:`proxy.http.upstream.create_session` sets it up, read with ``raw_chunks``).
 Rounds alternate the order of configurations, since the machine is shared.
 """
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import sys
 import tempfile
@@ -32,7 +32,8 @@ import numpy as np
 
 from benchmarks.load import UPSTREAM_MAIN, wait_ready
 from benchmarks.processes import HOST, clean_env, free_port, start_server
-from proxy.http.pools import ShardedTransport
+from config.settings import Settings
+from proxy.http.upstream import Upstream, create_session, raw_chunks
 
 BODY = json.dumps({"model": "m", "stream": True, "messages": [
     {"role": "user", "content": "x" * 2000}]}).encode()
@@ -41,10 +42,9 @@ HEADERS = {"content-type": "application/json", "authorization": "Bearer k"}
 Send = Callable[[str], Awaitable[None]]
 
 
-def httpx_client(keepalive: int, shards: int = 1) -> tuple[Send, Callable[[], Awaitable[None]]]:
+def httpx_client(keepalive: int) -> tuple[Send, Callable[[], Awaitable[None]]]:
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=keepalive)
-    transport = ShardedTransport(shards, limits=limits) if shards > 1 else None
-    client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0), transport=transport)
+    client = httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(60.0))
 
     async def send(url: str) -> None:
         request = client.build_request("POST", url, content=BODY, headers=HEADERS)
@@ -80,18 +80,19 @@ def httpx_transport() -> tuple[Send, Callable[[], Awaitable[None]]]:
     return send, close
 
 
-def aiohttp_client() -> tuple[Send, Callable[[], Awaitable[None]]]:
-    import aiohttp
-
-    session = aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=1000), cookie_jar=aiohttp.DummyCookieJar(),
-        timeout=aiohttp.ClientTimeout(total=None, sock_read=60.0),
-    )
+def proxy_client() -> tuple[Send, Callable[[], Awaitable[None]]]:
+    settings = Settings(idle_timeout_s=60.0)
+    session = create_session(settings)
+    upstream = Upstream(settings, session)
+    headers = [(name.encode(), value.encode()) for name, value in HEADERS.items()]
 
     async def send(url: str) -> None:
-        async with session.post(url, data=BODY, headers=HEADERS) as response:
-            async for _ in response.content.iter_any():
+        response, _ = await upstream.send("POST", url, headers, BODY)
+        try:
+            async for _ in raw_chunks(response):
                 pass
+        finally:
+            await response.aclose()
 
     return send, session.close
 
@@ -100,11 +101,8 @@ CLIENTS: dict[str, Callable[[], tuple[Send, Callable[[], Awaitable[None]]]]] = {
     "httpx AsyncClient, 100 kept alive": lambda: httpx_client(100),
     "httpx AsyncClient, all kept alive": lambda: httpx_client(1000),
     "httpx transport, all kept alive": httpx_transport,
-    "httpx AsyncClient, 16 pools": lambda: httpx_client(1000, 16),
-    "httpx AsyncClient, 64 pools": lambda: httpx_client(1000, 64),
+    "proxy's client (aiohttp)": proxy_client,
 }
-if importlib.util.find_spec("aiohttp") is not None:
-    CLIENTS["aiohttp, all kept alive"] = aiohttp_client
 
 
 async def window(send: Send, url: str, concurrency: int, seconds: float) -> list[float]:

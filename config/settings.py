@@ -39,11 +39,11 @@ class Settings(BaseSettings):
     connect_retries: int = Field(
         2, ge=0, description="Retries of a failed connect (never of a sent request)."
     )
-    upstream_pools: int = Field(
-        32,
+    upstream_connections: int = Field(
+        1024,
         ge=1,
-        description="Upstream connection pools requests are spread over (each keeps up to 64 "
-        "connections alive); many small pools cost less per request than one large one.",
+        description="Most connections to the upstream open at once (a request waits up to "
+        "`connect_timeout_s` for one past that).",
     )
     max_request_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Largest request body accepted (413 above)."
@@ -100,8 +100,8 @@ class Settings(BaseSettings):
     )
     top_k: int = Field(
         8, ge=0,
-        description="Top-k: the semantic candidates of a turn may cost top-k × the catalogue's "
-        "mean tool tokens (unless `token_budget` is set).",
+        description="Top-k: the semantic candidates of a turn may cost top-k × a mean tool "
+        "cost (see `token_budget`, unless that is set).",
     )
     threshold: float = Field(
         0.1,
@@ -123,11 +123,25 @@ class Settings(BaseSettings):
         description="Weight of the BM25 score (normalised by the turn's best) added to the "
         "cosine: a request that uses a tool's own words ranks it first. 0: dense only.",
     )
+    name_weight: float = Field(
+        0.2,
+        ge=0.0,
+        le=2.0,
+        description="Weight of the share of a tool's name words that the request uses, "
+        "added to the score (`list the pull requests` → `list_pull_requests`). 0: off.",
+    )
+    named_only: bool = Field(
+        True,
+        description="When a request that asks for one thing uses every word of the best "
+        "candidate's name (two or more words), forward only the tools it names; the rest "
+        "are listed in the meta-tool's tier.",
+    )
     token_budget: int = Field(
         0,
         ge=0,
         description="Schema tokens the semantic candidates may cost per turn; 0: top-k × "
-        "the catalogue's mean tool tokens (more small tools, fewer large ones).",
+        "the mean tool tokens of the catalogue and of the turn's best 2 × top-k candidates, "
+        "averaged (more small tools, fewer large ones).",
     )
     dominance_margin: float | None = Field(
         None,
@@ -246,7 +260,7 @@ class Settings(BaseSettings):
         1.5,
         gt=0,
         description="How long a request waits for a catalogue not seen before to be embedded "
-        "(once per catalogue; past it the request gets the full catalogue and indexing goes on "
+        "(once per catalogue; past it the request is ranked by BM25 alone and indexing goes on "
         "in the background).",
     )
     max_index_builds: int = Field(

@@ -1,1 +1,1 @@
-"""toolprune proxy: FastAPI app, forwarding, chat-completions interception, metrics, CLI."""
+"""toolprune proxy: ASGI app (Starlette), forwarding, chat-completions interception, metrics, CLI."""

@@ -1,4 +1,4 @@
-"""The FastAPI application factory.
+"""The ASGI application factory (Starlette).
 
 ``create_app(settings)`` builds the app and does no work; the lifespan creates the shared
 upstream client. The proxy's own routes are ``/healthz``, ``/readyz`` and ``/metrics``;
@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import httpx
-from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
@@ -47,7 +49,7 @@ from proxy.http.errors import (
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
-from proxy.http.upstream import Upstream, create_client
+from proxy.http.upstream import Upstream, create_session
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics
 from proxy.usage.writer import UsageLog
@@ -159,7 +161,7 @@ class ProxyEndpoint:
             await tracked.end_with(ShuttingDown("the proxy is shutting down"))
 
 
-def create_app_from_env() -> FastAPI:
+def create_app_from_env() -> Starlette:
     """The app with settings from the ``TOOLPRUNE_*`` environment: the factory uvicorn
     imports in each worker process of ``toolprune serve --workers N``."""
     settings = Settings()
@@ -167,11 +169,8 @@ def create_app_from_env() -> FastAPI:
     return create_app(settings)
 
 
-def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> FastAPI:
-    """Build the proxy app.
-
-    ``client``: an upstream ``httpx.AsyncClient`` to use instead of creating one in the
-    lifespan (the caller then owns and closes it).
+def create_app(settings: Settings) -> Starlette:
+    """Build the proxy app (the upstream session is created in its lifespan).
 
     Raises: PolicyError when the policy file is invalid.
     """
@@ -179,12 +178,12 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
     policy = load_policy(settings)
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
-        upstream_client = client or create_client(settings)
-        upstream = Upstream(settings, upstream_client)
+        session = create_session(settings)
+        upstream = Upstream(settings, session)
         forwarder = Forwarder(upstream, metrics)
-        engine = build_engine(settings, upstream_client)
+        engine = build_engine(settings)
         embedder = engine.embedder
         store = build_state_store(settings)
         usage = (
@@ -197,7 +196,7 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             if settings.usage_db is not None
             else None
         )
-        upstream_info = UpstreamInfo(settings)
+        upstream_info = UpstreamInfo(settings, upstream)
         chat = ChatHandler(
             settings=settings,
             policy=policy,
@@ -236,43 +235,38 @@ def create_app(settings: Settings, client: httpx.AsyncClient | None = None) -> F
             await upstream_info.aclose()
             await engine.aclose()
             await store.aclose()
-            if client is None:
-                await upstream_client.aclose()
+            await session.close()
 
-    app = FastAPI(
-        title="toolprune",
-        lifespan=lifespan,
-        docs_url=None,
-        redoc_url=None,
-        openapi_url=None,
-    )
-
-    @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
+    async def healthz(request: Request) -> JSONResponse:
         """Liveness: the process answers."""
-        return {"status": "ok"}
+        return JSONResponse({"status": "ok"})
 
-    @app.get("/readyz")
-    async def readyz() -> JSONResponse:
+    async def readyz(request: Request) -> JSONResponse:
         """Readiness: the upstream answers ``GET {upstream_url}/models``, the embedder
         is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled)."""
-        services: Services = app.state.services
+        services: Services = request.app.state.services
         checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
         if settings.enabled:
             checks["embedder"] = services.embedder.ready
             if settings.warm_files:
-                checks["warm_catalogs"] = app.state.warming.done()
+                checks["warm_catalogs"] = request.app.state.warming.done()
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks},
             status_code=200 if ready else 503,
         )
 
-    @app.get("/metrics")
-    async def metrics_endpoint() -> Response:
+    async def metrics_endpoint(request: Request) -> Response:
         """Prometheus text exposition."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    app.router.add_route("/{path:path}", ProxyEndpoint(), include_in_schema=False)
-    app.add_middleware(ObservabilityMiddleware, metrics=metrics)
-    return app
+    return Starlette(
+        routes=[
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", metrics_endpoint, methods=["GET"]),
+            Route("/{path:path}", ProxyEndpoint()),
+        ],
+        middleware=[Middleware(ObservabilityMiddleware, metrics=metrics)],
+        lifespan=lifespan,
+    )

@@ -7,8 +7,7 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from proxy.log import get_logger
@@ -19,6 +18,9 @@ from selection.errors import CatalogError, EmbedderError
 from selection.policy import Policy
 from selection.state import MemoryStateStore, StateStore
 
+if TYPE_CHECKING:
+    import httpx
+
 logger = get_logger("startup")
 
 #: Per-call timeout of the embedder itself; the request path applies
@@ -26,8 +28,9 @@ logger = get_logger("startup")
 EMBEDDER_CALL_TIMEOUT_S = 300.0
 
 
-def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngine:
-    """The selection engine over the configured embedder, with the configured caches."""
+def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) -> SelectionEngine:
+    """The selection engine over the configured embedder, with the configured caches.
+    ``client``: see :func:`build_embedder`."""
     return SelectionEngine(
         build_embedder(settings, client),
         vector_cache_size=settings.vector_cache_size,
@@ -37,11 +40,13 @@ def build_engine(settings: Settings, client: httpx.AsyncClient) -> SelectionEngi
         max_builds=settings.max_index_builds,
         max_text_chars=settings.max_tool_text_chars,
         lexical_weight=settings.lexical_weight,
+        name_weight=settings.name_weight,
     )
 
 
-def build_embedder(settings: Settings, client: httpx.AsyncClient) -> Embedder:
-    """The embedder ``settings.embedder`` names (not loaded yet)."""
+def build_embedder(settings: Settings, client: httpx.AsyncClient | None = None) -> Embedder:
+    """The embedder ``settings.embedder`` names (not loaded yet). An HTTP embedder uses
+    ``client`` when given (left open), else its own (closed with the embedder)."""
     if settings.embedder == "onnx":
         return OnnxEmbedder(
             settings.embedder_model_dir,

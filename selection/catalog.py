@@ -13,6 +13,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from selection.errors import CatalogError
@@ -90,7 +91,12 @@ class Catalog:
 
     @property
     def names(self) -> list[str]:
-        return [tool.name for tool in self.tools]
+        """The function tools' names, in order (a new list each call; built once)."""
+        return list(self._names)
+
+    @cached_property
+    def _names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
 
     def index_of(self, name: str) -> int | None:
         """Position of the tool called ``name``, or None."""

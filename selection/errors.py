@@ -24,6 +24,13 @@ class EmbedderTimeout(EmbedderError):
     reason = "embedder_timeout"
 
 
+class IndexPending(EmbedderTimeout):
+    """The catalogue's dense index is still being built (past ``index_timeout_s``); the
+    build goes on in the background."""
+
+    reason = "index_pending"
+
+
 class CatalogError(SelectionError):
     """The request's ``tools`` (or ``functions``) could not be understood."""
 

@@ -13,12 +13,14 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
-import faiss
 import numpy as np
 
 from selection.catalog import Catalog, Tool, fingerprint, name_words
+
+if TYPE_CHECKING:  # imported when the first index is built: ~15 MiB a proxy may never need
+    import faiss
 
 
 #: Default clip of a tool text, characters: past what a 256-token embedder reads.
@@ -95,6 +97,8 @@ class ToolIndex:
     @classmethod
     def build(cls, vectors: np.ndarray, owners: Sequence[int], n_tools: int) -> ToolIndex:
         """``vectors``: float32 (n_texts, d), rows L2-normalised."""
+        import faiss
+
         index = faiss.IndexFlatIP(vectors.shape[1])
         index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         return cls(index, np.asarray(owners, dtype=np.int64), n_tools)
@@ -119,6 +123,8 @@ class ToolIndex:
         n_texts = self.index.ntotal
         if n_texts == 0 or queries.shape[0] == 0:
             return best
+        import faiss
+
         # A view of the flat index's own storage (no copy; taken per call, so it never
         # outlives a reallocation — the index is not added to after build).
         vectors = faiss.rev_swig_ptr(self.index.get_xb(), n_texts * self.index.d)

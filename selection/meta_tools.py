@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rapidfuzz import process
 
 from selection.catalog import Catalog, Tool
 from selection.policy import Bundle
@@ -198,6 +197,8 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
     loaded, already, unknown = [], [], {}
     for name in dict.fromkeys(names):
         if catalog.get(name) is None:
+            from rapidfuzz import process  # on the first unknown name: 2 MiB kept off idle
+
             matches = process.extract(name, catalog.names, limit=SUGGESTIONS)
             unknown[name] = [match for match, _, _ in matches]
         elif name in forwarded:

@@ -7,7 +7,8 @@ the TOML policy file.
 from __future__ import annotations
 
 import fnmatch
-from collections import defaultdict
+import threading
+from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -115,3 +116,48 @@ def bundle_mates(bundles: Sequence[Bundle], max_size: int) -> dict[str, tuple[st
         for member in bundle.members:
             mates[member].extend(other for other in bundle.members if other != member)
     return {name: tuple(dict.fromkeys(others)) for name, others in mates.items()}
+
+
+@dataclass(frozen=True)
+class CatalogLayout:
+    """What selection needs of a catalogue under a policy that depends on nothing else:
+    ``core`` (CORE tool names, catalogue order), ``bundles`` (:func:`catalog_bundles`) and
+    ``mates`` (:func:`bundle_mates` of those, by ``max_bundle_size``)."""
+
+    core: tuple[str, ...]
+    bundles: tuple[Bundle, ...]
+    mates: Mapping[str, tuple[str, ...]]
+
+
+#: Layouts kept, most recently used last (one per catalogue and policy).
+LAYOUT_CACHE_SIZE = 64
+_layouts: OrderedDict[tuple[str, int], tuple[Policy, CatalogLayout]] = OrderedDict()
+_layouts_lock = threading.Lock()
+
+
+def catalog_layout(catalog: Catalog, policy: Policy) -> CatalogLayout:
+    """The :class:`CatalogLayout` of ``catalog`` under ``policy``, computed once per
+    catalogue fingerprint and policy object (an LRU of ``LAYOUT_CACHE_SIZE``; thread-safe).
+    At 10,000 tools it costs ~40 ms to compute (the CORE globs over every name, the
+    namespace grouping), which every request of that catalogue would otherwise pay. A
+    catalogue without a fingerprint is computed every time. Shared: never mutate it."""
+    key = (catalog.fingerprint, id(policy))
+    if catalog.fingerprint:
+        with _layouts_lock:
+            cached = _layouts.get(key)
+            if cached is not None and cached[0] is policy:
+                _layouts.move_to_end(key)
+                return cached[1]
+    bundles = tuple(catalog_bundles(catalog, policy))
+    layout = CatalogLayout(
+        core=tuple(tool.name for tool in catalog.tools if policy.is_core(tool.name)),
+        bundles=bundles,
+        mates=bundle_mates(bundles, policy.max_bundle_size),
+    )
+    if catalog.fingerprint:
+        with _layouts_lock:
+            _layouts[key] = (policy, layout)  # the policy is held: its id stays its own
+            _layouts.move_to_end(key)
+            while len(_layouts) > LAYOUT_CACHE_SIZE:
+                _layouts.popitem(last=False)
+    return layout

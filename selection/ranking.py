@@ -2,20 +2,24 @@
 
 Scores: the dense cosine (best tool text against the best query part) plus
 ``lexical_weight`` × the BM25 score normalised by the turn's best BM25 score
-(:class:`LexicalIndex`), so a request that uses a tool's own words ("list the open pull
-requests" → ``list_pull_requests``) ranks that tool first even when the embedder prefers
-another. Weighted sum of normalised scores rather than reciprocal rank fusion: RRF
-throws away the score gaps that adaptive k reads (and measured worse,
+(:class:`LexicalIndex`) plus ``name_weight`` × the share of the tool's name words that
+the request uses (:mod:`selection.name_match`), so a request that uses a tool's own words
+("list the open pull requests" → ``list_pull_requests``) ranks that tool first even when
+the embedder prefers another. Weighted sum of normalised scores rather than reciprocal
+rank fusion: RRF throws away the score gaps that adaptive k reads (and measured worse,
 benchmarks/README.md "Ranking levers").
 
 Candidates (:func:`choose`): tools in score order (τ inclusive) are admitted while they fit
-a token budget (``top_k`` × the catalogue's mean tool cost, so a catalogue of small
-tools gets more of them and one of large tools fewer) and stay within
-``dominance_margin`` of the best score (one dominant match: few tools; flat scores:
-the whole budget). Each admitted tool among the first ``dependency_parents`` brings the
-producers of the identifiers it needs (:mod:`selection.dependencies`), bounded by
-``max_dependencies`` and the same budget. The next ``tier_size`` tools by score form the
-*tier*: listed by name and purpose in the meta-tool, loadable in one round.
+a token budget (``top_k`` × the mean tool cost of the catalogue and of the turn's best
+2 × ``top_k`` candidates, averaged: a catalogue of small tools gets more of them and one
+of large tools fewer, and the budget follows the cost of the tools actually in contention)
+and stay within ``dominance_margin`` of the best score (one dominant match: few tools;
+flat scores: the whole budget); when a one-intent request names the best candidate
+(every word of its name; :mod:`selection.name_match`), only the tools it names are
+candidates. Each admitted tool among the first ``dependency_parents``
+brings the producers of the identifiers it needs (:mod:`selection.dependencies`), bounded
+by ``max_dependencies`` and the same budget. The next ``tier_size`` tools by score form
+the *tier*: listed by name and purpose in the meta-tool, loadable in one round.
 """
 
 from __future__ import annotations
@@ -39,23 +43,26 @@ class RankingPolicy:
     """Knobs of ranking and candidate choice (see the module docstring).
 
     ``lexical_weight``: weight of the normalised BM25 score added to the cosine (0: dense
-    only). ``budget``: ``tokens`` (candidates fill a token budget) or ``count`` (classic
-    top-k: ``top_k`` candidates whatever their cost). ``token_budget``: schema tokens the
-    semantic candidates may cost per turn (0: ``top_k`` × the catalogue's mean tool
-    tokens). ``dominance_margin``: candidates
+    only). ``name_weight``: weight of the name-word coverage (0: off). ``budget``:
+    ``tokens`` (candidates fill a token budget) or ``count`` (classic top-k: ``top_k``
+    candidates whatever their cost). ``token_budget``: schema tokens the semantic
+    candidates may cost per turn (0: :func:`token_budget`). ``dominance_margin``: candidates
     scoring below the best minus this are not admitted (None: off). ``max_dependencies``
     / ``dependency_parents``: producers added per turn, for how many of the first
     admitted tools. ``tier_size``: tools listed by name in the meta-tool beyond the
-    forwarded ones.
+    forwarded ones. ``named_only``: when a one-intent request names the best candidate,
+    only the tools it names are candidates (:mod:`selection.name_match`).
     """
 
     lexical_weight: float = 0.1
+    name_weight: float = 0.2
     budget: Literal["tokens", "count"] = "tokens"
     token_budget: int = 0
     dominance_margin: float | None = None
     max_dependencies: int = 4
     dependency_parents: int = 8
     tier_size: int = 8
+    named_only: bool = True
 
 
 def lexical_text(tool: Tool) -> str:
@@ -100,24 +107,39 @@ class LexicalIndex:
         return raw / best if best > 0 else np.zeros(self._size, dtype=np.float32)
 
 
-def fuse(dense: np.ndarray, lexical: np.ndarray, weight: float) -> np.ndarray:
-    """``dense + weight × lexical`` (float32, same shape). ``lexical`` in [0, 1]."""
-    if weight == 0:
-        return dense
-    return (dense + np.float32(weight) * lexical).astype(np.float32, copy=False)
+def fuse(
+    dense: np.ndarray,
+    lexical: np.ndarray | None,
+    weight: float,
+    names: np.ndarray | None = None,
+    name_weight: float = 0.0,
+) -> np.ndarray:
+    """``dense + weight × lexical + name_weight × names`` (float32, same shape);
+    ``lexical`` and ``names`` (:meth:`selection.name_match.NameIndex.coverage`) in [0, 1],
+    None (or a weight of 0) leaving their term out: ``dense`` itself when both are out."""
+    fused = dense
+    if lexical is not None and weight != 0:
+        fused = fused + np.float32(weight) * lexical
+    if names is not None and name_weight != 0:
+        fused = fused + np.float32(name_weight) * names
+    return np.asarray(fused, dtype=np.float32)
 
 
-CandidateReason = Literal["semantic", "dependency"]
+CandidateReason = Literal["semantic", "named", "dependency"]
 
 #: :func:`choose` considers the best ``SCAN_FACTOR`` × top-k + ``SCAN_EXTRA`` tools only.
 SCAN_FACTOR = 4
 SCAN_EXTRA = 16
+#: :func:`token_budget` averages in the cost of the best ``CONTENDER_FACTOR`` × top-k
+#: candidates.
+CONTENDER_FACTOR = 2
 
 
 @dataclass(frozen=True)
 class Candidate:
     """A tool a turn admits: ``score`` is its own score; ``parent`` the tool whose
-    identifier it produces (reason ``dependency``)."""
+    identifier it produces (reason ``dependency``). Reason ``named``: a semantic
+    candidate admitted because a one-intent request names it (the others were not)."""
 
     name: str
     score: float
@@ -150,14 +172,23 @@ def mean_tool_tokens(catalog: Catalog, exact: Mapping[str, int] | None = None) -
 
 
 def token_budget(catalog: Catalog, top_k: int, policy: RankingPolicy,
-                 exact: Mapping[str, int] | None = None) -> int:
+                 exact: Mapping[str, int] | None = None,
+                 contenders: Sequence[Tool] = ()) -> int:
     """The turn's budget of candidate schema tokens: ``policy.token_budget``, or
-    ``top_k`` × :func:`mean_tool_tokens`."""
+    ``top_k`` × the mean of :func:`mean_tool_tokens` and the mean cost of
+    ``contenders`` (the turn's best 2 × ``top_k`` candidates; the catalogue mean alone
+    when there are none). The catalogue's mean alone under-spends where the tools in
+    contention are larger than the catalogue's average (BFCL multi-turn: 8 × mean bought
+    fewer tools than dense top-8, recall 0.825 → 0.806); their mean alone lets a turn
+    of large candidates spend as much as count top-k (benchmarks/README.md)."""
     if policy.token_budget > 0:
         return policy.token_budget
     if top_k <= 0:
         return 0
-    return int(top_k * mean_tool_tokens(catalog, exact))
+    mean = mean_tool_tokens(catalog, exact)
+    if contenders:
+        mean = (mean + statistics.fmean(tool_tokens(t, exact) for t in contenders)) / 2
+    return int(top_k * mean)
 
 
 def choose(
@@ -170,6 +201,7 @@ def choose(
     policy: RankingPolicy,
     max_count: int | None = None,
     exact: Mapping[str, int] | None = None,
+    named: np.ndarray | None = None,
 ) -> Choice:
     """The candidates of one turn (see the module docstring).
 
@@ -178,19 +210,31 @@ def choose(
     ``max_count``: most candidates admitted (default: no count limit beyond the budget;
     with ``policy.budget == "count"``, ``top_k``).
     A first candidate is always admitted when one scores ≥ τ, whatever its cost.
+    ``named``: bool ``(len(catalog),)``, the tools a one-intent request names
+    (:attr:`selection.engine.Scores.named`); with ``policy.named_only``, when the best
+    candidate is named, only named tools are semantic candidates (the others stay in
+    score order for the tier).
     """
     if top_k <= 0 or len(catalog) == 0:
         return Choice((), ())
     limit = max_count if max_count is not None else len(catalog)
+    order = np.argsort(-scores, kind="stable")
+    # Only the best few are looked at: a large catalogue is not scanned for small tools
+    # that would fit what is left of the budget.
+    window = [int(p) for p in order[: SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA]]
+    ranked = [p for p in window if catalog.tools[p].name not in exclude]
     if policy.budget == "count":
         budget, limit = 2**62, min(limit, top_k)
     else:
-        budget = token_budget(catalog, top_k, policy, exact)
-    order = np.argsort(-scores, kind="stable")
+        contenders = [catalog.tools[p] for p in ranked[: CONTENDER_FACTOR * top_k]]
+        budget = token_budget(catalog, top_k, policy, exact, contenders)
     best = float(scores[order[0]]) if len(order) else 0.0
     floor = threshold
     if policy.dominance_margin is not None:
         floor = max(floor, best - policy.dominance_margin)
+    named_turn = bool(policy.named_only and named is not None and ranked and named[ranked[0]])
+    ranked_admissible = [p for p in ranked if named[p]] if named_turn else ranked
+    semantic_reason: CandidateReason = "named" if named_turn else "semantic"
     chosen: list[Candidate] = []
     refused: list[str] = []  # dependencies the budget had no room for: tier first
     taken: set[str] = set()
@@ -206,18 +250,14 @@ def choose(
         spent += cost
         return True
 
-    # Only the best few are looked at: a large catalogue is not scanned for small tools
-    # that would fit what is left of the budget.
-    window = [int(p) for p in order[: SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA]]
-    ranked = [p for p in window if catalog.tools[p].name not in exclude]
-    for position in ranked:
+    for position in ranked_admissible:
         tool = catalog.tools[position]
         score = float(scores[position])
         if score < floor or len(chosen) >= limit or spent >= budget:
             break
         if tool.name in taken:
             continue
-        if not admit(Candidate(tool.name, score, "semantic"), tool_tokens(tool, exact)):
+        if not admit(Candidate(tool.name, score, semantic_reason), tool_tokens(tool, exact)):
             continue  # too large for what is left: a smaller one may still fit
         if parents < policy.dependency_parents:
             parents += 1

@@ -20,12 +20,14 @@ from typing import Literal
 import numpy as np
 
 from selection.catalog import Catalog
-from selection.policy import Policy, bundle_mates, catalog_bundles
+from selection.policy import Policy, catalog_layout
 from selection.ranking import Candidate, Choice, choose
 from selection.state import ConversationState, LoadedTool
 from selection.tokens import tool_tokens
 
-Reason = Literal["core", "pinned", "requested", "semantic", "dependency", "bundle", "sticky"]
+Reason = Literal[
+    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky"
+]
 
 #: How many of the best-scored tools that were left out a selection reports.
 LEFT_OUT_REPORTED = 5
@@ -119,6 +121,7 @@ def select(
     token_cap: int | None = None,
     exact: Mapping[str, int] | None = None,
     history_tokens: int = 0,
+    named: np.ndarray | None = None,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -140,6 +143,7 @@ def select(
             :func:`selection.tokens.tool_tokens` estimates.
         history_tokens: prompt tokens of the conversation's messages (after the system
             prompt): what the upstream evaluates again when the tools change.
+        named: the tools a one-intent request names (:attr:`selection.engine.Scores.named`).
 
     On a later turn (``state.turn`` > 0), semantic candidates are admitted only when the
     turn's ``policy.refresh_rank`` best tools are not all forwarded or a pinned tool is
@@ -152,7 +156,8 @@ def select(
     over a cap (a pin ended, the cap was lowered) is brought back under it first.
     Priority: pinned, requested, semantic (by score), bundle-mates.
     """
-    core = [tool.name for tool in catalog.tools if policy.is_core(tool.name)]
+    layout = catalog_layout(catalog, policy)
+    core = list(layout.core)
     core_set = set(core)
     pinned_names = _unique_known(pinned, catalog, core_set)
     pinned_set = set(pinned_names)
@@ -184,6 +189,7 @@ def select(
             return choose(
                 catalog, scores, top_k=k, threshold=policy.threshold,
                 exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
+                named=named,
             )
 
         choice = candidates(k)
@@ -208,7 +214,7 @@ def select(
             spare = {c.name for c in extra}
             tier = wide.tier
 
-    mates = bundle_mates(catalog_bundles(catalog, policy), policy.max_bundle_size)
+    mates = layout.mates
     bundle_names = [
         mate
         for name in [*requested_names, *(c.name for c in semantic)]
@@ -305,10 +311,14 @@ def select(
         SelectedTool(name, reasons.get(name, "sticky"), score_of.get(name)) for name in loaded
     ]
     forwarded = core_set | set(loaded)
-    left_out = sorted(
-        ((name, s) for name, s in score_of.items() if name not in forwarded),
-        key=lambda item: -item[1],
-    )[:LEFT_OUT_REPORTED]
+    left_out: list[tuple[str, float]] = []
+    if scores is not None:  # best first, ties in catalogue order (a stable sort)
+        for position in np.argsort(-scores, kind="stable"):
+            name = catalog.tools[position].name
+            if name not in forwarded:
+                left_out.append((name, float(scores[position])))
+                if len(left_out) == LEFT_OUT_REPORTED:
+                    break
     if state.turn > 0 and not admitted and not evicted:
         tier = tuple(state.tier)  # the block is unchanged: so is the meta-tool's text
     tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 
-import httpx
 from starlette.types import Send
 
 from proxy.apis.adapter import ApiAdapter
@@ -24,7 +23,7 @@ from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_eve
 from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.http.headers import Headers
 from proxy.http.sse import EventSplitter
-from proxy.http.upstream import raw_chunks, read_decoded
+from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 
 
 class EventStreamServer:
@@ -80,7 +79,7 @@ class EventStreamServer:
             await send_body(self.send, self.relay.finish_bytes(only_meta), more=False)
             return
 
-    async def _begin(self, response: httpx.Response) -> bool:
+    async def _begin(self, response: UpstreamResponse) -> bool:
         """Start the client response on the first round; on a later round, check the
         upstream answered with a stream. False when the request ended here."""
         if response.status_code == 200 and is_event_stream(response):
@@ -100,7 +99,7 @@ class EventStreamServer:
             f"upstream answered a re-issued request with status {response.status_code}"
         )
 
-    async def _relay_round(self, response: httpx.Response) -> None:
+    async def _relay_round(self, response: UpstreamResponse) -> None:
         self.relay.start_round()
         splitter = EventSplitter()
         async for chunk in raw_chunks(response):

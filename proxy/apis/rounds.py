@@ -9,7 +9,6 @@ import json
 import time
 from typing import Any
 
-import httpx
 from starlette.types import Send
 
 from proxy.apis.adapter import ApiAdapter
@@ -19,13 +18,13 @@ from proxy.http.asgi import send_complete, send_error
 from proxy.http.errors import ProxyError
 from proxy.http.forwarding import ClientRequest, response_headers
 from proxy.http.headers import Headers, upstream_request_headers
-from proxy.http.upstream import read_decoded
+from proxy.http.upstream import UpstreamResponse, read_decoded
 from proxy.metrics import route_label
 
 
 async def send_api_round(
     services: TurnServices, request: ClientRequest, body: bytes
-) -> httpx.Response:
+) -> UpstreamResponse:
     """Send ``body`` upstream in place of the client's and return the response with its
     headers read (uncompressed: the proxy reads intercepted bodies). Raises the
     ``proxy.http.errors`` of :meth:`Upstream.send`."""

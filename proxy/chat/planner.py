@@ -32,7 +32,7 @@ from selection.meta_tools import (
     search_outcome,
     search_query,
 )
-from selection.policy import Policy, catalog_bundles
+from selection.policy import Policy, catalog_layout
 from selection.prefix import (
     CacheExpectation,
     block_signature,
@@ -44,7 +44,7 @@ from selection.prefix import (
     tool_token_cap,
 )
 from selection.query import query_parts
-from selection.selector import Selection, select, semantic_candidates
+from selection.selector import select, semantic_candidates
 from selection.state import ConversationState, StateStore
 from selection.tokens import tool_tokens
 from selection.text_path import text_called_tools
@@ -207,11 +207,12 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores = None
+        scores = named = None
+        lexical_only = False
         if parts:  # the whole query, then its parts: one embedding call, best part per tool
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
-            scores = scored.values
+            scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
@@ -222,14 +223,10 @@ class Planner:
         exact = self.upstream.exact_tokens if self.upstream else None
         reserve = meta_reserve_tokens(catalog.names, self.policy.ranking.tier_size)
         cap = tool_token_cap(context, self.settings.tool_budget_share, history + reserve)
-
-        def choose_tools(start: ConversationState) -> Selection:
-            return select(
-                catalog, scores, self.policy, start, now=self.clock(), pinned=pinned,
-                top_k=top_k, token_cap=cap, exact=exact, history_tokens=history,
-            )
-
-        selection = choose_tools(state)
+        selection = select(
+            catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
+            named=named, token_cap=cap, exact=exact, history_tokens=history,
+        )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
         meta = None
@@ -237,16 +234,20 @@ class Planner:
         if native is not None and choice.offer_meta and set(native.names) - forwarded:
             core = {t.name for t in selection.tools if t.reason == "core"}
             meta = build_meta_tools(
-                native, core, catalog_bundles(native, self.policy),
+                native, core, catalog_layout(native, self.policy).bundles,
                 search=len(native) > self.settings.search_tools_min_catalog,
                 tier=[name for name in selection.tier if native.get(name) is not None],
             )
-        core_tools = [t for t in catalog.tools if self.policy.is_core(t.name)]
+        core_tokens = sum(
+            tool_tokens(tool, exact)
+            for name in catalog_layout(catalog, self.policy).core
+            if (tool := catalog.get(name)) is not None
+        )
         expectation = expect_cache(
             cached,
             block_signature(selection.state.loaded, selection.tier if meta else ()),
             lambda name: tool_tokens(tool, exact) if (tool := catalog.get(name)) else 0,
-            head_tokens=estimated_text_tokens(system) + sum(tool_tokens(t, exact) for t in core_tools),
+            head_tokens=estimated_text_tokens(system) + core_tokens,
             tail_tokens=estimated_text_tokens(list(meta.definitions)) if meta else 0,
             cached_history_tokens=state.history_tokens,
             history_tokens=history,
@@ -258,7 +259,7 @@ class Planner:
         await self._save_state(agent, agent_block(selection.state))
         turn = Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
-            offered, top_k,
+            offered, top_k, named, lexical_only=lexical_only,
         )
         turn.agent, turn.expectation = agent, expectation
         turn.block_start = "adopted" if adopted else None
@@ -307,7 +308,7 @@ class Planner:
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
-            pinned=turn.pinned, requested=admit, top_k=turn.top_k,
+            pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)

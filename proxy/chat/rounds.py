@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import httpx
 
 from proxy.chat.turn import Turn, json_bytes
 from proxy.http.forwarding import ClientRequest
 from proxy.http.headers import upstream_request_headers
-from proxy.http.upstream import Upstream
+from proxy.http.upstream import Upstream, UpstreamResponse
 from proxy.metrics import Metrics
 
 
@@ -21,7 +20,7 @@ async def send_round(
     max_rounds: int,
     *,
     stream_upstream: bool = True,
-) -> httpx.Response:
+) -> UpstreamResponse:
     """Send the turn's current body upstream (meta-tools offered while rounds remain) and
     return the response with headers read. The proxy must read intercepted bodies, so it
     asks for them uncompressed. ``stream_upstream=False`` asks a streaming request's answer

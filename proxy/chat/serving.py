@@ -24,7 +24,6 @@ import json
 import time
 from typing import Any
 
-import httpx
 from starlette.types import Send
 
 from proxy.chat.context import TurnServices
@@ -37,7 +36,7 @@ from proxy.http.errors import ProxyError, UpstreamResponseInvalid
 from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.http.headers import Headers
 from proxy.http.sse import Event, EventSplitter
-from proxy.http.upstream import raw_chunks, read_decoded
+from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 
 Client = StreamClient | PlainClient
 
@@ -75,7 +74,7 @@ class _TurnServer:
     def _observe_ttft(self) -> None:
         self.services.metrics.ttft.labels("pruned").observe(time.perf_counter() - self.started)
 
-    def _client_for(self, response: httpx.Response) -> Client:
+    def _client_for(self, response: UpstreamResponse) -> Client:
         if self.client is None:
             headers = [*response_headers(response), *self.extra_headers]
             kind = StreamClient if self.stream else PlainClient
@@ -139,7 +138,7 @@ class _TurnServer:
         await client.finish(reader.finish, self.usage, reader.extras)
         return False
 
-    async def _read_round(self, response: httpx.Response) -> RoundReader | None:
+    async def _read_round(self, response: UpstreamResponse) -> RoundReader | None:
         """Read one answer, showing the client what it may see; None when the request
         was answered here (an upstream error or a body that is no chat completion)."""
         client = self._client_for(response)

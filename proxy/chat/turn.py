@@ -58,6 +58,8 @@ class Turn:
     tool_choice: ToolChoice
     offered: int
     top_k: int | None = None
+    #: The tools a one-intent request names (``Scores.named``), kept for meta rounds.
+    named: np.ndarray | None = None
     rounds: int = 0
     extra_messages: list[dict[str, Any]] = field(default_factory=list)
     meta_events: list[dict[str, Any]] = field(default_factory=list)
@@ -75,6 +77,8 @@ class Turn:
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
     earlier_admitted: list[str] = field(default_factory=list)
+    #: Ranked by BM25 alone: the catalogue's dense index was still being built.
+    lexical_only: bool = False
 
     @property
     def path(self) -> str:

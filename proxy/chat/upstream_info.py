@@ -19,10 +19,11 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-
-import httpx
+from typing import Any
 
 from config.settings import Settings
+from proxy.http.errors import UpstreamError, UpstreamResponseInvalid
+from proxy.http.upstream import Upstream, read_decoded
 from proxy.log import get_logger
 from selection.catalog import Tool
 from selection.tokens import estimated_tokens
@@ -35,27 +36,18 @@ TOKENIZE_BATCH = 32
 MAX_COUNTS = 100_000
 
 
-def upstream_origin(upstream_url: str) -> str:
-    """The server root of an OpenAI base URL: ``http://h:8080/v1`` → ``http://h:8080``."""
-    return upstream_url[: -len("/v1")] if upstream_url.endswith("/v1") else upstream_url
-
-
 class UpstreamInfo:
     """The upstream's context size and tokenizer, cached; see the module docstring."""
 
     def __init__(
         self,
         settings: Settings,
-        client: httpx.AsyncClient | None = None,
+        upstream: Upstream,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
-        #: Its own small client unless given one: a few requests per refresh interval.
-        self._owned = client is None
-        self._client = client if client is not None else httpx.AsyncClient(trust_env=False)
+        self._upstream = upstream
         self._clock = clock
-        self._origin = upstream_origin(settings.upstream_url)
-        self._timeout = httpx.Timeout(settings.readiness_timeout_s)
         self._context: int | None = None
         self._props_at: float | None = None
         self._props_task: asyncio.Task[None] | None = None
@@ -84,14 +76,35 @@ class UpstreamInfo:
             await asyncio.wait({self._props_task}, timeout=self._settings.readiness_timeout_s)
         return self._context
 
+    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+        """The JSON answer of ``method path`` on the upstream's origin.
+
+        Raises: UpstreamError (unreachable, timeout, a status of 400 or more, a body that
+        is not JSON).
+        """
+        content = json.dumps(body).encode() if body is not None else b""
+        headers = [(b"content-type", b"application/json")] if body is not None else []
+        response, _ = await self._upstream.send(method, self._upstream.origin + path, headers, content)
+        try:
+            raw = await read_decoded(response)
+        finally:
+            await response.aclose()
+        if response.status_code >= 400:
+            raise UpstreamResponseInvalid(f"{path} answered HTTP {response.status_code}")
+        try:
+            return json.loads(raw)
+        except ValueError as error:
+            raise UpstreamResponseInvalid(f"{path} answered a body that is not JSON") from error
+
     async def _fetch_props(self) -> None:
         try:
-            response = await self._client.get(self._origin + "/props", timeout=self._timeout)
-            response.raise_for_status()
-            n_ctx = response.json()["default_generation_settings"]["n_ctx"]
+            answer = await asyncio.wait_for(
+                self._call("GET", "/props"), self._settings.readiness_timeout_s
+            )
+            n_ctx = answer["default_generation_settings"]["n_ctx"]
             if not isinstance(n_ctx, int) or n_ctx <= 0:
                 raise ValueError(f"n_ctx is {n_ctx!r}")
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+        except (UpstreamError, TimeoutError, ValueError, KeyError, TypeError) as error:
             logger.info("upstream_props_unavailable", extra={"fields": {"error": type(error).__name__}})
             return
         if n_ctx != self._context:
@@ -127,25 +140,23 @@ class UpstreamInfo:
         """Tokens of the tool as a chat template renders it (its JSON, one per line)."""
         text = "\n" + _template_json(tool)
         try:
-            response = await self._client.post(
-                self._origin + "/tokenize", json={"content": text}, timeout=self._timeout
+            answer = await asyncio.wait_for(
+                self._call("POST", "/tokenize", {"content": text}),
+                self._settings.readiness_timeout_s,
             )
-            response.raise_for_status()
-            tokens = response.json()["tokens"]
+            tokens = answer["tokens"]
             if not isinstance(tokens, list):
                 raise TypeError("tokens is not a list")
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+        except (UpstreamError, TimeoutError, KeyError, TypeError) as error:
             logger.info("upstream_tokenize_unavailable", extra={"fields": {"error": type(error).__name__}})
             return None
         return len(tokens) or estimated_tokens(tool)
 
     async def aclose(self) -> None:
-        """Cancel background fetches; close the client this object made."""
+        """Cancel background fetches."""
         for task in (self._props_task, self._tokenize_task):
             if task is not None:
                 task.cancel()
-        if self._owned:
-            await self._client.aclose()
 
 
 def _template_json(tool: Tool) -> str:

@@ -15,9 +15,7 @@ import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from config.policy import load_policy
 from config.settings import Settings
@@ -38,12 +36,15 @@ from selection.evaluation import (
     strip_miss_lists,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 #: Budgets for the evaluation (generous: a cold 4,000-tool catalogue takes a minute to
 #: embed on two cores, and a slow query must be measured, not dropped).
 EVAL_QUERY_TIMEOUT_S = 120.0
 EVAL_INDEX_TIMEOUT_S = 3600.0
 
-EmbedderFactory = Callable[[Settings, httpx.AsyncClient], Embedder]
+EmbedderFactory = Callable[[Settings, "httpx.AsyncClient"], Embedder]
 
 
 DESCRIPTION = """\
@@ -142,6 +143,8 @@ async def run_eval(
 ) -> dict[str, Any]:
     """Evaluate every data file of ``args``; the JSON-ready report. ``embedder_factory``
     defaults to :func:`default_embedder_factory` (looked up at call time)."""
+    import httpx  # imported here: `toolprune serve` never loads it
+
     embedder_factory = embedder_factory or default_embedder_factory
     settings = _settings(args)
     policy = load_policy(settings)
@@ -156,6 +159,7 @@ async def run_eval(
             timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
             index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
             lexical_weight=settings.lexical_weight,
+            name_weight=settings.name_weight,
         )
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]

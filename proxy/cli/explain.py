@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 from tabulate import tabulate
 
 from config.policy import load_policy
@@ -139,6 +138,8 @@ async def explain(
 ) -> dict[str, Any]:
     """Plan ``body`` (a request of ``api``; ``auto``: :func:`request_api`) as the proxy
     would, in a fresh conversation state."""
+    import httpx  # imported here: `toolprune serve` never loads it
+
     api = request_api(body) if api == "auto" else api
     policy = load_policy(settings)
     async with httpx.AsyncClient() as client:

@@ -16,16 +16,17 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-
-import httpx
 
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.analysis import add_token_counts, analyse
 from proxy.usage.reader import parse_since, read_definitions, read_usage
 from proxy.usage.report import format_report
+
+if TYPE_CHECKING:
+    import httpx
 
 #: Catalogues (most requests first) whose saving is counted with the tokenizer.
 TOKENIZED_CATALOGS = 10
@@ -98,6 +99,8 @@ def token_counts(
 ) -> dict[str, tuple[int, int]]:
     """(full, CORE-only) token counts of the busiest catalogues; empty when the
     tokenizer is unreachable or answers something else."""
+    import httpx  # imported here: `toolprune serve` never loads it
+
     core = set(report["core"]["names"])
     url = tokenize_url(base_url)
     counts: dict[str, tuple[int, int]] = {}

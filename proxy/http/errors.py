@@ -54,101 +54,91 @@ class ProxyError(Exception):
         return HTTPStatus(self.status_code).phrase
 
 
-class UpstreamUnavailable(ProxyError):
+class UpstreamError(ProxyError):
+    """The upstream failed or answered what the proxy cannot use: HTTP 502 unless said."""
+
+    status_code, error_type = 502, "upstream_error"
+
+
+class UpstreamUnavailable(UpstreamError):
     """The upstream could not be reached (connection refused, DNS, reset): HTTP 502."""
 
-    status_code = 502
-    error_type = "upstream_error"
     code = "upstream_unavailable"
 
 
-class UpstreamTimeout(ProxyError):
+class UpstreamTimeout(UpstreamError):
     """The upstream did not connect or answer in time: HTTP 504."""
 
-    status_code = 504
-    error_type = "upstream_error"
-    code = "upstream_timeout"
+    status_code, code = 504, "upstream_timeout"
 
 
-class UpstreamStreamBroken(ProxyError):
+class UpstreamStreamBroken(UpstreamError):
     """The upstream stream ended before its end (after the response had started)."""
 
-    status_code = 502
-    error_type = "upstream_error"
     code = "upstream_stream_broken"
 
 
-class RequestTooLarge(ProxyError):
+class UpstreamResponseInvalid(UpstreamError):
+    """The upstream answered an intercepted request with a body the proxy cannot read."""
+
+    code = "upstream_invalid_response"
+
+
+class InvalidRequest(ProxyError):
+    """The client's request cannot be served as sent: HTTP 400 unless said."""
+
+    status_code, error_type = 400, "invalid_request_error"
+
+
+class RequestTooLarge(InvalidRequest):
     """The request body exceeds ``max_request_bytes``: HTTP 413."""
 
-    status_code = 413
-    error_type = "invalid_request_error"
-    code = "request_too_large"
+    status_code, code = 413, "request_too_large"
 
 
-class RequestHeadersTooLarge(ProxyError):
+class RequestHeadersTooLarge(InvalidRequest):
     """More request headers, or more header bytes, than the proxy accepts: HTTP 431
     (RFC 6585 §5)."""
 
-    status_code = 431
-    error_type = "invalid_request_error"
-    code = "request_headers_too_large"
+    status_code, code = 431, "request_headers_too_large"
 
 
-class HeaderTimeout(ProxyError):
+class RequestTimeout(InvalidRequest):
+    """The request did not arrive in time: HTTP 408."""
+
+    status_code, code = 408, "request_timeout"
+
+
+class HeaderTimeout(RequestTimeout):
     """The request's headers did not arrive within ``header_timeout_s``: HTTP 408."""
 
-    status_code = 408
-    error_type = "invalid_request_error"
-    code = "request_timeout"
 
-
-class BodyTimeout(ProxyError):
+class BodyTimeout(RequestTimeout):
     """The request's body did not arrive within ``body_timeout_s``: HTTP 408."""
 
-    status_code = 408
-    error_type = "invalid_request_error"
-    code = "request_timeout"
+
+class InvalidHeader(InvalidRequest):
+    """A toolprune request header has a value the proxy does not understand: HTTP 400."""
+
+    code = "invalid_toolprune_header"
 
 
 class ConnectionLimit(ProxyError):
     """The process already holds ``max_connections`` connections: HTTP 503."""
 
-    status_code = 503
-    error_type = "server_error"
-    code = "too_many_connections"
+    status_code, code = 503, "too_many_connections"
 
 
 class ShuttingDown(ProxyError):
     """The proxy stopped before this request was served (shutdown grace period over):
     HTTP 503, or an SSE error event on a stream already started."""
 
-    status_code = 503
-    error_type = "server_error"
-    code = "proxy_shutting_down"
-
-
-class UpstreamResponseInvalid(ProxyError):
-    """The upstream answered an intercepted request with a body the proxy cannot read."""
-
-    status_code = 502
-    error_type = "upstream_error"
-    code = "upstream_invalid_response"
-
-
-class InvalidHeader(ProxyError):
-    """A toolprune request header has a value the proxy does not understand: HTTP 400."""
-
-    status_code = 400
-    error_type = "invalid_request_error"
-    code = "invalid_toolprune_header"
+    status_code, code = 503, "proxy_shutting_down"
 
 
 class InternalError(ProxyError):
     """The proxy failed while serving a request (a defect): HTTP 500."""
 
-    status_code = 500
-    error_type = "server_error"
     code = "proxy_internal_error"
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import httpx
 from starlette.types import Send
 
 from proxy.http.asgi import send_body, send_error, start_response
 from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.headers import Headers, end_to_end, upstream_request_headers
-from proxy.http.upstream import Upstream, raw_chunks
+from proxy.http.upstream import Upstream, UpstreamResponse, raw_chunks
 from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
 
@@ -31,13 +30,13 @@ class ClientRequest:
     request_id: bytes
 
 
-def response_headers(response: httpx.Response) -> Headers:
+def response_headers(response: UpstreamResponse) -> Headers:
     """The upstream response's end-to-end headers, names lower-cased."""
-    return end_to_end((name.lower(), value) for name, value in response.headers.raw)
+    return end_to_end(response.headers)
 
 
-def is_event_stream(response: httpx.Response) -> bool:
-    return response.headers.get("content-type", "").startswith("text/event-stream")
+def is_event_stream(response: UpstreamResponse) -> bool:
+    return (response.header(b"content-type") or b"").startswith(b"text/event-stream")
 
 
 class Forwarder:
@@ -75,7 +74,7 @@ class Forwarder:
             await response.aclose()
 
     async def relay(
-        self, response: httpx.Response, send: Send, extra_headers: Headers = ()
+        self, response: UpstreamResponse, send: Send, extra_headers: Headers = ()
     ) -> None:
         """Relay an open upstream response to the client, chunk by chunk."""
         await start_response(

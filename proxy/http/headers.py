@@ -57,10 +57,11 @@ def end_to_end(headers: Iterable[tuple[bytes, bytes]], *, drop: Iterable[bytes] 
 
 
 def upstream_request_headers(client_headers: Headers, request_id: bytes) -> Headers:
-    """Headers to send upstream: end-to-end ones, without ``Host`` (httpx sets the
-    upstream's), ``Content-Length`` (httpx sets it from the bytes actually sent) and the
-    proxy's own headers; ``X-Request-Id`` always present."""
-    drop = PROXY_REQUEST_HEADERS | {b"host", b"content-length", REQUEST_ID}
+    """Headers to send upstream: end-to-end ones, without ``Host`` (the upstream's is
+    set), ``Content-Length`` (set from the bytes actually sent), ``Expect`` (the proxy has
+    the whole body already: RFC 9110 §10.1.1's 100-continue is between the client and the
+    proxy) and the proxy's own headers; ``X-Request-Id`` always present."""
+    drop = PROXY_REQUEST_HEADERS | {b"host", b"content-length", b"expect", REQUEST_ID}
     return [*end_to_end(client_headers, drop=drop), (REQUEST_ID, request_id)]
 
 

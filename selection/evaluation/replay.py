@@ -57,8 +57,11 @@ class Method:
     oracle: bool = False
 
 
-#: Classic top-k: k candidates, no BM25 term, no dependencies, no tier.
-TOP_K = RankingPolicy(lexical_weight=0.0, budget="count", max_dependencies=0, tier_size=0)
+#: Classic top-k: k candidates, no BM25 or name term, no dependencies, no tier.
+TOP_K = RankingPolicy(
+    lexical_weight=0.0, name_weight=0.0, budget="count", max_dependencies=0, tier_size=0,
+    named_only=False,
+)
 
 METHODS = {
     TOOLPRUNE: Method(TOOLPRUNE),
@@ -140,7 +143,7 @@ def replay(
             history = estimated_text_tokens(split_system(case.messages)[1])
             selection = select(
                 catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned,
-                history_tokens=history,
+                named=scored.named, history_tokens=history,
             )
             select_s = time.perf_counter() - started
             selection.state.turn += 1

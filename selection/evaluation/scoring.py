@@ -69,7 +69,8 @@ class ScoredCase:
     passed through whole). ``scores`` (what ``select`` gets) is None when the case is not
     pruned or had no query. ``ranks``: best rank of each requirement (1-based, None when
     unranked). Embedding time counts pruned cases only, as the proxy spends it.
-    ``dense``: the cosines alone (the dense anchor ranks by them), when the scorer has them."""
+    ``dense``: the cosines alone (the dense anchor ranks by them), when the scorer has them;
+    ``named``: the tools a one-intent query names (:attr:`~selection.engine.Scores.named`)."""
 
     case: Case
     catalog: Catalog | None
@@ -80,6 +81,7 @@ class ScoredCase:
     score_s: float = 0.0
     query_embedding_s: float = 0.0
     dense: np.ndarray | None = None
+    named: np.ndarray | None = None
 
 
 @dataclass
@@ -158,7 +160,7 @@ async def score_cases(
             *text_called_tools(case.messages, set(catalog.names)),
         ]
         query = query_parts(case.messages, query_user_messages, query_chars, query_parts_max)
-        scores = dense = None
+        scores = dense = named = None
         score_s = embedding_s = 0.0
         try:
             run.index_s += await scorer.prepare(catalog)
@@ -166,6 +168,7 @@ async def score_cases(
                 started = time.perf_counter()
                 scored = await scorer.score(catalog, query)
                 scores, dense, embedding_s = scored.values, scored.dense, scored.embedding_s
+                named = scored.named
                 score_s = time.perf_counter() - started
         except SelectionError:
             run.errors += 1
@@ -175,7 +178,7 @@ async def score_cases(
         run.cases.append(
             ScoredCase(
                 case, catalog, "select", scores, pinned,
-                requirement_ranks(case, catalog, scores), score_s, embedding_s, dense,
+                requirement_ranks(case, catalog, scores), score_s, embedding_s, dense, named,
             )
         )
     return run

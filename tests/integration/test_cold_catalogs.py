@@ -1,6 +1,6 @@
 """A catalogue not seen before costs its first request a short wait at most: past
-``index_timeout_s`` the request is forwarded unpruned while indexing goes on, and the
-catalogue is pruned once indexed; ``toolprune serve --warm`` indexes catalogues at start-up,
+``index_timeout_s`` the request is pruned by BM25 alone (``X-Tool-Pruning-Index:
+building``) while indexing goes on, and by the full ranking once indexed; ``toolprune serve --warm`` indexes catalogues at start-up,
 and ``/readyz`` waits for them."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ PLAYWRIGHT: list[dict[str, Any]] = json.loads(CATALOG.read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]
 CHAT = "/v1/chat/completions"
 TOOLS_HEADER = "x-tool-pruning-tools"
+INDEX_HEADER = "x-tool-pruning-index"
 DEADLINE_S = 180.0
 
 
@@ -35,17 +36,26 @@ def forwarded_count(upstream: RunningUpstream) -> int:
     return len(last.json()["tools"])
 
 
-def test_a_cold_catalogue_is_forwarded_unpruned_then_pruned_once_indexed(
+def forwarded_names(upstream: RunningUpstream) -> set[str]:
+    last = [r for r in upstream.upstream.requests if r.path.endswith(CHAT)][-1]
+    return {tool["function"]["name"] for tool in last.json()["tools"]}
+
+
+def test_a_cold_catalogue_is_pruned_by_bm25_until_indexed_then_by_the_full_ranking(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
     proxy = start_proxy(index_timeout_s=0.01)
     first = post(proxy)
-    assert TOOLS_HEADER not in first.headers
-    assert forwarded_count(upstream) == len(PLAYWRIGHT)
+    assert first.headers[INDEX_HEADER] == "building"
+    assert TOOLS_HEADER in first.headers
+    names = forwarded_names(upstream)
+    assert len(names) < len(PLAYWRIGHT)
+    assert "browser_take_screenshot" in names  # ranked by the query's own words
     deadline = time.monotonic() + DEADLINE_S
-    while TOOLS_HEADER not in post(proxy).headers:  # the build goes on in the background
+    while INDEX_HEADER in (answer := post(proxy)).headers:  # the build goes on meanwhile
         assert time.monotonic() < deadline, "the catalogue was never indexed"
         time.sleep(0.2)
+    assert TOOLS_HEADER in answer.headers
     assert forwarded_count(upstream) < len(PLAYWRIGHT)
 
 

@@ -4,6 +4,7 @@ loopback, the official ``openai`` SDK and httpx as clients."""
 from __future__ import annotations
 
 import gzip
+import http.client
 import json
 import threading
 
@@ -110,6 +111,34 @@ def test_hop_by_hop_and_proxy_headers_are_not_forwarded(
     assert recorded.header("authorization") == "Bearer sk-test"
     assert recorded.header("host") == upstream.origin.removeprefix("http://")
     assert recorded.header("content-length") == str(len(recorded.body))
+
+
+def test_the_proxy_adds_no_request_headers_of_its_own(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    origin = httpx.URL(proxy)
+    connection = http.client.HTTPConnection(origin.host, origin.port, timeout=30)
+    try:  # http.client sends Host and Accept-Encoding: identity only
+        connection.request("GET", "/v1/models")
+        assert connection.getresponse().status == 200
+    finally:
+        connection.close()
+    names = sorted(name for name, _ in upstream.upstream.requests[-1].headers)
+    assert names == ["accept-encoding", "host", "x-request-id"]
+
+
+def test_expect_100_continue_is_answered_by_the_proxy_not_forwarded(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    body = json.dumps({"model": "m", "messages": MESSAGES, "padding": "x" * 2_000_000})
+    response = httpx.post(
+        proxy + "/v1/chat/completions", content=body, timeout=30,
+        headers={"content-type": "application/json", "expect": "100-continue"},
+    )
+    assert response.status_code == 200
+    recorded = upstream.upstream.requests[-1]
+    assert recorded.header("expect") is None
+    assert recorded.body == body.encode()
 
 
 def test_a_compressed_request_body_is_forwarded_with_its_encoding(

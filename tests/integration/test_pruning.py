@@ -278,6 +278,21 @@ def test_real_github_catalogue_goes_through_end_to_end(upstream: RunningUpstream
     assert len(sent.body) < len(json.dumps(GITHUB)) / 3
 
 
+def test_a_one_intent_request_that_names_a_tool_forwards_that_tool_only(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy()
+    one = [{"role": "user", "content": "List the open pull requests in octo/widgets"}]
+    assert post(proxy, {"model": "m", "messages": one, "tools": GITHUB}).status_code == 200
+    sent = names(chat_requests(upstream)[-1].json()["tools"])
+    assert sent == ["list_pull_requests", "search_tools"]
+    # Two requests in one sentence: the whole budget, as without a named tool.
+    two = [{"role": "user", "content": "List the open pull requests in octo/widgets and merge the oldest"}]
+    assert post(proxy, {"model": "m", "messages": two, "tools": GITHUB}).status_code == 200
+    sent = names(chat_requests(upstream)[-1].json()["tools"])
+    assert "list_pull_requests" in sent and "merge_pull_request" in sent and len(sent) > 3
+
+
 def test_lone_surrogates_in_tools_and_messages_are_pruned_not_failed(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:

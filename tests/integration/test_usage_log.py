@@ -154,7 +154,7 @@ class Proxy:
 
     @property
     def usage(self) -> UsageLog:
-        return self.app.state.services.chat.usage
+        return self.app.state.services.chat.decisions.usage
 
     def flush(self) -> None:
         """Wait (bounded) until the writer accounted for every request sent: the event is

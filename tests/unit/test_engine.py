@@ -18,7 +18,7 @@ import pytest
 
 from selection.catalog import Catalog, parse_tools
 from selection.engine import SelectionEngine
-from selection.errors import EmbedderError, EmbedderTimeout
+from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
 from selection.index import LRUCache, ToolIndex, index_key, tool_texts
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "omega", "query", "other"]
@@ -336,15 +336,15 @@ async def _other_tasks_done() -> None:
     await asyncio.gather(*(task for task in asyncio.all_tasks() if task is not current))
 
 
-async def test_a_slow_index_build_raises_embedder_timeout_and_finishes_in_the_background() -> None:
+async def test_a_slow_index_build_raises_index_pending_and_finishes_in_the_background() -> None:
     embedder = FakeEmbedder()
     embedder.gate = asyncio.Event()  # the build cannot finish before the gate opens
     engine = engine_for(embedder, index_timeout_s=0.01)
     catalog = catalog_of(*BASE)
-    with pytest.raises(EmbedderTimeout) as caught:
-        await engine.score(catalog, {}, "alpha")
-    assert isinstance(caught.value, EmbedderError)
-    assert caught.value.reason == "embedder_timeout"
+    with pytest.raises(IndexPending) as caught:
+        await engine.index_for(catalog, {})
+    assert isinstance(caught.value, EmbedderTimeout)
+    assert caught.value.reason == "index_pending"
     assert embedder.entered.is_set() and len(embedder.calls) == 1
 
     embedder.gate.set()
@@ -354,6 +354,35 @@ async def test_a_slow_index_build_raises_embedder_timeout_and_finishes_in_the_ba
     index, seconds = await engine.index_for(catalog, {})
     assert (embedder.calls, seconds) == ([], 0.0)  # ready: no embedding, no waiting
     assert index.n_tools == 3
+
+
+async def test_while_the_index_builds_a_catalogue_is_scored_by_bm25_alone() -> None:
+    embedder = FakeEmbedder()
+    embedder.gate = asyncio.Event()
+    engine = engine_for(embedder, index_timeout_s=0.01, lexical_weight=0.0)
+    catalog = catalog_of(
+        tool("alpha", "Send an email message"), tool("beta", "Read a calendar"), tool("gamma")
+    )
+    scored = await engine.score(catalog, {}, ["send the email now", "other part"])
+    assert scored.lexical_only and scored.dense is None and scored.embedding_s == 0.0
+    assert scored.values.dtype == np.float32
+    assert scored.values.tolist() == [1.0, 0.0, 0.0]  # normalised by the best
+    assert len(embedder.calls) == 1  # the catalogue's build only: the query is not embedded
+
+    embedder.gate.set()
+    await _other_tasks_done()
+    ready = await engine.score(catalog, {}, ["send the email now"])
+    assert not ready.lexical_only and ready.dense is not None
+
+
+async def test_while_the_index_builds_no_query_means_index_pending() -> None:
+    embedder = FakeEmbedder()
+    embedder.gate = asyncio.Event()
+    engine = engine_for(embedder, index_timeout_s=0.01)
+    with pytest.raises(IndexPending):
+        await engine.score(catalog_of(*BASE), {}, [])
+    embedder.gate.set()
+    await _other_tasks_done()
 
 
 async def test_a_request_during_a_slow_build_joins_it_instead_of_starting_another() -> None:
@@ -506,3 +535,24 @@ def test_best_scores_take_the_max_over_parts_and_texts() -> None:
     np.testing.assert_allclose(best, [1.0, 0.8, -1.0], atol=1e-6)
     np.testing.assert_allclose(index.best_scores(parts[:1]), index.scores(parts[0]), atol=1e-6)
     np.testing.assert_array_equal(index.best_scores(np.zeros((0, 3), np.float32)), [-1, -1, -1])
+
+
+# --------------------------------------------------------------------------- name match
+
+
+async def test_name_weight_adds_the_share_of_name_words_the_query_uses() -> None:
+    catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("delta"))
+    plain = await engine_for(FakeEmbedder()).score(catalog, {}, "alpha beta")
+    weighted = await engine_for(FakeEmbedder(), name_weight=0.2).score(catalog, {}, "alpha beta")
+    np.testing.assert_array_equal(weighted.dense, plain.values)
+    np.testing.assert_allclose(weighted.values, plain.values + 0.2 * np.array([1.0, 0.5, 0.0]), atol=1e-6)
+    assert weighted.values.dtype == np.float32
+
+
+async def test_a_one_intent_query_reports_the_tools_it_names() -> None:
+    engine = engine_for(FakeEmbedder())
+    catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("beta"))
+    scored = await engine.score(catalog, {}, ["open alpha beta"])
+    assert scored.named is not None and scored.named.tolist() == [True, False, False]
+    assert (await engine.score(catalog, {}, ["open alpha beta", "then gamma"])).named is None
+    assert (await engine.score(catalog, {}, ["alpha beta and gamma"])).named is None

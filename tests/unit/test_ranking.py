@@ -48,18 +48,41 @@ def test_bm25_puts_the_tool_named_by_the_request_first() -> None:
     assert not LexicalIndex(GITHUB).scores("zzzz qqqq").any()
 
 
-def test_fuse_adds_the_weighted_lexical_score() -> None:
+def test_fuse_adds_the_weighted_lexical_and_name_scores() -> None:
     dense = np.array([0.5, 0.4], dtype=np.float32)
     lexical = np.array([0.0, 1.0], dtype=np.float32)
+    names = np.array([1.0, 0.5], dtype=np.float32)
     assert fuse(dense, lexical, 0.0) is dense
+    assert fuse(dense, lexical, 0.0, names, 0.0) is dense
+    np.testing.assert_allclose(fuse(dense, None, 0.1, names, 0.2), [0.7, 0.5])
     np.testing.assert_allclose(fuse(dense, lexical, 0.2), [0.5, 0.6])
+    fused = fuse(dense, lexical, 0.2, names, 0.2)
+    assert fused.dtype == np.float32
+    np.testing.assert_allclose(fused, [0.7, 0.7])
 
 
-def test_the_budget_is_top_k_times_the_mean_tool_cost() -> None:
+def test_the_budget_averages_the_catalogue_mean_with_the_contenders_mean() -> None:
     mean = mean_tool_tokens(GITHUB)
     assert mean == pytest.approx(np.mean([tool_tokens(t) for t in GITHUB.tools]))
     assert token_budget(GITHUB, 8, RankingPolicy()) == int(8 * mean)
     assert token_budget(GITHUB, 8, RankingPolicy(token_budget=500)) == 500
+    contenders = [GITHUB.get("list_pull_requests"), GITHUB.get("pull_request_read")]
+    contenders_mean = np.mean([tool_tokens(t) for t in contenders])
+    assert token_budget(GITHUB, 8, RankingPolicy(), contenders=contenders) == int(
+        8 * (mean + contenders_mean) / 2
+    )
+
+
+def test_large_contenders_raise_the_budget_above_k_times_the_catalogue_mean() -> None:
+    # Eight large tools score best among 32 tiny ones: k × the catalogue's mean buys one
+    # large tool; averaging in the contenders' cost buys two.
+    catalog = parse_tools([tool(f"big{i}", size=2000) for i in range(8)]
+                          + [tool(f"tiny{i}") for i in range(32)])
+    scores = np.array([0.9 - 0.01 * i for i in range(8)] + [0.0] * 32, dtype=np.float32)
+    policy = RankingPolicy(max_dependencies=0, tier_size=0)
+    choice = choose(catalog, scores, top_k=4, threshold=0.1, exclude=set(), policy=policy)
+    assert [c.name for c in choice.candidates] == ["big0", "big1"]
+    assert 2 * tool_tokens(catalog.get("big0")) > 4 * mean_tool_tokens(catalog)
 
 
 def test_candidates_fill_the_token_budget_smaller_tools_fit_and_the_rest_is_the_tier() -> None:
@@ -103,6 +126,29 @@ def test_a_dominant_match_forwards_fewer_tools_when_a_margin_is_set() -> None:
     pick = lambda s: [c.name for c in choose(catalog, s, top_k=4, threshold=0.0, exclude=set(), policy=policy).candidates]  # noqa: E731
     assert pick(dominant) == ["a"]
     assert pick(flat) == ["a", "b", "c", "d"]
+
+
+def test_when_the_request_names_the_best_candidate_only_named_tools_are_admitted() -> None:
+    catalog = parse_tools([tool(n) for n in ("list_pulls", "read_pull", "list_issues", "other")])
+    scores = np.array([0.9, 0.85, 0.6, 0.5], dtype=np.float32)
+    named = np.array([True, False, True, False])
+    policy = RankingPolicy(max_dependencies=0, tier_size=3)
+    choice = choose(catalog, scores, top_k=4, threshold=0.0, exclude=set(), policy=policy, named=named)
+    assert [(c.name, c.reason) for c in choice.candidates] == [
+        ("list_pulls", "named"), ("list_issues", "named"),
+    ]
+    assert choice.tier == ("read_pull", "other")
+    # The best candidate is not named (or the rule is off, or no query named anything):
+    # the whole budget as usual.
+    for kwargs in (
+        {"named": np.array([False, True, False, False])},
+        {"named": named, "policy": RankingPolicy(max_dependencies=0, named_only=False)},
+        {"named": None},
+    ):
+        options = {"policy": policy, **kwargs}
+        picked = choose(catalog, scores, top_k=4, threshold=0.0, exclude=set(), **options)
+        assert len(picked.candidates) == 4
+        assert {c.reason for c in picked.candidates} == {"semantic"}
 
 
 def test_a_selected_tool_brings_the_producer_of_its_identifier() -> None:

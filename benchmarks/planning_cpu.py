@@ -1,0 +1,141 @@
+"""Planning CPU per request at large warm catalogues, the query embedding left out.
+
+What the proxy's own code costs per acting request before it forwards, as the catalogue
+grows: split the body (catalogue from the cache), key the conversation, score against the
+warm index, select, build the meta-tool, save the state (``ChatHandler`` decoding and
+``Planner.plan``, in process). The embedder is a deterministic stand-in (a seeded random
+unit vector per text, 64 dimensions, ~0.1 ms a text), so the figures are the proxy's work
+alone: add the real query embedding (~11 ms on one core, ``selection_latency.py``) for
+the whole.
+
+Catalogues: the repository's two real MCP catalogues (GitHub 117, Playwright 69 tools)
+repeated under 40 namespaces (``ns7__get_me_1234``) up to each size, so bundles and the
+namespace menu are exercised as in a real many-server catalogue.
+
+    PYTHONPATH=. python benchmarks/planning_cpu.py [--sizes 117,1000,10000] [--core 'get_me,search_*']
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import copy
+import hashlib
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from tabulate import tabulate
+
+from config.policy import load_policy
+from config.settings import Settings
+from proxy.chat.planner import Planner
+from proxy.metrics import Metrics
+from selection.catalog_cache import CatalogCache
+from selection.engine import SelectionEngine
+from selection.state import MemoryStateStore
+from tests.support.data import REAL_CATALOGS
+
+QUERIES = [
+    "List the open pull requests in octocat/hello-world and show me the failing checks.",
+    "Create an issue in acme/api titled 'Login fails on Safari' and label it bug.",
+    "Open https://example.com in the browser and take a screenshot.",
+]
+DIMENSIONS = 64
+
+
+class StandInEmbedder:
+    """A seeded random unit vector per text: deterministic, and nearly free."""
+
+    id = "stand-in"
+    ready = True
+
+    async def load(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        for row, text in enumerate(texts):
+            seed = hashlib.blake2b(text.encode("utf-8", "replace"), digest_size=8).digest()
+            vector = np.random.default_rng(int.from_bytes(seed, "little")).standard_normal(DIMENSIONS)
+            vectors[row] = vector / np.linalg.norm(vector)
+        return vectors
+
+
+def catalogue(size: int) -> list[dict[str, Any]]:
+    """``size`` tools: the real catalogues' tools, renamed under 40 namespaces."""
+    real = [
+        *json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()),
+        *json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text()),
+    ]
+    tools = []
+    for i in range(size):
+        tool = copy.deepcopy(real[i % len(real)])
+        tool["function"]["name"] = f"ns{i % 40}__{tool['function']['name']}_{i}"
+        tools.append(tool)
+    return tools
+
+
+async def measure(size: int, core: list[str], requests: int) -> dict[str, Any]:
+    settings = Settings(core=core, index_timeout_s=3600.0)
+    engine = SelectionEngine(
+        StandInEmbedder(), vector_cache_size=4 * size + 1000, index_cache_size=4,  # type: ignore[arg-type]
+        timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
+    )
+    cache = CatalogCache(1 << 30)
+    planner = Planner(
+        settings=settings, policy=load_policy(settings), engine=engine,
+        store=MemoryStateStore(3600.0, requests + 10), metrics=Metrics(),
+        on_late_error=lambda error: None, catalogs=cache,
+    )
+    tools = catalogue(size)
+    bodies = [
+        json.dumps({"model": "m", "stream": True, "tools": tools,
+                    "messages": [{"role": "user", "content": query}]}).encode()
+        for query in QUERIES
+    ]
+    started = time.perf_counter()
+    await planner.plan(cache.decode_body(bodies[0]), [(b"x-conversation-id", b"warm")])
+    cold_s = time.perf_counter() - started
+    seconds = []
+    forwarded = 0
+    for n in range(requests):
+        raw = bodies[n % len(bodies)]
+        started = time.perf_counter()
+        body = cache.decode_body(raw)
+        turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
+        seconds.append(time.perf_counter() - started)
+        forwarded = len(turn.selection.tools)
+    await engine.aclose()
+    ms = np.array(seconds) * 1000
+    return {
+        "tools": size, "body MB": round(len(bodies[0]) / 1e6, 2),
+        "plan p50 ms": round(float(np.percentile(ms, 50)), 1),
+        "plan p90 ms": round(float(np.percentile(ms, 90)), 1),
+        "first (cold) s": round(cold_s, 1), "forwarded": forwarded,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="117,1000,10000", help="catalogue sizes")
+    parser.add_argument("--core", default="get_me,search_*", help="CORE patterns ('' for none)")
+    parser.add_argument("--requests", type=int, default=30, help="timed requests per size")
+    args = parser.parse_args(argv)
+    core = [pattern for pattern in args.core.split(",") if pattern]
+    rows = [
+        asyncio.run(measure(int(size), core, args.requests)) for size in args.sizes.split(",")
+    ]
+    print(f"CORE {core}; {args.requests} warm requests per size, query embedding excluded")
+    print(tabulate(rows, headers="keys", tablefmt="github"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The decision ladder every acting API shares (chat completions, Responses, Messages):
+read the toolprune headers, decide whether to act, plan, and either serve the planned
+turn or forward the request unchanged; count, log and record each decision.
+
+Decisions (the ``decision`` label of ``toolprune_requests_total``; ``path`` says what was
+pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, or
+``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
+``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
+``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
+``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
+from typing import Any
+
+from starlette.types import Send
+
+from config.settings import Settings
+from proxy.chat.context import UsageRecorder
+from proxy.chat.identity import log_id
+from proxy.chat.planner import NothingToPrune, SmallCatalog
+from proxy.chat.turn import Turn
+from proxy.http.asgi import send_error
+from proxy.http.errors import InvalidHeader
+from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.headers import (
+    TOOLS_HEADER,
+    Headers,
+    check_conversation_id,
+    pruning_mode,
+    top_k_override,
+)
+from proxy.log import RateLimitedLog, get_logger, where
+from proxy.metrics import Metrics
+from selection.errors import SelectionError, UnexpectedSelectionError
+
+logger = get_logger("decision")
+
+#: Response header of a turn ranked by BM25 alone (value ``building``): the catalogue's
+#: dense index was still being built when the request came.
+INDEX_HEADER = b"x-tool-pruning-index"
+
+#: Reads a request body: the JSON object to act on, or None to pass the request through.
+BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
+#: Plans a turn from the body, the request headers and the ``X-Tool-Pruning-Top-K`` value.
+TurnPlanner = Callable[[dict[str, Any], Headers, int | None], Awaitable[Turn]]
+#: Serves a planned turn: ``(turn, body, extra response headers, started)``, ``started``
+#: the request's ``time.perf_counter()`` at arrival.
+TurnServer = Callable[[Turn, dict[str, Any], Headers, float], Awaitable[None]]
+
+
+class Decision(StrEnum):
+    PRUNED = "pruned"
+    PASSTHROUGH = "passthrough"
+    DISABLED = "disabled"
+    SMALL_CATALOG = "small_catalog"
+    FALLBACK = "fallback"
+    DRY_RUN = "dry_run"
+
+
+def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
+    """The one structured log line of an acting request (no message content): what was
+    offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
+    ``messages``). ``selection_s``: seconds spent planning."""
+    selection = turn.selection
+    logger.info(
+        "pruning_decision",
+        extra={
+            "fields": {
+                "api": api,
+                "decision": decision.value,
+                "path": turn.path,
+                "conversation": log_id(turn.conversation),
+                "turn": selection.state.turn,
+                "offered": turn.offered,
+                "forwarded": len(selection.tools),
+                "admitted": turn.admitted(),
+                "evicted": list(selection.evicted),
+                "reasons": {t.name: t.reason for t in selection.tools},
+                "dependency_of": dict(selection.parents),
+                "tier": list(selection.tier),
+                "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
+                "lexical_only": turn.lexical_only,
+                "meta": turn.meta_events,
+                "rounds": turn.rounds,
+                "selection_ms": round(selection_s * 1000, 2),
+                **cache_fields(turn),
+            }
+        },
+    )
+
+
+def cache_fields(turn: Turn) -> dict[str, Any]:
+    """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
+    to reuse and to evaluate, whether the forwarded block changed after the conversation
+    started (``cache_break``), and how the block began (``block``)."""
+    expectation = turn.expectation
+    if expectation is None:
+        return {}
+    return {
+        "expected_cached_tokens": expectation.reused,
+        "expected_evaluated_tokens": expectation.evaluated,
+        "cache_break": expectation.broken,
+        "block": turn.block_start,
+    }
+
+
+class DecisionFlow:
+    """One API's decision ladder (see the module docstring). ``api`` labels its metrics
+    and log lines."""
+
+    def __init__(
+        self,
+        *,
+        api: str,
+        settings: Settings,
+        forwarder: Forwarder,
+        metrics: Metrics,
+        usage: UsageRecorder | None = None,
+    ) -> None:
+        self.api = api
+        self.settings = settings
+        self.forwarder = forwarder
+        self.metrics = metrics
+        self.usage = usage
+        self.fallback_log = RateLimitedLog(logger, settings.fallback_log_interval_s)
+
+    async def run(
+        self,
+        request: ClientRequest,
+        send: Send,
+        *,
+        read_body: BodyReader,
+        plan: TurnPlanner,
+        serve: TurnServer,
+    ) -> None:
+        """Serve ``request``: an invalid toolprune header is a 400; a request not acted on
+        (disabled, passthrough, small catalogue, selection failed, a defect in planning)
+        is forwarded unchanged; a planned turn is served by ``serve`` (``dry-run``: the
+        original bytes are forwarded with the report header)."""
+        started = time.perf_counter()
+        try:
+            mode = pruning_mode(request.headers)
+            top_k = top_k_override(request.headers)
+            check_conversation_id(request.headers, self.settings.max_conversation_id_bytes)
+        except InvalidHeader as error:
+            await send_error(send, error)
+            return
+        if not self.settings.enabled or mode == "off":
+            self.count(Decision.DISABLED)
+            await self.forwarder.forward(request, send)
+            return
+        body = await read_body(request.body)
+        if body is None:
+            self.count(Decision.PASSTHROUGH)
+            await self.forwarder.forward(request, send)
+            return
+        turn = await self._plan(plan, body, request.headers, top_k)
+        if turn is None:
+            await self.forwarder.forward(request, send)
+            return
+        selection_s = time.perf_counter() - started
+        self.metrics.selection_seconds.observe(selection_s)
+        report: Headers = [
+            (TOOLS_HEADER.encode(), f"{len(turn.selection.tools)}/{turn.offered}".encode())
+        ]
+        if turn.lexical_only:
+            report.append((INDEX_HEADER, b"building"))
+        decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
+        self.count(decision, turn.path)
+        try:
+            if decision is Decision.DRY_RUN:
+                await self.forwarder.forward(request, send, extra_response_headers=report)
+                return
+            self.metrics.tools_offered.observe(turn.offered)
+            self.metrics.tools_forwarded.observe(len(turn.selection.tools))
+            self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
+            await serve(turn, body, report, started)
+        finally:
+            if decision is Decision.PRUNED:
+                self.metrics.meta_rounds.observe(turn.rounds)
+            log_decision(turn, decision, selection_s, self.api)
+            if self.usage is not None:
+                self.usage.record(turn, decision.value)
+
+    async def _plan(
+        self, plan: TurnPlanner, body: dict[str, Any], headers: Headers, top_k: int | None
+    ) -> Turn | None:
+        """The planned turn, or None (counted) when the request is to be forwarded as is."""
+        try:
+            return await plan(body, headers, top_k)
+        except NothingToPrune:
+            self.count(Decision.PASSTHROUGH)
+        except SmallCatalog as small:
+            self.count(Decision.SMALL_CATALOG, small.path)
+            self.metrics.tools_offered.observe(small.size)
+        except SelectionError as error:
+            self.fallback(error)
+        except Exception as exc:  # a defect must cost the pruning, never the request
+            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"))
+        return None
+
+    def count(self, decision: Decision, path: str = "none") -> None:
+        self.metrics.decisions.labels(decision.value, path, self.api).inc()
+
+    def fallback(self, error: SelectionError, *, count: bool = True) -> None:
+        """Count (unless ``count`` is false: a failure after the decision was counted,
+        such as a meta-call's), record and log (rate-limited) a selection failure."""
+        if count:
+            self.count(Decision.FALLBACK)
+            if self.usage is not None:
+                self.usage.record_fallback(error.reason)
+        self.metrics.fallbacks.labels(error.reason).inc()
+        self.fallback_log.error(
+            error.reason,
+            "fallback_full_catalog",
+            {"api": self.api, "reason": error.reason, "error": type(error).__name__,
+             "detail": str(error)},
+        )
