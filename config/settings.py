@@ -187,7 +187,7 @@ class Settings(BaseSettings):
         description="Catalogues larger than this get `search_tools` instead of the listed menu.",
     )
     refresh_rank: int = Field(
-        3,
+        4,
         ge=0,
         description="A conversation's later turn admits new tools only when one of its "
         "`refresh_rank` best-scored tools is not forwarded yet (each change makes the "
@@ -200,7 +200,7 @@ class Settings(BaseSettings):
         "its best tools (see `refresh_share`).",
     )
     refresh_share: float = Field(
-        2.0,
+        4.0,
         ge=0,
         description="Such a turn also admits candidates up to `refresh_top_k` into free room, "
         "their schemas costing at most this share of the history's tokens: insurance "

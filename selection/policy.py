@@ -63,9 +63,9 @@ class Policy:
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     text_formats: tuple[TextFormat, ...] = PRESETS
     ranking: RankingPolicy = field(default_factory=RankingPolicy)
-    refresh_rank: int = 3
+    refresh_rank: int = 4
     refresh_top_k: int = 16
-    refresh_share: float = 2.0
+    refresh_share: float = 4.0
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

@@ -93,9 +93,14 @@ def semantic_candidates(
     return chosen
 
 
-def block_serves(score_of: dict[str, float], forwarded: set[str], rank: int) -> bool:
+def block_serves(
+    score_of: dict[str, float], forwarded: set[str], rank: int, named: Sequence[str] = ()
+) -> bool:
     """Whether the ``rank`` best-scored tools of the turn are all ``forwarded`` already
-    (``Policy.refresh_rank``); ties broken by catalogue order."""
+    (``Policy.refresh_rank``; ties broken by catalogue order), or, for a one-intent request
+    that names its tools (``named``), those."""
+    if named:
+        return all(name in forwarded for name in named)
     best = heapq.nlargest(rank, score_of, key=score_of.__getitem__) if rank > 0 else []
     return all(name in forwarded for name in best)
 
@@ -168,20 +173,26 @@ def select(
     tier: tuple[str, ...] = ()
     # A later turn changes the forwarded tools only when its best tools are not all
     # forwarded or the history called a tool new to them; then the upstream evaluates the
-    # history again, once. It admits what its best tools need, and as insurance against
-    # a later change (which would cost that history again, and more) candidates up to
-    # ``refresh_top_k`` into free room (``spare``, never evicting), their schemas costing
-    # at most ``refresh_share`` × the history's tokens.
+    # history again, once. It admits its top-k candidates, its best tools past the budget
+    # (``if_room``), and as insurance against a later change (which would cost that
+    # history again, and more) candidates up to ``refresh_top_k`` (``spare``), their
+    # schemas costing at most ``refresh_share`` × the history's tokens; those two only
+    # into free room, never evicting.
     later = state.turn > 0
     changing = any(name not in state.loaded for name in pinned_names)
     spare: set[str] = set()
+    if_room: set[str] = set()  # admitted into free room only, never evicting
     if scores is not None:
         score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
         held = core_set | pinned_set | set(state.loaded)
         # A meta round (``requested``): the model named what it needs; the turn's own
         # candidates were admitted when it was planned.
+        named_names = [] if named is None else [
+            tool.name for tool, is_named in zip(catalog.tools, named, strict=True) if is_named
+        ]
         refresh = not later or (
-            not requested_names and not block_serves(score_of, held, policy.refresh_rank)
+            not requested_names
+            and not block_serves(score_of, held, policy.refresh_rank, named_names)
         )
         k = policy.top_k if top_k is None else top_k
 
@@ -200,12 +211,16 @@ def select(
             # The turn's best tools, also past the token budget: else the next turn would
             # find them missing and change the block again.
             chosen = {c.name for c in semantic}
-            best = heapq.nlargest(min(policy.refresh_rank, k), score_of, key=score_of.__getitem__)
-            semantic += [
+            best = named_names or heapq.nlargest(
+                min(policy.refresh_rank, k), score_of, key=score_of.__getitem__
+            )
+            best_missing = [
                 Candidate(name, score_of[name], "semantic")
                 for name in best
                 if name not in held and name not in chosen and score_of[name] >= policy.threshold
             ]
+            semantic += best_missing
+            if_room = {c.name for c in best_missing}
         if later and not requested_names and (refresh or changing) and k > 0:
             wide = candidates(max(k, policy.refresh_top_k))
             chosen = {c.name for c in semantic}
@@ -292,11 +307,14 @@ def select(
             continue
         if name not in pinned_set:
             name_cost = cost(name)
+            if name in spare or name in if_room:
+                if count + 1 > policy.max_tools or spent + name_cost > cap:
+                    continue
             if name in spare:
                 tool = catalog.get(name)
                 assert tool is not None
                 insured = tool_tokens(tool, exact)
-                if count + 1 > policy.max_tools or spent + name_cost > cap or insured > insurance:
+                if insured > insurance:
                     continue
                 insurance -= insured
             if not make_room(name_cost):

@@ -140,7 +140,8 @@ def test_an_upstream_without_props_keeps_the_tool_cap_only(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
     proxy = start_proxy(top_k=8, threshold=0.0, max_tools=3, index_timeout_s=300)
-    messages = [SYSTEM, {"role": "user", "content": "Create a branch fix-login from main."}]
+    ask = "Create a branch fix-login from main and open a pull request for it."
+    messages = [SYSTEM, {"role": "user", "content": ask}]
     assert post(proxy, messages).status_code == 200
     assert len(forwarded(upstream)) == 3 + 1
     assert any(r.path == "/props" for r in upstream.upstream.requests)
