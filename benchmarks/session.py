@@ -3,7 +3,8 @@ side by side, counting what the upstream's prefix (KV) cache saves.
 
 Run from the repository root::
 
-    PYTHONPATH=. python benchmarks/session.py                 # ~30-60 minutes on 2 busy cores
+    PYTHONPATH=. python benchmarks/session.py                 # ~10-40 minutes on 2 cores
+    PYTHONPATH=. python benchmarks/session.py --skip-large --variant refresh_rank=0
     PYTHONPATH=. python benchmarks/session.py --help
 
 One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
@@ -14,8 +15,9 @@ them; the model answers with ``max_tokens`` tokens (default 1: prefill is what i
 
 Catalogues: the first :data:`FITTING_SIZE` (25) GitHub MCP tools (whole prompt within
 SmolLM2's 8,192 tokens) sent directly and through the proxy, and the whole GitHub MCP catalogue (117 tools,
-~33k tokens: only through the proxy). Each run (direct 20, proxy 20, proxy 117) starts
-its own llama-server (same flags) and proxy, so none inherits another's cache.
+~33k tokens: only through the proxy). Each run (direct, proxy at default settings, one
+proxy per ``--variant`` of settings, proxy 117) starts its own llama-server (same flags)
+and proxy, so none inherits another's cache.
 
 Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
@@ -33,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,37 +127,35 @@ def messages_for(conversation: str, turn: int) -> list[dict[str, Any]]:
 
 # --- processes -----------------------------------------------------------------------------
 @contextmanager
-def llama_server(log_dir: Path, name: str) -> Iterator[Server]:
+def running(name: str, argv: list[str], log_dir: Path, env: dict[str, str], ready: str) -> Iterator[Server]:
+    """A server process on a free port, once ``ready`` answers 200; stopped on exit."""
     port = free_port()
-    argv = local_llama().llama_server_command(port, extra=list(LLAMA_FLAGS))
-    server = start_server(name, argv, port, log_dir, clean_env())
+    server = start_server(name, [part.replace("{port}", str(port)) for part in argv], port, log_dir, env)
     try:
         with httpx.Client() as client:
-            wait_ok(client, server, "/health")
+            wait_ok(client, server, ready)
         yield server
     finally:
         server.stop()
 
 
-@contextmanager
+def llama_server(log_dir: Path, name: str) -> AbstractContextManager[Server]:
+    argv = local_llama().llama_server_command(0, extra=list(LLAMA_FLAGS))
+    argv[argv.index("--port") + 1] = "{port}"
+    return running(name, argv, log_dir, clean_env(), "/health")
+
+
 def proxy_server(
     log_dir: Path, name: str, upstream: str, settings: dict[str, str] | None = None
-) -> Iterator[Server]:
-    port = free_port()
-    argv = [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port),
+) -> AbstractContextManager[Server]:
+    argv = [sys.executable, "-m", "proxy.cli.main", "serve", "--port", "{port}",
             "--upstream", upstream + "/v1"]
     env = clean_env()
     env.update({f"TOOLPRUNE_{key.upper()}": value for key, value in (settings or {}).items()})
     # Default settings, except that the warm-up request waits for the catalogue's index
     # (by default a cold catalogue is forwarded whole after 1.5 s while it is indexed).
     env["TOOLPRUNE_INDEX_TIMEOUT_S"] = "900"
-    server = start_server(name, argv, port, log_dir, env)
-    try:
-        with httpx.Client() as client:
-            wait_ok(client, server, "/healthz")
-        yield server
-    finally:
-        server.stop()
+    return running(name, argv, log_dir, env, "/healthz")
 
 
 def warm_proxy(client: httpx.Client, proxy: str, tools: list[Any]) -> None:

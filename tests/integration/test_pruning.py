@@ -322,9 +322,11 @@ def test_invalid_toolprune_headers_get_a_clear_400(
 def test_the_top_k_header_sets_this_requests_top_k(upstream: RunningUpstream, pruning_proxy: str) -> None:
     # Top-k is a token budget (k × the catalogue's mean tool tokens): at k = 2 the large
     # screenshot tool fills it alone; k = 8 admits more, k = 0 nothing.
+    # Each its own conversation's first turn (a later turn also admits insurance tools).
     def forwarded(k: str) -> int:
         response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT},
-                        **{"X-Tool-Pruning-Top-K": k, "X-Tool-Pruning": "Dry-Run"})
+                        **{"X-Tool-Pruning-Top-K": k, "X-Tool-Pruning": "Dry-Run",
+                           "X-Conversation-Id": f"top-k-{k}"})
         count, offered = response.headers["x-tool-pruning-tools"].split("/")
         assert offered == "69"
         return int(count)
