@@ -126,9 +126,12 @@ def run(servers: Servers, shape: str, phase: str, stream: bool) -> Run:
     options: dict[str, Any] = {"stream_options": {"include_usage": True}} if stream else {}
     sdk_error = None
     try:
+        # Each run its own agent (model name): a new conversation of the same agent would
+        # start from the tools the previous runs loaded.
+        run_id = f"{shape}/{phase}/{stream}"
         answer = client.chat.completions.create(
-            model="m", messages=ASK, tools=PLAYWRIGHT, stream=stream,  # type: ignore[arg-type]
-            extra_headers={"X-Conversation-Id": f"{shape}/{phase}/{stream}"}, **options,
+            model=f"m/{run_id}", messages=ASK, tools=PLAYWRIGHT, stream=stream,  # type: ignore[arg-type]
+            extra_headers={"X-Conversation-Id": run_id}, **options,
         )
         sdk_chunks = list(answer) if stream else None  # the SDK's own parser
     except openai.APIError as error:
