@@ -269,7 +269,9 @@ def select(
         (the prompt would not fit the context), else the lowest-scored selected one."""
         victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
         if victims:
-            victim = min(victims, key=lambda n: loaded[n].last_used_at)  # ties: oldest
+            # Ties (tools admitted together): the latest in the block, so the longest
+            # prefix of it, and of the upstream's KV cache, stays.
+            victim = min(reversed(victims), key=lambda n: loaded[n].last_used_at)
         elif over_context and (victims := [n for n in loaded if n not in pinned_set]):
             victim = min(reversed(victims), key=lambda n: score_of.get(n, -math.inf))
         else:

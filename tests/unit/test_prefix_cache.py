@@ -287,11 +287,11 @@ async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used
     await plans.plan(body("alpha beta"), headers("A"))
     await plans.plan(body("gamma delta"), headers("B"))  # adopted: 4 tools, the cap
     third = await plans.plan(body("epsilon zeta"), headers("C"))
-    # What leaves is what the agent used least recently (with llama-server's
-    # --cache-reuse, removing it costs no re-evaluation of the tools after it).
+    # What leaves is what the agent used least recently, the latest of it first (with
+    # llama-server's --cache-reuse, removing a tool costs no re-evaluation after it).
     assert third.block_start == "adopted"
     assert third.selection.names == ["gamma", "delta", "epsilon", "zeta"]
-    assert third.selection.evicted == ("alpha", "beta")
+    assert third.selection.evicted == ("beta", "alpha")
 
 
 async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> None:
@@ -300,7 +300,7 @@ async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> 
     second = await plans.plan(body("gamma delta"), headers("A"))
     assert second.selection.names == ["alpha", "beta", "gamma", "delta"]
     third = await plans.plan(body("epsilon"), headers("A"))
-    assert third.selection.evicted == ("alpha",)
+    assert third.selection.evicted == ("beta",)  # of the two used least recently, the latest
     assert third.selection.names[-1] == "epsilon"
 
 
