@@ -191,16 +191,17 @@ class Planner:
             prefix_key(body.get("model"), system, catalog.fingerprint), headers,
             shared=self.settings.state_shared_across_credentials,
         )
-        block = await self._load_state(agent)
         # What the upstream holds (llama-server keeps each conversation's last prompt, in
-        # its slot or its RAM prompt cache): this conversation's block, else its agent's.
-        cached = block_signature(block.loaded, block.tier) if block.loaded else None
+        # its slot or its RAM prompt cache): this conversation's block; a new conversation
+        # starts from its agent's block, read only then.
+        cached, adopted = None, False
         if state.turn:
             cached = block_signature(state.loaded, state.tier)
-        adopted = False
-        if not state.turn and block.loaded:  # a new conversation starts from its agent's block
-            state = ConversationState(block.copy().loaded, tier=list(block.tier))
-            adopted = True
+        else:
+            block = await self._load_state(agent)
+            if block.loaded:
+                state = ConversationState(block.copy().loaded, tier=list(block.tier))
+                cached, adopted = block_signature(state.loaded, state.tier), True
         parts = query_parts(
             messages,
             self.settings.query_user_messages,
@@ -219,7 +220,9 @@ class Planner:
             *text_called_tools(messages, set(catalog.names)),
         ]
         history = estimated_text_tokens(conversation_messages)
-        context = await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
+        context = (
+            await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
+        )
         exact = self.upstream.exact_tokens if self.upstream else None
         reserve = meta_reserve_tokens(catalog.names, self.policy.ranking.tier_size)
         cap = tool_token_cap(context, self.settings.tool_budget_share, history + reserve)
@@ -254,7 +257,9 @@ class Planner:
         )
         self._observe_cache(expectation, bool(selection.evicted))
         if self.upstream is not None:
-            self.upstream.count_later(catalog.get(n) for n in selection.state.loaded if catalog.get(n))
+            self.upstream.count_later(
+                tool for name in selection.state.loaded if (tool := catalog.get(name)) is not None
+            )
         await self._save_state(conversation, selection.state)
         await self._save_state(agent, agent_block(selection.state))
         turn = Turn(
