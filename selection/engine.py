@@ -268,19 +268,11 @@ class SelectionEngine:
 
     def lexical_index(self, catalog: Catalog) -> LexicalIndex:
         """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
-        index = self._lexical.get(catalog.fingerprint)
-        if index is None:
-            index = LexicalIndex(catalog)
-            self._lexical.put(catalog.fingerprint, index)
-        return index
+        return self._lexical.get_or_build(catalog.fingerprint, lambda: LexicalIndex(catalog))
 
     def name_index(self, catalog: Catalog) -> NameIndex:
         """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
-        index = self._names.get(catalog.fingerprint)
-        if index is None:
-            index = NameIndex(catalog)
-            self._names.put(catalog.fingerprint, index)
-        return index
+        return self._names.get_or_build(catalog.fingerprint, lambda: NameIndex(catalog))
 
     async def aclose(self) -> None:
         for task in [*self._building.values(), *self._lexical_building.values()]:

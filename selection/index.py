@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -77,6 +77,14 @@ class LRUCache(Generic[K, V]):
         self._data.move_to_end(key)
         while len(self._data) > self._max:
             self._data.popitem(last=False)
+
+    def get_or_build(self, key: K, build: Callable[[], V]) -> V:
+        """The value for ``key``; when missing, ``build()``, stored and returned."""
+        value = self.get(key)
+        if value is None:
+            value = build()
+            self.put(key, value)
+        return value
 
 
 def text_key(embedder_id: str, text: str) -> tuple[str, str]:
