@@ -262,7 +262,7 @@ def select(
 
     def cost(name: str) -> int:
         tool = catalog.get(name)
-        return tool_tokens(tool, exact) if tool is not None and token_cap is not None else 0
+        return tool_tokens(tool, exact) if tool is not None else 0
 
     def evict(over_context: bool) -> str | None:
         """Evict the least recently used tool not selected this turn; past the token cap
@@ -313,12 +313,9 @@ def select(
                 if count + 1 > policy.max_tools or spent + name_cost > cap:
                     continue
             if name in spare:
-                tool = catalog.get(name)
-                assert tool is not None
-                insured = tool_tokens(tool, exact)
-                if insured > insurance:
+                if name_cost > insurance:
                     continue
-                insurance -= insured
+                insurance -= name_cost
             if not make_room(name_cost):
                 continue
             count += 1
