@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from config.settings import Settings
-from proxy.http.errors import UpstreamError, UpstreamResponseInvalid
+from proxy.http.errors import UpstreamError, UpstreamResponseInvalid, UpstreamTimeout
 from proxy.http.upstream import Upstream, read_decoded
 from proxy.log import get_logger
 from selection.catalog import Tool
@@ -77,20 +77,29 @@ class UpstreamInfo:
         return self._context
 
     async def _call(self, method: str, path: str, body: Any = None) -> Any:
-        """The JSON answer of ``method path`` on the upstream's origin.
+        """The JSON answer of ``method path`` on the upstream's origin, within
+        ``readiness_timeout_s`` seconds.
 
         Raises: UpstreamError (unreachable, timeout, a status of 400 or more, a body that
         is not JSON).
         """
         content = json.dumps(body).encode() if body is not None else b""
         headers = [(b"content-type", b"application/json")] if body is not None else []
-        response, _ = await self._upstream.send(method, self._upstream.origin + path, headers, content)
+        url = self._upstream.origin + path
+
+        async def read() -> tuple[int, bytes]:
+            response, _ = await self._upstream.send(method, url, headers, content)
+            try:
+                return response.status_code, await read_decoded(response)
+            finally:
+                await response.aclose()
+
         try:
-            raw = await read_decoded(response)
-        finally:
-            await response.aclose()
-        if response.status_code >= 400:
-            raise UpstreamResponseInvalid(f"{path} answered HTTP {response.status_code}")
+            status, raw = await asyncio.wait_for(read(), self._settings.readiness_timeout_s)
+        except TimeoutError as error:
+            raise UpstreamTimeout(f"{path} did not answer in time") from error
+        if status >= 400:
+            raise UpstreamResponseInvalid(f"{path} answered HTTP {status}")
         try:
             return json.loads(raw)
         except ValueError as error:
@@ -98,13 +107,11 @@ class UpstreamInfo:
 
     async def _fetch_props(self) -> None:
         try:
-            answer = await asyncio.wait_for(
-                self._call("GET", "/props"), self._settings.readiness_timeout_s
-            )
+            answer = await self._call("GET", "/props")
             n_ctx = answer["default_generation_settings"]["n_ctx"]
             if not isinstance(n_ctx, int) or n_ctx <= 0:
                 raise ValueError(f"n_ctx is {n_ctx!r}")
-        except (UpstreamError, TimeoutError, ValueError, KeyError, TypeError) as error:
+        except (UpstreamError, ValueError, KeyError, TypeError) as error:
             logger.info("upstream_props_unavailable", extra={"fields": {"error": type(error).__name__}})
             return
         if n_ctx != self._context:
@@ -140,14 +147,11 @@ class UpstreamInfo:
         """Tokens of the tool as a chat template renders it (its JSON, one per line)."""
         text = "\n" + _template_json(tool)
         try:
-            answer = await asyncio.wait_for(
-                self._call("POST", "/tokenize", {"content": text}),
-                self._settings.readiness_timeout_s,
-            )
+            answer = await self._call("POST", "/tokenize", {"content": text})
             tokens = answer["tokens"]
             if not isinstance(tokens, list):
                 raise TypeError("tokens is not a list")
-        except (UpstreamError, TimeoutError, KeyError, TypeError) as error:
+        except (UpstreamError, KeyError, TypeError) as error:
             logger.info("upstream_tokenize_unavailable", extra={"fields": {"error": type(error).__name__}})
             return None
         return len(tokens) or estimated_tokens(tool)
