@@ -42,7 +42,7 @@ from selection.evaluation import EngineScorer, load_cases, replay
 from selection.evaluation.replay import CaseOutcome
 from selection.evaluation.scoring import ScoredRun, score_cases
 from selection.policy import Policy
-from selection.prefix import estimated_text_tokens
+from selection.prefix import estimated_text_tokens, expect_cache
 from selection.tokens import tool_tokens
 
 
@@ -68,38 +68,34 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
         case, catalog = outcome.case.case, outcome.case.catalog
         if catalog is None:
             continue
+
+        def tokens(name: str, catalog: Catalog = catalog) -> int:
+            tool = catalog.get(name)
+            return tool_tokens(tool) if tool is not None else 0
+
         history = estimated_text_tokens(case.messages)
         forwarded = outcome.forwarded
-        before = previous.get(case.conversation)
-        if before is None:
-            first = outcome.schema_tokens + outcome.meta_tokens + history
-            cost.proxy += first
-            cost.reuse += first
+        block, cached_history = previous.get(case.conversation, (None, 0))
+        proxy = expect_cache(
+            block, forwarded, tokens, head_tokens=0, tail_tokens=outcome.meta_tokens,
+            cached_history_tokens=cached_history, history_tokens=history,
+        ).evaluated
+        cost.proxy += proxy
+        if block is None:
+            cost.reuse += proxy
             cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
         else:
-            block, cached_history = before
             new_messages = max(history - cached_history, 0)
             cost.direct += new_messages
             cost.later += 1
             if block == forwarded:
-                cost.proxy += new_messages
                 cost.reuse += new_messages
             else:
                 cost.changed += 1
-                common = next(
-                    (i for i, (a, b) in enumerate(zip(block, forwarded, strict=False)) if a != b),
-                    min(len(block), len(forwarded)),
-                )
-                tail = outcome.meta_tokens + history
-                cost.proxy += sum(_tokens(catalog, n) for n in forwarded[common:]) + tail
-                cost.reuse += sum(_tokens(catalog, n) for n in forwarded if n not in block) + tail
+                added = sum(tokens(name) for name in forwarded if name not in block)
+                cost.reuse += added + outcome.meta_tokens + history
         previous[case.conversation] = (forwarded, history)
     return cost
-
-
-def _tokens(catalog: Catalog, name: str) -> int:
-    tool = catalog.get(name)
-    return tool_tokens(tool) if tool is not None else 0
 
 
 async def score(path: str, limit: int | None, settings: Settings, policy: Policy) -> ScoredRun:
