@@ -38,7 +38,8 @@ EARLIER_CALL = {
     "playwright": ("browser_navigate", {"url": "https://example.com"},
                    "Navigated to https://example.com; title: Example Domain"),
 }
-MAX_TOKENS = 24
+#: Room for a whole tool call with arguments (about 35 SmolLM2 tokens).
+MAX_TOKENS = 48
 #: Prefill of ~6k tokens on 2 busy cores takes minutes; the proxy's idle timeout covers it.
 CLIENT_TIMEOUT_S = 900.0
 
@@ -60,12 +61,18 @@ def client(base_url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=base_url, api_key="none", timeout=CLIENT_TIMEOUT_S, max_retries=0)
 
 
-def assert_valid_tool_calls(calls: list[Any] | None, catalogue: list[dict[str, Any]]) -> None:
-    """Every tool call names a catalogue tool (never a meta-tool) with JSON arguments."""
+def assert_valid_tool_calls(choice: Any, catalogue: list[dict[str, Any]]) -> None:
+    """Every tool call names a catalogue tool (never a meta-tool) with JSON arguments.
+
+    A reply cut at ``max_tokens`` (``finish_reason == "length"``) may end inside its
+    arguments: llama-server returns the partial call as generated, and the proxy relays it
+    unchanged, so only its name is checked then.
+    """
     names = {tool["function"]["name"] for tool in catalogue}
-    for call in calls or []:
+    for call in choice.message.tool_calls or []:
         assert call.function.name in names
-        json.loads(call.function.arguments)
+        if choice.finish_reason != "length":
+            json.loads(call.function.arguments)
 
 
 def conversation(name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -110,7 +117,7 @@ def test_agent_loop_plain(proxy: str, name: str) -> None:
         message = result.choices[0].message
         assert message.role == "assistant"
         assert message.content or message.tool_calls
-        assert_valid_tool_calls(message.tool_calls, catalogue)
+        assert_valid_tool_calls(result.choices[0], catalogue)
         assert "load_tools" not in result.model_dump_json()
 
 
