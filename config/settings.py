@@ -220,6 +220,25 @@ class Settings(BaseSettings):
         description="Share of the upstream's context the forwarded tools may take (never "
         "more than leaves room for the messages): a pruned prompt fits the context.",
     )
+    prefix_cache: Literal["auto", "last_prompt", "per_conversation"] = Field(
+        "auto",
+        description="What the upstream's prefix cache keeps. `last_prompt`: one prompt per "
+        "agent (llama-server: a slot keeps its last prompt, and a request goes to the slot "
+        "whose prompt it shares most with, so conversations of one agent take turns in one "
+        "slot): they share one tool block, and a turn after another conversation's takes "
+        "it, since its history is evaluated again anyway. `per_conversation`: many prompts "
+        "(vLLM automatic prefix caching, SGLang): each conversation keeps its own block. "
+        "`auto`: `last_prompt` when the upstream answers llama-server's `/props` (not asked "
+        "while `context_tokens` is set).",
+    )
+    cache_reuse_tokens: int = Field(
+        256,
+        ge=0,
+        description="llama-server's `n_cache_reuse`, sent with each chat completions "
+        "request to an upstream that answers `/props` unless the request sets it: cached "
+        "chunks of at least this many tokens are shifted into place after a change, so a "
+        "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
+    )
     upstream_props_refresh_s: float = Field(
         600.0,
         gt=0,
