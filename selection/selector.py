@@ -177,11 +177,13 @@ def select(
     # once. It admits its best tools the block lacks (what made it change), with their
     # dependencies, and, as insurance against another change (which would cost that
     # history again, and more), candidates up to ``refresh_top_k`` (``spare``) whose
-    # schemas cost at most ``refresh_share`` × the history's tokens, into free room only,
-    # never evicting.
+    # schemas cost at most ``refresh_share`` × the history's tokens: those among its
+    # top-k may evict the least recently used (a change of the block is paid already, and
+    # with chunk reuse a removal costs nothing), the others come into free room only.
     has_block = state.turn > 0 or bool(state.loaded)
     changing = any(name not in state.loaded for name in pinned_names)
     spare: set[str] = set()
+    top: set[str] = set()  # spare candidates among the turn's top-k: they may evict
     if scores is not None:
         score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
         held = core_set | pinned_set | set(state.loaded)
@@ -227,6 +229,7 @@ def select(
             extra = [c for c in wide.candidates if c.name not in chosen]
             semantic += extra
             spare = {c.name for c in extra}
+            top = {c.name for c in choice.candidates}
             tier = wide.tier
 
     mates = layout.mates
@@ -310,13 +313,13 @@ def select(
         if name not in pinned_set:
             name_cost = cost(name)
             if name in spare:
-                if count + 1 > policy.max_tools or spent + name_cost > cap:
+                full = count + 1 > policy.max_tools or spent + name_cost > cap
+                if name_cost > insurance or (full and name not in top):
                     continue
-                if name_cost > insurance:
-                    continue
-                insurance -= name_cost
             if not make_room(name_cost):
                 continue
+            if name in spare:
+                insurance -= name_cost
             count += 1
             spent += name_cost
         loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)

@@ -318,13 +318,13 @@ async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used
     await plans.plan(body("alpha beta"), headers("A"))
     await plans.plan(body("gamma delta"), headers("B"))  # adopted: 4 tools, the cap
     third = await plans.plan(body("epsilon zeta"), headers("C"))
-    # C's best tool (epsilon) makes room: what leaves is what the agent used least
-    # recently, the latest of it first (with llama-server's --cache-reuse, removing a tool
-    # costs no re-evaluation after it). Its next candidate (zeta) is insurance, admitted
-    # only into free room.
+    # C's best tool (epsilon), and its next top-k candidate (zeta: insurance its history
+    # pays for), make room: what leaves is what the agent used least recently, the
+    # latest of it first (with llama-server's --cache-reuse, removing a tool costs no
+    # re-evaluation after it).
     assert third.block_start == "adopted"
-    assert third.selection.names == ["alpha", "gamma", "delta", "epsilon"]
-    assert third.selection.evicted == ("beta",)
+    assert third.selection.names == ["gamma", "delta", "epsilon", "zeta"]
+    assert third.selection.evicted == ("beta", "alpha")
 
 
 async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> None:
@@ -347,6 +347,15 @@ def test_refresh_candidates_beyond_top_k_only_fill_free_room() -> None:
     )
     # d (within top-k) is admitted; e fills the last free place; f and b would evict: not.
     assert second.names == ["a", "d", "e"] and second.evicted == ()
+    # With top-k 2, e is among the turn's top-k: at the cap it evicts the least recently
+    # used tool (a) instead; f, beyond top-k, still only fills free room.
+    wider = Policy(top_k=2, threshold=0.5, max_tools=2, ranking=PLAIN, refresh_rank=1, refresh_top_k=4)
+    base = select(catalog, scores_for(catalog, a=0.9, b=0.8), wider, ConversationState(), now=1)
+    third = select(
+        catalog, scores_for(catalog, d=0.99, e=0.9, f=0.8), wider, later(base.state), now=2,
+        history_tokens=10_000,
+    )
+    assert third.names == ["d", "e"] and third.evicted == ("b", "a")
 
 
 @pytest.mark.parametrize("context", [None, 3500])
