@@ -232,7 +232,7 @@ class Settings(BaseSettings):
         "while `context_tokens` is set).",
     )
     cache_reuse_tokens: int = Field(
-        256,
+        64,
         ge=0,
         description="llama-server's `n_cache_reuse`, sent with each chat completions "
         "request to an upstream that answers `/props` unless the request sets it: cached "
