@@ -51,7 +51,7 @@ from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
 from proxy.http.upstream import Upstream, create_session
 from proxy.log import configure_logging, get_logger
-from proxy.metrics import Metrics
+from proxy.metrics import Metrics, QueryEmbeddingCollector
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -185,6 +185,8 @@ def create_app(settings: Settings) -> Starlette:
         forwarder = Forwarder(upstream, metrics)
         engine = build_engine(settings)
         embedder = engine.embedder
+        query_metrics = QueryEmbeddingCollector(engine.queries.stats)
+        metrics.registry.register(query_metrics)
         store = build_state_store(settings)
         usage = (
             UsageLog(
@@ -234,6 +236,7 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
             await engine.aclose()
+            metrics.registry.unregister(query_metrics)
             await store.aclose()
             await session.close()
 

@@ -41,6 +41,8 @@ def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) ->
         max_text_chars=settings.max_tool_text_chars,
         lexical_weight=settings.lexical_weight,
         name_weight=settings.name_weight,
+        query_cache_size=settings.query_cache_size,
+        query_batch_texts=settings.query_batch_texts,
     )
 
 

@@ -24,6 +24,7 @@ from selection.index import (
     tool_texts,
 )
 from selection.name_match import NameIndex, one_intent
+from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -66,7 +67,10 @@ class SelectionEngine:
     in the background, so a large cold catalogue is ready for later requests; meanwhile
     :meth:`score` ranks it by BM25 alone (``Scores.lexical_only``). At most
     ``max_builds`` builds embed at once (the others wait their turn); tool texts are
-    clipped to ``max_text_chars`` characters before embedding.
+    clipped to ``max_text_chars`` characters before embedding. Queries go through
+    :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
+    queries embedded in one call of at most ``query_batch_texts`` texts, and the last
+    ``query_cache_size`` query texts' vectors kept (0: none).
     """
 
     def __init__(
@@ -81,8 +85,14 @@ class SelectionEngine:
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
         lexical_weight: float = 0.0,
         name_weight: float = 0.0,
+        query_cache_size: int = 0,
+        query_batch_texts: int = DEFAULT_BATCH_TEXTS,
     ) -> None:
         self.embedder = embedder
+        self.queries = QueryEmbedder(
+            embedder.id, embedder.embed, cache_size=query_cache_size,
+            max_batch_texts=query_batch_texts,
+        )
         self.lexical_weight = lexical_weight
         self.name_weight = name_weight
         self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
@@ -177,20 +187,17 @@ class SelectionEngine:
             return None
         return self._start_build(key, catalog, examples)
 
-    async def embed_query(self, query: str) -> np.ndarray:
-        """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""
-        return (await self.embed_parts([query]))[0]
-
     async def embed_parts(self, parts: Sequence[str]) -> np.ndarray:
-        """The vectors of a query's parts in ONE embedder call, float32 shape (p, d); not
-        cached (queries rarely repeat). ``timeout_s`` bounds the call.
+        """The vectors of a query's parts, float32 shape (p, d), through ``queries``
+        (batched with concurrent requests' queries, cached by exact text). ``timeout_s``
+        bounds the wait; a request that gives up leaves the batch running for the others.
 
         Raises: EmbedderError (also for a wrong number of vectors), EmbedderTimeout.
         """
         try:
-            vectors = await asyncio.wait_for(
-                self.embedder.embed([encodable(part) for part in parts]), self.timeout_s
-            )
+            texts = [encodable(part) for part in parts]
+            embedding = self.queries.embed(texts) if texts else self.embedder.embed(texts)
+            vectors = await asyncio.wait_for(embedding, self.timeout_s)
         except TimeoutError as exc:
             raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
         if vectors.shape[0] != len(parts):
