@@ -389,6 +389,9 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
     payloads = build_payloads(args.catalog, not args.no_pruned)
     up_port, proxy_port = free_port(), free_port()
     env = clean_env(args.proxy_log_level)
+    # The requests rotate through 8 queries: with the query cache on, every pruned request
+    # after the first 8 would skip the query embedding that a new user message costs.
+    env["TOOLPRUNE_QUERY_CACHE_SIZE"] = "0"
     upstream = start_server(
         "upstream", [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port)], up_port, log_dir, env
     )

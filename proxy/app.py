@@ -29,7 +29,13 @@ from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.handler import ChatHandler
-from proxy.components import build_engine, build_state_store, load_embedder, warm_catalogs
+from proxy.components import (
+    build_engine,
+    build_state_store,
+    limit_blas_threads,
+    load_embedder,
+    warm_catalogs,
+)
 from proxy.http.asgi import (
     ClientDisconnected,
     TrackedSend,
@@ -180,6 +186,7 @@ def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
+        limit_blas_threads()
         session = create_session(settings)
         upstream = Upstream(settings, session)
         forwarder = Forwarder(upstream, metrics)

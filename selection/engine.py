@@ -105,6 +105,9 @@ class SelectionEngine:
         self._build_slots = asyncio.Semaphore(max_builds)
         self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(vector_cache_size)
         self._indexes: LRUCache[str, ToolIndex] = LRUCache(index_cache_size)
+        self._index_keys: LRUCache[str, tuple[Mapping[str, Sequence[str]], str]] = LRUCache(
+            index_cache_size
+        )
         self._building: dict[str, asyncio.Task[tuple[ToolIndex, float]]] = {}
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -154,7 +157,7 @@ class SelectionEngine:
 
         Raises: EmbedderError; IndexPending after ``index_timeout_s`` (the build goes on).
         """
-        key = index_key(self.embedder.id, catalog, examples)
+        key = self._index_key(catalog, examples)
         index = self._indexes.get(key)
         if index is not None:
             return index, 0.0
@@ -182,7 +185,7 @@ class SelectionEngine:
     ) -> asyncio.Task[tuple[ToolIndex, float]] | None:
         """Start indexing ``catalog`` in the background (``toolprune serve --warm``); the
         build task, or None when the index is cached already."""
-        key = index_key(self.embedder.id, catalog, examples)
+        key = self._index_key(catalog, examples)
         if self._indexes.get(key) is not None:
             return None
         return self._start_build(key, catalog, examples)
@@ -228,7 +231,7 @@ class SelectionEngine:
         """
         parts = [query] if isinstance(query, str) else list(query)
         ranks_lexically = self.lexical_weight > 0 or not self.index_ready(catalog, examples)
-        lexical = self._lexical_task(catalog) if parts and ranks_lexically else None
+        lexical = self.lexical_task(catalog) if parts and ranks_lexically else None
         try:
             index, index_s = await self.index_for(catalog, examples)
         except IndexPending:
@@ -249,9 +252,20 @@ class SelectionEngine:
 
     def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
         """Whether the catalogue's dense index is built (cached)."""
-        return self._indexes.get(index_key(self.embedder.id, catalog, examples)) is not None
+        return self._indexes.get(self._index_key(catalog, examples)) is not None
 
-    def _lexical_task(self, catalog: Catalog) -> asyncio.Future[LexicalIndex]:
+    def _index_key(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> str:
+        """:func:`~selection.index.index_key`, remembered per catalogue for the examples
+        mapping it was computed with (the policy's, the same object every request): it
+        walks every tool name, twice a request otherwise."""
+        remembered = self._index_keys.get(catalog.fingerprint)
+        if remembered is not None and remembered[0] is examples:
+            return remembered[1]
+        key = index_key(self.embedder.id, catalog, examples)
+        self._index_keys.put(catalog.fingerprint, (examples, key))
+        return key
+
+    def lexical_task(self, catalog: Catalog) -> asyncio.Future[LexicalIndex]:
         """The catalogue's BM25 index, cached, or its build in a worker thread (one per
         catalogue at a time; it caches the index when done)."""
         cached = self._lexical.get(catalog.fingerprint)
@@ -272,10 +286,6 @@ class SelectionEngine:
             self._lexical_building[key] = task
             task.add_done_callback(lambda _: self._lexical_building.pop(key, None))
         return task
-
-    def lexical_index(self, catalog: Catalog) -> LexicalIndex:
-        """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
-        return self._lexical.get_or_build(catalog.fingerprint, lambda: LexicalIndex(catalog))
 
     def name_index(self, catalog: Catalog) -> NameIndex:
         """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
