@@ -320,13 +320,17 @@ async def wait_ready(server: Server, path: str, ready: Callable[[httpx.Response]
 
 
 async def wait_pruning(origin: str, body: bytes) -> float:
-    """Send the catalogue until a response comes back pruned (the first embed it)."""
+    """Send the catalogue until a response comes back pruned by its dense index (not
+    ``X-Tool-Pruning-Index: building``, the BM25 ranking while the index is built in the
+    background, which would otherwise go on during the first windows)."""
     started = time.monotonic()
     async with httpx.AsyncClient(timeout=300) as client:
         while time.monotonic() - started < STARTUP_TIMEOUT_S:
             response = await client.post(origin + CHAT, content=body,
                                          headers={"content-type": "application/json"})
-            if response.status_code == 200 and "x-tool-pruning-tools" in response.headers:
+            headers = response.headers
+            if (response.status_code == 200 and "x-tool-pruning-tools" in headers
+                    and "x-tool-pruning-index" not in headers):
                 return time.monotonic() - started
             await asyncio.sleep(0.5)
     raise TimeoutError("the proxy never pruned the catalogue")

@@ -251,7 +251,9 @@ class Settings(BaseSettings):
     embedder_api_key: SecretStr | None = Field(
         None, description="Bearer token for an HTTP embedder."
     )
-    embedder_threads: int = Field(1, ge=1, description="ONNX Runtime intra-op threads.")
+    embedder_threads: int = Field(
+        1, ge=1, description="ONNX Runtime intra-op threads (no spin-waiting between operators)."
+    )
     embedder_max_tokens: int = Field(256, ge=8, description="Truncation of embedded texts.")
     embedder_timeout_s: float = Field(
         5.0, gt=0, description="Budget for embedding one request's query."
