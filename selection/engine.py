@@ -294,4 +294,5 @@ class SelectionEngine:
     async def aclose(self) -> None:
         for task in [*self._building.values(), *self._lexical_building.values()]:
             task.cancel()
+        await self.queries.aclose()
         await self.embedder.aclose()

@@ -83,6 +83,13 @@ class QueryBatcher:
             self._runner = asyncio.create_task(self._run())
         return await waiter.future
 
+    async def aclose(self) -> None:
+        """Cancel the running batch; its requests and the queued ones are cancelled."""
+        runner = self._runner
+        if runner is not None:
+            runner.cancel()
+            await asyncio.gather(runner, return_exceptions=True)
+
     def _next_batch(self) -> list[_Waiter]:
         batch: list[_Waiter] = []
         size = 0
@@ -112,15 +119,15 @@ class QueryBatcher:
             vectors = await self._embed(unique)
             if vectors.ndim != 2 or vectors.shape[0] != len(unique):
                 raise EmbedderError("embedder returned a wrong number of vectors")
-        except asyncio.CancelledError:
-            for waiter in batch:
-                waiter.future.cancel()
-            raise
         except Exception as exc:
             for waiter in batch:
                 if not waiter.future.done():
                     waiter.future.set_exception(exc)
             return
+        except BaseException:  # cancelled (shutdown): no result will come
+            for waiter in batch:
+                waiter.future.cancel()
+            raise
         self.stats.batches += 1
         self.stats.requests += len(batch)
         self.stats.embedded += len(unique)
@@ -169,3 +176,7 @@ class QueryEmbedder:
                     found[i] = vector = next(rows)
                     self._cache.put((self._id, texts[i]), vector)
         return np.vstack(found).astype(np.float32, copy=False)
+
+    async def aclose(self) -> None:
+        """Cancel embedding in progress (:meth:`QueryBatcher.aclose`)."""
+        await self._batcher.aclose()

@@ -164,6 +164,21 @@ async def test_a_cancelled_request_does_not_break_its_batch_nor_the_next() -> No
             await task
 
 
+async def test_closing_cancels_the_running_batch_and_the_queue() -> None:
+    embed = GatedEmbed()
+    batcher = QueryBatcher(embed)
+    running = asyncio.create_task(batcher.embed(["a"]))
+    await embed.entered(1)
+    queued = asyncio.create_task(batcher.embed(["b"]))
+    await settle()
+    await batcher.aclose()
+    for task in (running, queued):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    embed.hold = False  # a later request starts a new batch
+    np.testing.assert_array_equal(await batcher.embed(["c"]), vector("c")[None])
+
+
 async def test_empty_request_is_refused() -> None:
     with pytest.raises(ValueError):
         await QueryBatcher(GatedEmbed()).embed([])
