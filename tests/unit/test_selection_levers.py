@@ -74,7 +74,7 @@ def test_centred_scores_drop_the_direction_every_tool_shares() -> None:
     scores = Centred(1.0).score(state, query)
     assert scores.shape == (1, 3)
     assert int(np.argmax(scores)) == 0
-    # raw cosine prefers the tool nearest the shared direction less clearly than centring
+    # the tool nearest the direction every tool shares scores lower once centred
     assert scores[0, 2] < (query @ tools.T)[0, 2]
 
 
