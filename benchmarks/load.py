@@ -419,6 +419,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="also measure the proxy of another checkout of the repository "
                         "(e.g. `git worktree add DIR main`) as a third target, `baseline`, "
                         "in the same alternating windows")
+    parser.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra TOOLPRUNE_* setting of the baseline proxy only (repeatable; "
+                        "with --baseline .: this checkout under other settings)")
     parser.add_argument("--proxy-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
     args = parser.parse_args(argv)
@@ -451,8 +454,9 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
         baseline = None
         if args.baseline is not None:
             baseline_port = free_port()
-            baseline = start_proxy("baseline", baseline_port, upstream, args, log_dir, env,
-                                   root=args.baseline.resolve())
+            baseline_env = {**env, **dict(item.split("=", 1) for item in args.baseline_env)}
+            baseline = start_proxy("baseline", baseline_port, upstream, args, log_dir,
+                                   baseline_env, root=args.baseline.resolve())
             servers.append(baseline)
         await wait_ready(upstream, "/v1/models", lambda r: r.status_code == 200)
         probe = Requests(args.catalog, HOST, proxy_port, window=0).body(0, 0)

@@ -13,6 +13,7 @@ request, a meta-tool round re-planning the same turn, a conversation's earlier s
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -66,7 +67,7 @@ class QueryBatcher:
         self._embed = embed
         self._max_texts = max_texts
         self.stats = stats if stats is not None else QueryEmbeddingStats()
-        self._queue: list[_Waiter] = []
+        self._queue: deque[_Waiter] = deque()
         self._runner: asyncio.Task[None] | None = None
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -94,7 +95,7 @@ class QueryBatcher:
         batch: list[_Waiter] = []
         size = 0
         while self._queue and (not batch or size + len(self._queue[0].texts) <= self._max_texts):
-            waiter = self._queue.pop(0)
+            waiter = self._queue.popleft()
             if not waiter.future.done():  # a cancelled request is not embedded
                 batch.append(waiter)
                 size += len(waiter.texts)
