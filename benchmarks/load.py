@@ -345,7 +345,9 @@ QUERY_METRICS = {
 
 
 async def query_metrics(origin: str) -> dict[str, float]:
-    """The proxy's query-embedding counters (of the worker that answers /metrics)."""
+    """The proxy's query-embedding counters and its fallbacks to the full catalogue (all
+    reasons: an embedding past `TOOLPRUNE_EMBEDDER_TIMEOUT_S` is one), of the worker that
+    answers /metrics."""
     async with httpx.AsyncClient(timeout=30) as client:
         text = (await client.get(origin + "/metrics")).text
     counts: dict[str, float] = {}
@@ -353,6 +355,8 @@ async def query_metrics(origin: str) -> dict[str, float]:
         name, _, value = line.rpartition(" ")
         if name in QUERY_METRICS:
             counts[QUERY_METRICS[name]] = float(value)
+        elif name.startswith("toolprune_fallbacks_total{"):
+            counts["fallbacks"] = counts.get("fallbacks", 0.0) + float(value)
     return counts
 
 
@@ -394,7 +398,8 @@ def print_query_counts(counts: dict[int, dict[str, float]], workers: int) -> Non
         per_call = c.get("requests", 0) / c["batches"] if c.get("batches") else 0.0
         print(f"  {streams} streams: {c.get('embedded', 0):.0f} texts embedded, "
               f"{c.get('cached', 0):.0f} from the cache ({share:.1%}); "
-              f"{c.get('batches', 0):.0f} embedder calls, {per_call:.1f} requests each")
+              f"{c.get('batches', 0):.0f} embedder calls, {per_call:.1f} requests each; "
+              f"{c.get('fallbacks', 0):.0f} requests forwarded unpruned after a failure")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -488,7 +493,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                     await window(port, requests, streams, args.duration_s, pid, per_target[name])
             results.extend(per_target.values())
             after = await query_metrics(proxy.origin)
-            query_counts[streams] = {k: after[k] - before.get(k, 0.0) for k in after}
+            query_counts[streams] = {k: v - before.get(k, 0.0) for k, v in after.items()}
         print_table(results)
         print_query_counts(query_counts, args.workers)
         idle_rss, idle_fds = rss_and_fds(proxy.process.pid)
