@@ -183,7 +183,7 @@ def select(
     spare: set[str] = set()
     if_room: set[str] = set()  # admitted into free room only, never evicting
     if scores is not None:
-        score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
+        score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
         held = core_set | pinned_set | set(state.loaded)
         # A meta round (``requested``): the model named what it needs; the turn's own
         # candidates were admitted when it was planned.
