@@ -42,7 +42,7 @@ import httptools
 import httpx
 import numpy as np
 
-from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
+from benchmarks.processes import HOST, REPO_ROOT, Server, clean_env, free_port, start_server
 from tests.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
@@ -107,31 +107,41 @@ QUERIES = [
 ]
 
 
-def request_bytes(host: str, port: int, body: bytes, client: int) -> bytes:
-    head = (
-        f"POST {CHAT} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-        f"X-Conversation-Id: load-{client}\r\nContent-Length: {len(body)}\r\n\r\n"
-    )
-    return head.encode() + body
+class Requests:
+    """The raw requests of one window: every request's query is distinct (one of
+    ``QUERIES`` with the window, client and request number in its one sentence), so the
+    proxy's query cache answers none of them and every request's query is embedded."""
 
+    PLACEHOLDER = "\u0000query\u0000"
 
-def build_requests(catalog: Path, host: str, port: int, clients: int) -> list[list[bytes]]:
-    """Per client, the raw requests it rotates through (one per query)."""
-    tools = json.loads(catalog.read_text())
-    bodies = [
-        json.dumps({
+    def __init__(self, catalog: Path, host: str, port: int, window: int) -> None:
+        body = json.dumps({
             "model": "load",
             "stream": True,
             "max_tokens": 64,
             "messages": [
                 {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": query},
+                {"role": "user", "content": self.PLACEHOLDER},
             ],
-            "tools": tools,
-        }).encode()
-        for query in QUERIES
-    ]
-    return [[request_bytes(host, port, body, c) for body in bodies] for c in range(clients)]
+            "tools": json.loads(catalog.read_text()),
+        })
+        self._before, self._after = body.split(json.dumps(self.PLACEHOLDER), 1)
+        self._host, self._port, self._window = host, port, window
+
+    def query(self, client: int, i: int) -> str:
+        return f"For ticket {self._window}-{client}-{i}: {QUERIES[(client + i) % len(QUERIES)]}"
+
+    def body(self, client: int, i: int) -> bytes:
+        return (self._before + json.dumps(self.query(client, i)) + self._after).encode()
+
+    def request(self, client: int, i: int) -> bytes:
+        body = self.body(client, i)
+        head = (
+            f"POST {CHAT} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
+            f"Content-Type: application/json\r\nX-Conversation-Id: load-{client}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        return head.encode() + body
 
 
 # --- one streaming client ----------------------------------------------------------------
@@ -170,7 +180,7 @@ class Samples:
 
 
 async def client_loop(
-    host: str, port: int, requests: list[bytes], deadline: float, samples: Samples
+    host: str, port: int, requests: Requests, client: int, deadline: float, samples: Samples
 ) -> None:
     """Send streaming requests one after another until ``deadline`` (perf_counter)."""
     reader: asyncio.StreamReader | None = None
@@ -184,7 +194,7 @@ async def client_loop(
             response = _Response()
             parser = httptools.HttpResponseParser(response)
             started = time.perf_counter()
-            writer.write(requests[i % len(requests)])
+            writer.write(requests.request(client, i))
             i += 1
             while not response.complete:
                 data = await reader.read(65536)
@@ -278,7 +288,7 @@ class Result:
 
 
 async def window(
-    port: int, requests: list[list[bytes]], streams: int, duration_s: float,
+    port: int, requests: Requests, streams: int, duration_s: float,
     pid: int | None, result: Result,
 ) -> None:
     stop = asyncio.Event()
@@ -286,7 +296,7 @@ async def window(
     started = time.perf_counter()
     deadline = started + duration_s
     await asyncio.gather(*(
-        client_loop(HOST, port, requests[c], deadline, result.samples) for c in range(streams)
+        client_loop(HOST, port, requests, c, deadline, result.samples) for c in range(streams)
     ))
     result.seconds += time.perf_counter() - started
     stop.set()
@@ -310,16 +320,44 @@ async def wait_ready(server: Server, path: str, ready: Callable[[httpx.Response]
 
 
 async def wait_pruning(origin: str, body: bytes) -> float:
-    """Send the catalogue until a response comes back pruned (the first embed it)."""
+    """Send the catalogue until a response comes back pruned by its dense index (not
+    ``X-Tool-Pruning-Index: building``, the BM25 ranking while the index is built in the
+    background, which would otherwise go on during the first windows)."""
     started = time.monotonic()
     async with httpx.AsyncClient(timeout=300) as client:
         while time.monotonic() - started < STARTUP_TIMEOUT_S:
             response = await client.post(origin + CHAT, content=body,
                                          headers={"content-type": "application/json"})
-            if response.status_code == 200 and "x-tool-pruning-tools" in response.headers:
+            headers = response.headers
+            if (response.status_code == 200 and "x-tool-pruning-tools" in headers
+                    and "x-tool-pruning-index" not in headers):
                 return time.monotonic() - started
             await asyncio.sleep(0.5)
     raise TimeoutError("the proxy never pruned the catalogue")
+
+
+QUERY_METRICS = {
+    'toolprune_query_texts_total{source="cache"}': "cached",
+    'toolprune_query_texts_total{source="embedder"}': "embedded",
+    "toolprune_query_batches_total": "batches",
+    "toolprune_query_batched_requests_total": "requests",
+}
+
+
+async def query_metrics(origin: str) -> dict[str, float]:
+    """The proxy's query-embedding counters and its fallbacks to the full catalogue (all
+    reasons: an embedding past `TOOLPRUNE_EMBEDDER_TIMEOUT_S` is one), of the worker that
+    answers /metrics."""
+    async with httpx.AsyncClient(timeout=30) as client:
+        text = (await client.get(origin + "/metrics")).text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in QUERY_METRICS:
+            counts[QUERY_METRICS[name]] = float(value)
+        elif name.startswith("toolprune_fallbacks_total{"):
+            counts["fallbacks"] = counts.get("fallbacks", 0.0) + float(value)
+    return counts
 
 
 # --- report -------------------------------------------------------------------------------
@@ -329,7 +367,7 @@ def ms(values: list[float], q: float) -> str:
 
 def print_table(results: list[Result]) -> None:
     print()
-    print(f"{'streams':>7}  {'target':<6}  {'streams/s':>9}  {'of direct':>9}  "
+    print(f"{'streams':>7}  {'target':<8}  {'streams/s':>9}  {'of direct':>9}  "
           f"{'first p50':>9}  {'first p99':>9}  {'total p50':>9}  {'total p99':>9}  "
           f"{'errors':>6}  {'RSS MiB':>7}  {'fds':>5}")
     direct_rate: dict[int, float] = {}
@@ -341,12 +379,27 @@ def print_table(results: list[Result]) -> None:
         s = result.samples
         rss = f"{result.peak.rss_mib:7.0f}" if result.peak.rss_mib else f"{'-':>7}"
         fds = f"{result.peak.fds:5d}" if result.peak.fds else f"{'-':>5}"
-        print(f"{result.streams:7d}  {result.target:<6}  {result.rate:9.1f}  {ratio}  "
+        print(f"{result.streams:7d}  {result.target:<8}  {result.rate:9.1f}  {ratio}  "
               f"{ms(s.first, 50)} ms{ms(s.first, 99)} ms{ms(s.total, 50)} ms"
               f"{ms(s.total, 99)} ms  {s.errors:6d}  {rss}  {fds}")
     kinds = {f"{r.target}/{r.streams}": r.samples.error_kinds for r in results if r.samples.errors}
     if kinds:
         print("errors by kind:", kinds)
+
+
+def print_query_counts(counts: dict[int, dict[str, float]], workers: int) -> None:
+    """Per stream count: query texts the proxy embedded and answered from its query cache,
+    and how many requests one embedder call served on average."""
+    scope = "" if workers == 1 else f" (one of {workers} workers: the one that answered /metrics)"
+    print(f"proxy query embedding{scope}:")
+    for streams, c in counts.items():
+        texts = c.get("cached", 0) + c.get("embedded", 0)
+        share = c.get("cached", 0) / texts if texts else 0.0
+        per_call = c.get("requests", 0) / c["batches"] if c.get("batches") else 0.0
+        print(f"  {streams} streams: {c.get('embedded', 0):.0f} texts embedded, "
+              f"{c.get('cached', 0):.0f} from the cache ({share:.1%}); "
+              f"{c.get('batches', 0):.0f} embedder calls, {per_call:.1f} requests each; "
+              f"{c.get('fallbacks', 0):.0f} requests forwarded unpruned after a failure")
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -367,6 +420,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="toolprune serve --workers (default 1; >1 starts a redis-server)")
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                        help="also measure the proxy of another checkout of the repository "
+                        "(e.g. `git worktree add DIR main`) as a third target, `baseline`, "
+                        "in the same alternating windows")
+    parser.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="extra TOOLPRUNE_* setting of the baseline proxy only (repeatable; "
+                        "with --baseline .: this checkout under other settings)")
     parser.add_argument("--proxy-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
     args = parser.parse_args(argv)
@@ -394,18 +454,20 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             redis = RedisServer()
             redis.start()
             env["TOOLPRUNE_STATE_URL"] = redis.url
-        proxy = start_server(
-            "proxy",
-            [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port",
-             str(proxy_port), "--upstream", f"{upstream.origin}/v1",
-             *(["--workers", str(args.workers)] if args.workers > 1 else [])],
-            proxy_port, log_dir, env,
-        )
+        proxy = start_proxy("proxy", proxy_port, upstream, args, log_dir, env)
         servers.append(proxy)
+        baseline = None
+        if args.baseline is not None:
+            baseline_port = free_port()
+            baseline_env = {**env, **dict(item.split("=", 1) for item in args.baseline_env)}
+            baseline = start_proxy("baseline", baseline_port, upstream, args, log_dir,
+                                   baseline_env, root=args.baseline.resolve())
+            servers.append(baseline)
         await wait_ready(upstream, "/v1/models", lambda r: r.status_code == 200)
-        await wait_ready(proxy, "/readyz", lambda r: r.status_code == 200)
-        probe = build_requests(args.catalog, HOST, proxy_port, 1)[0][0]
-        took = await wait_pruning(proxy.origin, probe.split(b"\r\n\r\n", 1)[1])
+        probe = Requests(args.catalog, HOST, proxy_port, window=0).body(0, 0)
+        for server in servers[1:]:
+            await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
+            took = await wait_pruning(server.origin, probe)
         load = os.getloadavg()
         print(f"toolprune load benchmark: python {platform.python_version()}, "
               f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -414,17 +476,26 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
               f"tools, pruning on; {args.rounds} x {args.duration_s:g} s windows per target; "
               f"catalogue warm-up {took:.1f} s")
         targets = {"direct": (up_port, None), "proxy": (proxy_port, proxy.process.pid)}
+        if baseline is not None:
+            targets["baseline"] = (baseline_port, baseline.process.pid)
         results: list[Result] = []
+        windows = 0
+        query_counts: dict[int, dict[str, float]] = {}
         for streams in args.streams:
+            before = await query_metrics(proxy.origin)
             per_target = {name: Result(name, streams) for name in targets}
             for round_index in range(args.rounds):
                 names = list(targets) if round_index % 2 == 0 else list(targets)[::-1]
                 for name in names:
                     port, pid = targets[name]
-                    requests = build_requests(args.catalog, HOST, port, streams)
+                    windows += 1
+                    requests = Requests(args.catalog, HOST, port, window=windows)
                     await window(port, requests, streams, args.duration_s, pid, per_target[name])
             results.extend(per_target.values())
+            after = await query_metrics(proxy.origin)
+            query_counts[streams] = {k: v - before.get(k, 0.0) for k, v in after.items()}
         print_table(results)
+        print_query_counts(query_counts, args.workers)
         idle_rss, idle_fds = rss_and_fds(proxy.process.pid)
         print(f"proxy after the run: RSS {idle_rss:.0f} MiB, {idle_fds} fds")
     except BaseException:
@@ -438,6 +509,24 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             server.stop()
         if redis is not None:
             redis.close()
+
+
+def start_proxy(
+    name: str, port: int, upstream: Server, args: argparse.Namespace, log_dir: Path,
+    env: dict[str, str], root: Path | None = None,
+) -> Server:
+    """``toolprune serve`` of this repository, or of the checkout at ``root``."""
+    if root is not None:
+        env = {**env, "PYTHONPATH": os.pathsep.join(
+            [str(root), *(p for p in env["PYTHONPATH"].split(os.pathsep) if p != str(REPO_ROOT))]
+        )}
+    return start_server(
+        name,
+        [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port", str(port),
+         "--upstream", f"{upstream.origin}/v1",
+         *(["--workers", str(args.workers)] if args.workers > 1 else [])],
+        port, log_dir, env, **({"cwd": root} if root is not None else {}),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ repeated under 40 namespaces (``ns7__get_me_1234``) up to each size, so bundles 
 namespace menu are exercised as in a real many-server catalogue.
 
     PYTHONPATH=. python benchmarks/planning_cpu.py [--sizes 117,1000,10000] [--core 'get_me,search_*']
+    PYTHONPATH=. python benchmarks/planning_cpu.py --sizes 10000 --profile 25   # where it goes
 """
 
 from __future__ import annotations
@@ -20,11 +21,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import cProfile
 import hashlib
 import json
+import pstats
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +37,7 @@ from tabulate import tabulate
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.chat.planner import Planner
+from proxy.components import limit_blas_threads
 from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
@@ -82,7 +87,7 @@ def catalogue(size: int) -> list[dict[str, Any]]:
     return tools
 
 
-async def measure(size: int, core: list[str], requests: int) -> dict[str, Any]:
+async def measure(size: int, core: list[str], requests: int, profile: int = 0) -> dict[str, Any]:
     settings = Settings(core=core, index_timeout_s=3600.0)
     engine = SelectionEngine(
         StandInEmbedder(), vector_cache_size=4 * size + 1000, index_cache_size=4,  # type: ignore[arg-type]
@@ -105,6 +110,9 @@ async def measure(size: int, core: list[str], requests: int) -> dict[str, Any]:
     cold_s = time.perf_counter() - started
     seconds = []
     forwarded = 0
+    profiler = cProfile.Profile() if profile else None
+    if profiler is not None:
+        profiler.enable()
     for n in range(requests):
         raw = bodies[n % len(bodies)]
         started = time.perf_counter()
@@ -112,6 +120,14 @@ async def measure(size: int, core: list[str], requests: int) -> dict[str, Any]:
         turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
         seconds.append(time.perf_counter() - started)
         forwarded = len(turn.selection.tools)
+    if profiler is not None:
+        profiler.disable()
+        print(f"--- {size} tools: the {profile} functions of most own time, ms per request ---")
+        stats = pstats.Stats(profiler)
+        rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:profile]  # type: ignore[attr-defined]
+        for (file, line, name), (_, calls, own, cumulative, _) in rows:
+            print(f"{own / requests * 1000:8.2f} own {cumulative / requests * 1000:8.2f} cum "
+                  f"{calls / requests:8.1f} calls  {Path(file).name}:{line} {name}")
     await engine.aclose()
     ms = np.array(seconds) * 1000
     return {
@@ -127,10 +143,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="117,1000,10000", help="catalogue sizes")
     parser.add_argument("--core", default="get_me,search_*", help="CORE patterns ('' for none)")
     parser.add_argument("--requests", type=int, default=30, help="timed requests per size")
+    parser.add_argument("--blas-threads", action="store_true",
+                        help="leave numpy's BLAS its default threads (the proxy runs it on one)")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="also profile the timed requests (cProfile; its overhead inflates "
+                        "the table's times) and print the N functions of most own time per size")
     args = parser.parse_args(argv)
+    if not args.blas_threads:
+        limit_blas_threads()  # as the proxy does
     core = [pattern for pattern in args.core.split(",") if pattern]
     rows = [
-        asyncio.run(measure(int(size), core, args.requests)) for size in args.sizes.split(",")
+        asyncio.run(measure(int(size), core, args.requests, args.profile)) for size in args.sizes.split(",")
     ]
     print(f"CORE {core}; {args.requests} warm requests per size, query embedding excluded")
     print(tabulate(rows, headers="keys", tablefmt="github"))

@@ -43,12 +43,15 @@ class Server:
                 self.process.wait(10)
 
 
-def start_server(name: str, argv: list[str], port: int, log_dir: Path, env: dict[str, str]) -> Server:
-    """Start ``argv`` from the repository root, output to ``log_dir/NAME.log``."""
+def start_server(
+    name: str, argv: list[str], port: int, log_dir: Path, env: dict[str, str],
+    cwd: Path = REPO_ROOT,
+) -> Server:
+    """Start ``argv`` in ``cwd`` (the repository root), output to ``log_dir/NAME.log``."""
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+            argv, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
     return Server(name, process, log_path, f"http://{HOST}:{port}")

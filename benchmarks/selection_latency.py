@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         catalog = parse_tools(tools)
         started = time.perf_counter()
         index, _ = await engine.index_for(catalog, {})
-        engine.lexical_index(catalog)
+        await engine.lexical_task(catalog)
         engine.name_index(catalog)
         cold_s = time.perf_counter() - started
         for kind, texts in queries.items():

@@ -270,7 +270,9 @@ class Settings(BaseSettings):
     embedder_api_key: SecretStr | None = Field(
         None, description="Bearer token for an HTTP embedder."
     )
-    embedder_threads: int = Field(1, ge=1, description="ONNX Runtime intra-op threads.")
+    embedder_threads: int = Field(
+        1, ge=1, description="ONNX Runtime intra-op threads (no spin-waiting between operators)."
+    )
     embedder_max_tokens: int = Field(256, ge=8, description="Truncation of embedded texts.")
     embedder_timeout_s: float = Field(
         5.0, gt=0, description="Budget for embedding one request's query."
@@ -308,6 +310,18 @@ class Settings(BaseSettings):
         100_000, ge=0, description="Tool-text vectors kept in memory (LRU)."
     )
     index_cache_size: int = Field(64, ge=1, description="Catalogue indexes kept (LRU).")
+    query_cache_size: int = Field(
+        1024,
+        ge=0,
+        description="Query-text vectors kept in memory (LRU, by exact text; 0: off): a retried "
+        "request or a meta-tool round re-planning the same turn is not embedded again.",
+    )
+    query_batch_texts: int = Field(
+        64,
+        ge=1,
+        description="Most query texts embedded in one call: queries of concurrent requests "
+        "that arrive while one embedding runs are embedded together next.",
+    )
     state_ttl_s: float = Field(
         6 * 3600.0, gt=0, description="A conversation's state expires this long after last use."
     )

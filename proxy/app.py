@@ -29,7 +29,13 @@ from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.handler import ChatHandler
-from proxy.components import build_engine, build_state_store, load_embedder, warm_catalogs
+from proxy.components import (
+    build_engine,
+    build_state_store,
+    limit_blas_threads,
+    load_embedder,
+    warm_catalogs,
+)
 from proxy.http.asgi import (
     ClientDisconnected,
     TrackedSend,
@@ -51,7 +57,7 @@ from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
 from proxy.http.upstream import Upstream, create_session
 from proxy.log import configure_logging, get_logger
-from proxy.metrics import Metrics
+from proxy.metrics import Metrics, QueryEmbeddingCollector
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -180,11 +186,14 @@ def create_app(settings: Settings) -> Starlette:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         configure_logging(settings.log_level)
+        limit_blas_threads()
         session = create_session(settings)
         upstream = Upstream(settings, session)
         forwarder = Forwarder(upstream, metrics)
         engine = build_engine(settings)
         embedder = engine.embedder
+        query_metrics = QueryEmbeddingCollector(engine.queries.stats)
+        metrics.registry.register(query_metrics)
         store = build_state_store(settings)
         usage = (
             UsageLog(
@@ -234,6 +243,7 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
             await engine.aclose()
+            metrics.registry.unregister(query_metrics)
             await store.aclose()
             await session.close()
 

@@ -6,7 +6,12 @@ Latencies are in seconds, as Prometheus conventions require.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Protocol
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 1)
@@ -121,4 +126,39 @@ class Metrics:
         self.state_errors = Counter(
             "toolprune_state_store_errors_total", "Conversation state store failures.",
             ["operation"], registry=r,
+        )
+
+
+class QueryEmbeddingCounts(Protocol):
+    """Running counts of query embedding (:class:`selection.query_embedding.QueryEmbeddingStats`)."""
+
+    cached: int
+    embedded: int
+    batches: int
+    requests: int
+
+
+class QueryEmbeddingCollector(Collector):
+    """Exports the engine's :class:`QueryEmbeddingCounts` (read at scrape
+    time): query texts by source (``cache`` or ``embedder``), and the embedder calls and
+    requests of the query batcher (requests / calls = mean coalescing)."""
+
+    def __init__(self, stats: QueryEmbeddingCounts) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        texts = CounterMetricFamily(
+            "toolprune_query_texts", "Query texts embedded or answered from the query cache.",
+            labels=["source"],
+        )
+        texts.add_metric(["cache"], self._stats.cached)
+        texts.add_metric(["embedder"], self._stats.embedded)
+        yield texts
+        yield CounterMetricFamily(
+            "toolprune_query_batches", "Embedder calls made for queries (each a batch of "
+            "concurrent requests' query texts).", value=self._stats.batches,
+        )
+        yield CounterMetricFamily(
+            "toolprune_query_batched_requests", "Requests whose query texts went to the "
+            "embedder, summed over batches.", value=self._stats.requests,
         )

@@ -5,7 +5,9 @@ one across conversations; decoding and fingerprinting it costs far more than the
 the body (at 10,000 tools, 5.5 MB: ~0.4 s of CPU with the standard library). A body is
 therefore split into its top-level members without decoding them (``msgspec`` with
 ``msgspec.Raw`` values: one pass in C over the bytes), and the raw bytes of ``tools``
-(or legacy ``functions``) are hashed (sha256): a catalogue seen before is not decoded nor
+(or legacy ``functions``) are hashed (BLAKE3, a cryptographic hash: no two catalogues share a
+key in practice, even crafted ones; at 10,000 tools, 8.4 MB, ~3 ms where sha256 took ~11),
+in place, without copying them: a catalogue seen before is not decoded nor
 parsed again, its decoded list and :class:`~selection.catalog.Catalog` come from a bounded
 LRU cache. Every other member is decoded with the standard library as before, and a body
 the splitter rejects (a lone surrogate escape, ``NaN``, nesting past its depth limit) is
@@ -17,7 +19,6 @@ mutated (the proxy builds new bodies and lists; it never edits the client's).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections import OrderedDict
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+from blake3 import blake3
 
 from selection.catalog import Catalog, parse_functions, parse_tools
 from selection.errors import CatalogError
@@ -44,7 +46,7 @@ class _Entry:
 
 
 class CatalogCache:
-    """Decoded catalogues by sha256 of their raw bytes, LRU-bounded by total raw bytes
+    """Decoded catalogues by BLAKE3 of their raw bytes, LRU-bounded by total raw bytes
     (``max_bytes``; the newest entry is kept even when it alone is larger, so the request
     that decoded it finds it) and by entry count (``max_entries``). Thread-safe:
     :meth:`decode_body` may run in worker threads.
@@ -83,7 +85,7 @@ class CatalogCache:
         try:
             for name, value in members.items():
                 if name in CATALOG_MEMBERS:
-                    body[name] = self._member(bytes(value), CATALOG_MEMBERS[name]).value
+                    body[name] = self._member(value, CATALOG_MEMBERS[name]).value
                 else:
                     body[name] = json.loads(bytes(value))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
@@ -121,8 +123,8 @@ class CatalogCache:
                     )
         return catalog
 
-    def _member(self, raw: bytes, legacy: bool) -> _Entry:
-        key = ("f:" if legacy else "t:") + hashlib.sha256(raw).hexdigest()
+    def _member(self, raw: msgspec.Raw, legacy: bool) -> _Entry:
+        key = ("f:" if legacy else "t:") + blake3(raw).hexdigest()
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -130,7 +132,7 @@ class CatalogCache:
                 self._entries.move_to_end(key)
                 return entry
             self.misses += 1
-        value = json.loads(raw)
+        value = json.loads(bytes(raw))
         catalog, error = None, None
         try:
             catalog = self.parse(value, legacy=legacy)

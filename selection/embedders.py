@@ -123,6 +123,10 @@ class OnnxEmbedder:
     batches of 32); token states are mean-pooled
     over the attention mask, then L2-normalised (the Sentence-Transformers pooling).
     ``timeout_s`` (seconds, None = no limit) bounds each async :meth:`embed` call.
+    ``intra_op_spinning``: whether onnxruntime's intra-op worker threads (``intra_op_threads``
+    > 1) busy-wait for work between operators (``session.intra_op.allow_spinning``); off by
+    default: on 2 busy cores spinning threads take CPU from the event loop
+    (``benchmarks/query_embedding.py``).
     """
 
     def __init__(
@@ -131,10 +135,12 @@ class OnnxEmbedder:
         *,
         max_tokens: int = 256,
         intra_op_threads: int = 1,
+        intra_op_spinning: bool = False,
         batch_size: int = 8,
         timeout_s: float | None = None,
     ) -> None:
         self._model_dir = Path(model_dir).resolve() if model_dir is not None else None
+        self._spinning = intra_op_spinning
         self._max_tokens = max_tokens
         self._threads = intra_op_threads
         self._batch_size = batch_size
@@ -184,6 +190,9 @@ class OnnxEmbedder:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
+            spinning = "1" if self._spinning else "0"
+            options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+            options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
             # No arena: memory of a large batch goes back after it instead of staying
             # reserved (same speed, measured: 11 ms a query either way).
             options.enable_cpu_mem_arena = False

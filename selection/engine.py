@@ -24,6 +24,7 @@ from selection.index import (
     tool_texts,
 )
 from selection.name_match import NameIndex, one_intent
+from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
 
 #: Texts per embedder call when embedding many (a catalogue's tool texts).
@@ -66,7 +67,10 @@ class SelectionEngine:
     in the background, so a large cold catalogue is ready for later requests; meanwhile
     :meth:`score` ranks it by BM25 alone (``Scores.lexical_only``). At most
     ``max_builds`` builds embed at once (the others wait their turn); tool texts are
-    clipped to ``max_text_chars`` characters before embedding.
+    clipped to ``max_text_chars`` characters before embedding. Queries go through
+    :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
+    queries embedded in one call of at most ``query_batch_texts`` texts, and the last
+    ``query_cache_size`` query texts' vectors kept (0: none).
     """
 
     def __init__(
@@ -81,8 +85,14 @@ class SelectionEngine:
         max_text_chars: int = MAX_TOOL_TEXT_CHARS,
         lexical_weight: float = 0.0,
         name_weight: float = 0.0,
+        query_cache_size: int = 0,
+        query_batch_texts: int = DEFAULT_BATCH_TEXTS,
     ) -> None:
         self.embedder = embedder
+        self.queries = QueryEmbedder(
+            embedder.id, embedder.embed, cache_size=query_cache_size,
+            max_batch_texts=query_batch_texts,
+        )
         self.lexical_weight = lexical_weight
         self.name_weight = name_weight
         self._lexical: LRUCache[str, LexicalIndex] = LRUCache(index_cache_size)
@@ -95,6 +105,9 @@ class SelectionEngine:
         self._build_slots = asyncio.Semaphore(max_builds)
         self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(vector_cache_size)
         self._indexes: LRUCache[str, ToolIndex] = LRUCache(index_cache_size)
+        self._index_keys: LRUCache[str, tuple[Mapping[str, Sequence[str]], str]] = LRUCache(
+            index_cache_size
+        )
         self._building: dict[str, asyncio.Task[tuple[ToolIndex, float]]] = {}
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -144,7 +157,7 @@ class SelectionEngine:
 
         Raises: EmbedderError; IndexPending after ``index_timeout_s`` (the build goes on).
         """
-        key = index_key(self.embedder.id, catalog, examples)
+        key = self._index_key(catalog, examples)
         index = self._indexes.get(key)
         if index is not None:
             return index, 0.0
@@ -172,25 +185,22 @@ class SelectionEngine:
     ) -> asyncio.Task[tuple[ToolIndex, float]] | None:
         """Start indexing ``catalog`` in the background (``toolprune serve --warm``); the
         build task, or None when the index is cached already."""
-        key = index_key(self.embedder.id, catalog, examples)
+        key = self._index_key(catalog, examples)
         if self._indexes.get(key) is not None:
             return None
         return self._start_build(key, catalog, examples)
 
-    async def embed_query(self, query: str) -> np.ndarray:
-        """One query's vector, float32 shape (d,). Raises EmbedderError, EmbedderTimeout."""
-        return (await self.embed_parts([query]))[0]
-
     async def embed_parts(self, parts: Sequence[str]) -> np.ndarray:
-        """The vectors of a query's parts in ONE embedder call, float32 shape (p, d); not
-        cached (queries rarely repeat). ``timeout_s`` bounds the call.
+        """The vectors of a query's parts, float32 shape (p, d), through ``queries``
+        (batched with concurrent requests' queries, cached by exact text). ``timeout_s``
+        bounds the wait; a request that gives up leaves the batch running for the others.
 
         Raises: EmbedderError (also for a wrong number of vectors), EmbedderTimeout.
         """
         try:
-            vectors = await asyncio.wait_for(
-                self.embedder.embed([encodable(part) for part in parts]), self.timeout_s
-            )
+            texts = [encodable(part) for part in parts]
+            embedding = self.queries.embed(texts) if texts else self.embedder.embed(texts)
+            vectors = await asyncio.wait_for(embedding, self.timeout_s)
         except TimeoutError as exc:
             raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
         if vectors.shape[0] != len(parts):
@@ -221,7 +231,7 @@ class SelectionEngine:
         """
         parts = [query] if isinstance(query, str) else list(query)
         ranks_lexically = self.lexical_weight > 0 or not self.index_ready(catalog, examples)
-        lexical = self._lexical_task(catalog) if parts and ranks_lexically else None
+        lexical = self.lexical_task(catalog) if parts and ranks_lexically else None
         try:
             index, index_s = await self.index_for(catalog, examples)
         except IndexPending:
@@ -242,9 +252,20 @@ class SelectionEngine:
 
     def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
         """Whether the catalogue's dense index is built (cached)."""
-        return self._indexes.get(index_key(self.embedder.id, catalog, examples)) is not None
+        return self._indexes.get(self._index_key(catalog, examples)) is not None
 
-    def _lexical_task(self, catalog: Catalog) -> asyncio.Future[LexicalIndex]:
+    def _index_key(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> str:
+        """:func:`~selection.index.index_key`, remembered per catalogue for the examples
+        mapping it was computed with (the policy's, the same object every request): it
+        walks every tool name, twice a request otherwise."""
+        remembered = self._index_keys.get(catalog.fingerprint)
+        if remembered is not None and remembered[0] is examples:
+            return remembered[1]
+        key = index_key(self.embedder.id, catalog, examples)
+        self._index_keys.put(catalog.fingerprint, (examples, key))
+        return key
+
+    def lexical_task(self, catalog: Catalog) -> asyncio.Future[LexicalIndex]:
         """The catalogue's BM25 index, cached, or its build in a worker thread (one per
         catalogue at a time; it caches the index when done)."""
         cached = self._lexical.get(catalog.fingerprint)
@@ -266,10 +287,6 @@ class SelectionEngine:
             task.add_done_callback(lambda _: self._lexical_building.pop(key, None))
         return task
 
-    def lexical_index(self, catalog: Catalog) -> LexicalIndex:
-        """The catalogue's BM25 index (built once, cached by catalogue fingerprint)."""
-        return self._lexical.get_or_build(catalog.fingerprint, lambda: LexicalIndex(catalog))
-
     def name_index(self, catalog: Catalog) -> NameIndex:
         """The catalogue's :class:`NameIndex` (built once, cached by catalogue fingerprint)."""
         return self._names.get_or_build(catalog.fingerprint, lambda: NameIndex(catalog))
@@ -277,4 +294,5 @@ class SelectionEngine:
     async def aclose(self) -> None:
         for task in [*self._building.values(), *self._lexical_building.values()]:
             task.cancel()
+        await self.queries.aclose()
         await self.embedder.aclose()

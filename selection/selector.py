@@ -185,7 +185,7 @@ def select(
     spare: set[str] = set()
     top: set[str] = set()  # spare candidates among the turn's top-k: they may evict
     if scores is not None:
-        score_of = {tool.name: float(s) for tool, s in zip(catalog.tools, scores, strict=True)}
+        score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
         held = core_set | pinned_set | set(state.loaded)
         # A meta round (``requested``): the model named what it needs; the turn's own
         # candidates were admitted when it was planned.

@@ -427,3 +427,16 @@ def test_large_catalogues_get_search_tools_which_loads_by_the_models_words(
     assert "star_repository" in names(second.json()["tools"])
     answer = json.loads(second.json()["messages"][-1]["content"])
     assert "star_repository" in answer["loaded"]
+
+
+def test_a_retried_request_reuses_the_cached_query_vector(upstream: RunningUpstream, pruning_proxy: str) -> None:
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    post(pruning_proxy, body)
+    texts = httpx.get(pruning_proxy + "/metrics").text
+    assert 'toolprune_query_texts_total{source="cache"} 0.0' in texts
+    embedded = next(line for line in texts.splitlines() if line.startswith('toolprune_query_texts_total{source="embedder"}'))
+    assert post(pruning_proxy, body).status_code == 200
+    after = httpx.get(pruning_proxy + "/metrics").text
+    assert embedded in after  # nothing more embedded for the retry
+    assert 'toolprune_query_texts_total{source="cache"} 1.0' in after
+    assert "toolprune_query_batches_total 1.0" in after
