@@ -189,21 +189,23 @@ class Settings(BaseSettings):
     refresh_rank: int = Field(
         4,
         ge=0,
-        description="A conversation's later turn admits new tools only when one of its "
-        "`refresh_rank` best-scored tools is not forwarded yet (each change makes the "
-        "upstream evaluate the history again). 0: later turns add only tools called or loaded.",
+        description="A turn on a block (a later turn, or a new conversation on its agent's "
+        "block) admits new tools only when one of its `refresh_rank` best-scored tools is "
+        "not forwarded yet (each change makes the upstream evaluate the history again); it "
+        "then admits those. 0: such turns add only tools called or loaded.",
     )
     refresh_top_k: int = Field(
         16,
         ge=0,
-        description="Candidates a later turn that changes the forwarded tools may add beyond "
-        "its best tools (see `refresh_share`).",
+        description="Candidates a turn that changes its block may add beyond its best tools "
+        "as insurance (see `refresh_share`): those within top-k may evict the least "
+        "recently used tool, the others fill free room only.",
     )
     refresh_share: float = Field(
         4.0,
         ge=0,
-        description="Such a turn also admits candidates up to `refresh_top_k` into free room, "
-        "their schemas costing at most this share of the history's tokens: insurance "
+        description="The insurance candidates' schemas cost at most this share of the "
+        "history's tokens: insurance "
         "against another change, which would make the upstream evaluate that history again.",
     )
     context_tokens: int | None = Field(

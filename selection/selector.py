@@ -177,13 +177,14 @@ def select(
     # once. It admits its best tools the block lacks (what made it change), with their
     # dependencies, and, as insurance against another change (which would cost that
     # history again, and more), candidates up to ``refresh_top_k`` (``spare``) whose
-    # schemas cost at most ``refresh_share`` × the history's tokens: those among its
-    # top-k may evict the least recently used (a change of the block is paid already, and
-    # with chunk reuse a removal costs nothing), the others come into free room only.
+    # schemas cost at most ``refresh_share`` × the history's tokens. Those within the
+    # turn's top-k (its token budget) may evict the least recently used tool (a change of
+    # the block is paid already, and with chunk reuse a removal costs nothing); the others
+    # come into free room only (``room_only``).
     has_block = state.turn > 0 or bool(state.loaded)
     changing = any(name not in state.loaded for name in pinned_names)
     spare: set[str] = set()
-    top: set[str] = set()  # spare candidates among the turn's top-k: they may evict
+    room_only: set[str] = set()  # admitted into free room only, never evicting
     if scores is not None:
         score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
         held = core_set | pinned_set | set(state.loaded)
@@ -207,6 +208,7 @@ def select(
 
         choice = candidates(k)
         tier = choice.tier
+        top = {c.name for c in choice.candidates}
         if refresh and not has_block:
             semantic = list(choice.candidates)
         elif refresh:
@@ -223,13 +225,14 @@ def select(
                 c for c in choice.candidates
                 if c.parent in needed and c.name not in held and c.name not in needed
             ]
+            room_only = needed - top  # past the token budget: no eviction for them
         if has_block and not requested_names and (refresh or changing) and k > 0:
             wide = candidates(max(k, policy.refresh_top_k))
             chosen = {c.name for c in semantic}
             extra = [c for c in wide.candidates if c.name not in chosen]
             semantic += extra
             spare = {c.name for c in extra}
-            top = {c.name for c in choice.candidates}
+            room_only |= spare - top
             tier = wide.tier
 
     mates = layout.mates
@@ -312,10 +315,11 @@ def select(
             continue
         if name not in pinned_set:
             name_cost = cost(name)
-            if name in spare:
-                full = count + 1 > policy.max_tools or spent + name_cost > cap
-                if name_cost > insurance or (full and name not in top):
-                    continue
+            if name in spare and name_cost > insurance:
+                continue
+            full = count + 1 > policy.max_tools or spent + name_cost > cap
+            if name in room_only and full:
+                continue
             if not make_room(name_cost):
                 continue
             if name in spare:

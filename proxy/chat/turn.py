@@ -73,7 +73,7 @@ class Turn:
     expectation: CacheExpectation | None = None
     #: ``adopted``: this new conversation's tools began as its agent's last block (the
     #: upstream's cached prefix); ``shared``: this later turn's did, after another
-    #: conversation's request (:class:`proxy.chat.planner.BlockStart`); None otherwise.
+    #: conversation's request (:class:`proxy.chat.blocks.BlockStart`); None otherwise.
     block_start: str | None = None
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).

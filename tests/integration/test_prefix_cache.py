@@ -105,7 +105,7 @@ def test_a_session_grows_the_block_at_its_end_and_the_next_conversation_starts_f
         assert forwarded(upstream)[: len(b_tools) - 1] == b_tools[:-1]
         fields = log.wait(5)
         # Chunk reuse is asked of llama-server (it answered /props) unless the client set it.
-        assert {body["n_cache_reuse"] for body in chat_bodies(upstream)} == {256}
+        assert {body["n_cache_reuse"] for body in chat_bodies(upstream)} == {64}
         body = {"model": "m", "messages": third, "tools": GITHUB, "n_cache_reuse": 64}
         httpx.post(proxy + "/v1/chat/completions", json=body, timeout=120).raise_for_status()
         assert chat_bodies(upstream)[-1]["n_cache_reuse"] == 64
