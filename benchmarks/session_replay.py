@@ -76,24 +76,21 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
         history = estimated_text_tokens(case.messages)
         forwarded = outcome.forwarded
         block, cached_history = previous.get(case.conversation, (None, 0))
-        proxy = expect_cache(
-            block, forwarded, tokens, head_tokens=0, tail_tokens=outcome.meta_tokens,
-            cached_history_tokens=cached_history, history_tokens=history,
-        ).evaluated
-        cost.proxy += proxy
+        for reuse in (False, True):
+            evaluated = expect_cache(
+                block, forwarded, tokens, head_tokens=0, tail_tokens=outcome.meta_tokens,
+                cached_history_tokens=cached_history, history_tokens=history, reuse=reuse,
+            ).evaluated
+            if reuse:
+                cost.reuse += evaluated
+            else:
+                cost.proxy += evaluated
         if block is None:
-            cost.reuse += proxy
             cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
         else:
-            new_messages = max(history - cached_history, 0)
-            cost.direct += new_messages
+            cost.direct += max(history - cached_history, 0)
             cost.later += 1
-            if block == forwarded:
-                cost.reuse += new_messages
-            else:
-                cost.changed += 1
-                added = sum(tokens(name) for name in forwarded if name not in block)
-                cost.reuse += added + outcome.meta_tokens + history
+            cost.changed += int(block != forwarded)
         previous[case.conversation] = (forwarded, history)
     return cost
 

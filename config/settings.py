@@ -189,21 +189,23 @@ class Settings(BaseSettings):
     refresh_rank: int = Field(
         4,
         ge=0,
-        description="A conversation's later turn admits new tools only when one of its "
-        "`refresh_rank` best-scored tools is not forwarded yet (each change makes the "
-        "upstream evaluate the history again). 0: later turns add only tools called or loaded.",
+        description="A turn on a block (a later turn, or a new conversation on its agent's "
+        "block) admits new tools only when one of its `refresh_rank` best-scored tools is "
+        "not forwarded yet (each change makes the upstream evaluate the history again); it "
+        "then admits those. 0: such turns add only tools called or loaded.",
     )
     refresh_top_k: int = Field(
         16,
         ge=0,
-        description="Candidates a later turn that changes the forwarded tools may add beyond "
-        "its best tools (see `refresh_share`).",
+        description="Candidates a turn that changes its block may add beyond its best tools "
+        "as insurance (see `refresh_share`): those within top-k may evict the least "
+        "recently used tool, the others fill free room only.",
     )
     refresh_share: float = Field(
         4.0,
         ge=0,
-        description="Such a turn also admits candidates up to `refresh_top_k` into free room, "
-        "their schemas costing at most this share of the history's tokens: insurance "
+        description="The insurance candidates' schemas cost at most this share of the "
+        "history's tokens: insurance "
         "against another change, which would make the upstream evaluate that history again.",
     )
     context_tokens: int | None = Field(
@@ -219,6 +221,25 @@ class Settings(BaseSettings):
         le=1,
         description="Share of the upstream's context the forwarded tools may take (never "
         "more than leaves room for the messages): a pruned prompt fits the context.",
+    )
+    prefix_cache: Literal["auto", "last_prompt", "per_conversation"] = Field(
+        "auto",
+        description="What the upstream's prefix cache keeps. `last_prompt`: one prompt per "
+        "agent (llama-server: a slot keeps its last prompt, and a request goes to the slot "
+        "whose prompt it shares most with, so conversations of one agent take turns in one "
+        "slot): they share one tool block, and a turn after another conversation's takes "
+        "it, since its history is evaluated again anyway. `per_conversation`: many prompts "
+        "(vLLM automatic prefix caching, SGLang): each conversation keeps its own block. "
+        "`auto`: `last_prompt` when the upstream answers llama-server's `/props` (not asked "
+        "while `context_tokens` is set).",
+    )
+    cache_reuse_tokens: int = Field(
+        64,
+        ge=0,
+        description="llama-server's `n_cache_reuse`, sent with each chat completions "
+        "request to an upstream that answers `/props` unless the request sets it: cached "
+        "chunks of at least this many tokens are shifted into place after a change, so a "
+        "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
     upstream_props_refresh_s: float = Field(
         600.0,

@@ -41,15 +41,16 @@ class Policy:
     ``text_formats``: formats tried, in order, to find a tool block in a system prompt.
     ``ranking``: hybrid scoring, token budget, adaptive k, dependencies, tier
     (:class:`~selection.ranking.RankingPolicy`).
-    ``refresh_rank``: a conversation's later turn admits semantic candidates only when one
-    of its ``refresh_rank`` best-scored tools is not forwarded yet, or a tool called in the
-    history is new (a turn the forwarded block already serves changes nothing, so the
-    upstream's KV cache of the block and of the history after it stays valid); it then
-    admits its best tools (and their dependencies). 0: later turns admit only pinned and
-    loaded tools. ``refresh_top_k`` / ``refresh_share``: such a turn also admits candidates
-    up to ``refresh_top_k`` into free room, their schemas costing at most ``refresh_share``
-    × the history's tokens: insurance against another change, which would make the
-    upstream evaluate that history again.
+    ``refresh_rank``: a turn on a block (a later turn, or a new conversation on its
+    agent's block) admits semantic candidates only when one of its ``refresh_rank``
+    best-scored tools is not forwarded yet, or a tool called in the history is new (a turn
+    the forwarded block already serves changes nothing, so the upstream's KV cache of the
+    block and of the history after it stays valid); it then admits those best tools (and
+    their dependencies). 0: such turns admit only pinned and loaded tools.
+    ``refresh_top_k`` / ``refresh_share``: such a turn also admits candidates up to
+    ``refresh_top_k`` as insurance against another change (which would make the upstream
+    evaluate that history again), their schemas costing at most ``refresh_share`` × the
+    history's tokens; those within top-k may evict, the others fill free room only.
     """
 
     core: tuple[str, ...] = ()

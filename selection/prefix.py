@@ -71,6 +71,29 @@ class CacheExpectation:
     broken: bool
 
 
+def served_entries(cached: Sequence[str], block: Sequence[str], reuse: bool) -> int:
+    """How many leading entries of ``block`` the cache of ``cached`` serves: their common
+    prefix; with chunk reuse, the longest prefix of ``block`` that is a subsequence of
+    ``cached`` (entries removed from the cached block are skipped, an inserted one ends
+    the match)."""
+    if not reuse:
+        common = 0
+        for old, new in zip(cached, block, strict=False):
+            if old != new:
+                break
+            common += 1
+        return common
+    position = served = 0
+    for name in block:
+        while position < len(cached) and cached[position] != name:
+            position += 1
+        if position == len(cached):
+            break
+        position += 1
+        served += 1
+    return served
+
+
 def expect_cache(
     cached: Sequence[str] | None,
     block: Sequence[str],
@@ -80,6 +103,7 @@ def expect_cache(
     tail_tokens: int,
     cached_history_tokens: int,
     history_tokens: int,
+    reuse: bool = False,
 ) -> CacheExpectation:
     """What the upstream reuses and evaluates for a prompt whose block signature is
     ``block``, when its cache holds the signature ``cached`` followed by
@@ -87,20 +111,20 @@ def expect_cache(
 
     ``tokens``: a block entry's prompt tokens (tier entries: 0, their text is in the
     tail); ``head_tokens``: system prompt and CORE tools; ``tail_tokens``: meta-tool and
-    template after the block; ``history_tokens``: the messages now.
+    template after the block; ``history_tokens``: the messages now. ``reuse``: the
+    upstream reuses cached chunks after a change (llama-server's ``n_cache_reuse``,
+    which shifts matching chunks of at least that many tokens into place: a block that
+    only lost entries is served whole, with the history after it). Its minimum chunk
+    size is not modelled.
     """
     total = head_tokens + sum(tokens(n) for n in block) + tail_tokens + history_tokens
     if cached is None:
         return CacheExpectation(0, total, False)
-    common = 0
-    for old, new in zip(cached, block, strict=False):
-        if old != new:
-            break
-        common += 1
-    if common == len(cached) == len(block):
+    served = served_entries(cached, block, reuse)
+    if served == len(block) and (reuse or served == len(cached)):
         reused = total - history_tokens + min(cached_history_tokens, history_tokens)
         return CacheExpectation(reused, total - reused, False)
-    reused = head_tokens + sum(tokens(n) for n in block[:common])
+    reused = head_tokens + sum(tokens(n) for n in block[:served])
     return CacheExpectation(reused, total - reused, cached_history_tokens > 0)
 
 

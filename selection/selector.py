@@ -150,7 +150,8 @@ def select(
             prompt): what the upstream evaluates again when the tools change.
         named: the tools a one-intent request names (:attr:`selection.engine.Scores.named`).
 
-    On a later turn (``state.turn`` > 0), semantic candidates are admitted only when the
+    A turn that starts from a block (a later turn, or a new conversation on its agent's
+    block: ``state.turn`` > 0 or tools loaded) admits semantic candidates only when the
     turn's ``policy.refresh_rank`` best tools are not all forwarded or a pinned tool is
     new (see :class:`~selection.policy.Policy`); the tier is kept from the state unless
     the forwarded tools change, so the meta-tool's text stays byte-identical.
@@ -171,17 +172,19 @@ def select(
     score_of: dict[str, float] = {}
     semantic: list[Candidate] = []
     tier: tuple[str, ...] = ()
-    # A later turn changes the forwarded tools only when its best tools are not all
-    # forwarded or the history called a tool new to them; then the upstream evaluates the
-    # history again, once. It admits its top-k candidates, its best tools past the budget
-    # (``if_room``), and as insurance against a later change (which would cost that
-    # history again, and more) candidates up to ``refresh_top_k`` (``spare``), their
-    # schemas costing at most ``refresh_share`` × the history's tokens; those two only
-    # into free room, never evicting.
-    later = state.turn > 0
+    # A turn on a block changes it only when its best tools are not all forwarded or the
+    # history called a tool new to it; then the upstream evaluates the history again,
+    # once. It admits its best tools the block lacks (what made it change), with their
+    # dependencies, and, as insurance against another change (which would cost that
+    # history again, and more), candidates up to ``refresh_top_k`` (``spare``) whose
+    # schemas cost at most ``refresh_share`` × the history's tokens. Those within the
+    # turn's top-k (its token budget) may evict the least recently used tool (a change of
+    # the block is paid already, and with chunk reuse a removal costs nothing); the others
+    # come into free room only (``room_only``).
+    has_block = state.turn > 0 or bool(state.loaded)
     changing = any(name not in state.loaded for name in pinned_names)
     spare: set[str] = set()
-    if_room: set[str] = set()  # admitted into free room only, never evicting
+    room_only: set[str] = set()  # admitted into free room only, never evicting
     if scores is not None:
         score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
         held = core_set | pinned_set | set(state.loaded)
@@ -190,7 +193,7 @@ def select(
         named_names = [] if named is None else [
             tool.name for tool, is_named in zip(catalog.tools, named, strict=True) if is_named
         ]
-        refresh = not later or (
+        refresh = not has_block or (
             not requested_names
             and not block_serves(score_of, held, policy.refresh_rank, named_names)
         )
@@ -205,28 +208,31 @@ def select(
 
         choice = candidates(k)
         tier = choice.tier
-        if refresh:
+        top = {c.name for c in choice.candidates}
+        if refresh and not has_block:
             semantic = list(choice.candidates)
-        if refresh and later:
-            # The turn's best tools, also past the token budget: else the next turn would
-            # find them missing and change the block again.
-            chosen = {c.name for c in semantic}
+        elif refresh:
             best = named_names or heapq.nlargest(
                 min(policy.refresh_rank, k), score_of, key=score_of.__getitem__
             )
-            best_missing = [
+            semantic = [
                 Candidate(name, score_of[name], "semantic")
                 for name in best
-                if name not in held and name not in chosen and score_of[name] >= policy.threshold
+                if name not in held and score_of[name] >= policy.threshold
             ]
-            semantic += best_missing
-            if_room = {c.name for c in best_missing}
-        if later and not requested_names and (refresh or changing) and k > 0:
+            needed = {c.name for c in semantic}
+            semantic += [
+                c for c in choice.candidates
+                if c.parent in needed and c.name not in held and c.name not in needed
+            ]
+            room_only = needed - top  # past the token budget: no eviction for them
+        if has_block and not requested_names and (refresh or changing) and k > 0:
             wide = candidates(max(k, policy.refresh_top_k))
             chosen = {c.name for c in semantic}
             extra = [c for c in wide.candidates if c.name not in chosen]
             semantic += extra
             spare = {c.name for c in extra}
+            room_only |= spare - top
             tier = wide.tier
 
     mates = layout.mates
@@ -309,15 +315,15 @@ def select(
             continue
         if name not in pinned_set:
             name_cost = cost(name)
-            if name in spare or name in if_room:
-                if count + 1 > policy.max_tools or spent + name_cost > cap:
-                    continue
-            if name in spare:
-                if name_cost > insurance:
-                    continue
-                insurance -= name_cost
+            if name in spare and name_cost > insurance:
+                continue
+            full = count + 1 > policy.max_tools or spent + name_cost > cap
+            if name in room_only and full:
+                continue
             if not make_room(name_cost):
                 continue
+            if name in spare:
+                insurance -= name_cost
             count += 1
             spent += name_cost
         loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)
@@ -336,7 +342,7 @@ def select(
                 left_out.append((name, float(scores[position])))
                 if len(left_out) == LEFT_OUT_REPORTED:
                     break
-    if state.turn > 0 and not admitted and not evicted:
+    if has_block and not admitted and not evicted:
         tier = tuple(state.tier)  # the block is unchanged: so is the meta-tool's text
     tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
     new_state = ConversationState(

@@ -33,6 +33,8 @@ class ConversationState:
     not change (the meta-tool's text is part of the upstream's cached prefix).
     ``history_tokens``: estimated prompt tokens of the messages at the last request (what
     the upstream's cache holds after the tool block).
+    ``holder``: in an agent's record (the block its conversations start from), the state
+    key of the conversation whose request last used the block; None elsewhere.
     """
 
     loaded: dict[str, LoadedTool] = field(default_factory=dict)
@@ -40,18 +42,19 @@ class ConversationState:
     meta_calls: int = 0
     tier: list[str] = field(default_factory=list)
     history_tokens: int = 0
+    holder: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "loaded": [[name, t.admitted_at, t.last_used_at] for name, t in self.loaded.items()],
-                "turn": self.turn,
-                "meta_calls": self.meta_calls,
-                "tier": self.tier,
-                "history_tokens": self.history_tokens,
-            },
-            separators=(",", ":"),
-        )
+        data: dict[str, object] = {
+            "loaded": [[name, t.admitted_at, t.last_used_at] for name, t in self.loaded.items()],
+            "turn": self.turn,
+            "meta_calls": self.meta_calls,
+            "tier": self.tier,
+            "history_tokens": self.history_tokens,
+        }
+        if self.holder is not None:
+            data["holder"] = self.holder
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> ConversationState:
@@ -61,7 +64,11 @@ class ConversationState:
             loaded = {str(n): LoadedTool(float(a), float(u)) for n, a, u in data["loaded"]}
             tier = [str(name) for name in data.get("tier", [])]
             history = int(data.get("history_tokens", 0))
-            return cls(loaded, int(data["turn"]), int(data["meta_calls"]), tier, history)
+            holder = data.get("holder")
+            return cls(
+                loaded, int(data["turn"]), int(data["meta_calls"]), tier, history,
+                None if holder is None else str(holder),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
 
@@ -72,6 +79,7 @@ class ConversationState:
             self.meta_calls,
             list(self.tier),
             self.history_tokens,
+            self.holder,
         )
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.settings import Settings
+from proxy.chat.blocks import agent_block, start_block
 from proxy.chat.identity import conversation_id
 from proxy.chat.text_plan import TextPlan, find_text_plan
 from proxy.chat.turn import MetaCall, Turn
@@ -98,12 +99,6 @@ class PlanInput:
     conversation: str | None = None
 
 
-def agent_block(state: ConversationState) -> ConversationState:
-    """What an agent's next conversation starts from: this conversation's forwarded tools
-    and tier, as the upstream last prefilled them."""
-    return ConversationState(state.copy().loaded, tier=list(state.tier))
-
-
 class Planner:
     """Plans turns and runs meta-calls for one policy, embedder engine and state store.
 
@@ -185,23 +180,16 @@ class Planner:
             if not len(catalog):  # nothing allowed is known: the upstream judges the request
                 raise NothingToPrune()
             native = native.restricted_to(set(choice.allowed)) if native else None
-        state = await self._load_state(conversation)
         system, conversation_messages = split_system(messages)
         agent = state_key(
             prefix_key(body.get("model"), system, catalog.fingerprint), headers,
             shared=self.settings.state_shared_across_credentials,
         )
-        # What the upstream holds (llama-server keeps each conversation's last prompt, in
-        # its slot or its RAM prompt cache): this conversation's block; a new conversation
-        # starts from its agent's block, read only then.
-        cached, adopted = None, False
-        if state.turn:
-            cached = block_signature(state.loaded, state.tier)
-        else:
-            block = await self._load_state(agent)
-            if block.loaded:
-                state = ConversationState(block.copy().loaded, tier=list(block.tier))
-                cached, adopted = block_signature(state.loaded, state.tier), True
+        start = await start_block(
+            await self._load_state(conversation), conversation, agent,
+            shared=self._shares_agent_block(), load=self._load_state,
+        )
+        state = start.state
         parts = query_parts(
             messages,
             self.settings.query_user_messages,
@@ -246,14 +234,19 @@ class Planner:
             for name in catalog_layout(catalog, self.policy).core
             if (tool := catalog.get(name)) is not None
         )
+        reuse = (
+            self.settings.cache_reuse_tokens
+            if self.upstream is not None and self.upstream.answers_props else 0
+        )
         expectation = expect_cache(
-            cached,
+            start.cached,
             block_signature(selection.state.loaded, selection.tier if meta else ()),
             lambda name: tool_tokens(tool, exact) if (tool := catalog.get(name)) else 0,
             head_tokens=estimated_text_tokens(system) + core_tokens,
             tail_tokens=estimated_text_tokens(list(meta.definitions)) if meta else 0,
-            cached_history_tokens=state.history_tokens,
+            cached_history_tokens=start.cached_history,
             history_tokens=history,
+            reuse=reuse > 0,
         )
         self._observe_cache(expectation, bool(selection.evicted))
         if self.upstream is not None:
@@ -261,14 +254,22 @@ class Planner:
                 tool for name in selection.state.loaded if (tool := catalog.get(name)) is not None
             )
         await self._save_state(conversation, selection.state)
-        await self._save_state(agent, agent_block(selection.state))
+        await self._save_state(agent, agent_block(selection.state, conversation))
         turn = Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
             offered, top_k, named, lexical_only=lexical_only,
         )
         turn.agent, turn.expectation = agent, expectation
-        turn.block_start = "adopted" if adopted else None
+        turn.block_start = start.kind
+        turn.cache_reuse = reuse
         return turn
+
+    def _shares_agent_block(self) -> bool:
+        """Whether conversations of one agent share its block (``prefix_cache``)."""
+        mode = self.settings.prefix_cache
+        if mode == "auto":
+            return self.upstream is not None and self.upstream.answers_props
+        return mode == "last_prompt"
 
     def _observe_cache(self, expectation: CacheExpectation, evicted: bool) -> None:
         self.metrics.expected_reused_tokens.observe(expectation.reused)
@@ -318,7 +319,9 @@ class Planner:
         try:
             await self._save_state(turn.conversation, turn.selection.state)
             if turn.agent is not None:
-                await self._save_state(turn.agent, agent_block(turn.selection.state))
+                await self._save_state(
+                    turn.agent, agent_block(turn.selection.state, turn.conversation)
+                )
         except StateStoreError as error:
             self.on_late_error(error)
         return [outcome.content for outcome in outcomes]

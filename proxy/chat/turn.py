@@ -72,13 +72,16 @@ class Turn:
     #: evaluate for this request's first round.
     expectation: CacheExpectation | None = None
     #: ``adopted``: this new conversation's tools began as its agent's last block (the
-    #: upstream's cached prefix); None otherwise.
+    #: upstream's cached prefix); ``shared``: this later turn's did, after another
+    #: conversation's request (:class:`proxy.chat.blocks.BlockStart`); None otherwise.
     block_start: str | None = None
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
     earlier_admitted: list[str] = field(default_factory=list)
     #: Ranked by BM25 alone: the catalogue's dense index was still being built.
     lexical_only: bool = False
+    #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
+    cache_reuse: int = 0
 
     @property
     def path(self) -> str:
@@ -130,6 +133,8 @@ class Turn:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
         if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
             body["tool_choice"] = self.tool_choice.forward
+        if self.cache_reuse:
+            body.setdefault("n_cache_reuse", self.cache_reuse)
         return json_bytes(body)
 
     def admitted(self) -> list[str]:

@@ -61,6 +61,12 @@ class UpstreamInfo:
         """Exact prompt tokens per tool fingerprint, as counted so far."""
         return self._counts
 
+    @property
+    def answers_props(self) -> bool:
+        """Whether the upstream answered llama-server's ``/props`` (not asked while
+        ``TOOLPRUNE_CONTEXT_TOKENS`` is set)."""
+        return self._context is not None
+
     async def context_tokens(self) -> int | None:
         """The upstream's context per request in tokens: ``TOOLPRUNE_CONTEXT_TOKENS`` when
         set, else ``/props``'s (None while unknown). Never raises."""

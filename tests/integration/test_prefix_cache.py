@@ -31,9 +31,12 @@ def post(proxy: str, messages: list[dict[str, Any]]) -> httpx.Response:
     return httpx.post(proxy + "/v1/chat/completions", json=body, timeout=120)
 
 
+def chat_bodies(upstream: RunningUpstream) -> list[dict[str, Any]]:
+    return [r.json() for r in upstream.upstream.requests if r.path.endswith("/chat/completions")]
+
+
 def forwarded(upstream: RunningUpstream) -> list[str]:
-    chats = [r for r in upstream.upstream.requests if r.path.endswith("/chat/completions")]
-    return names(chats[-1].json()["tools"])
+    return names(chat_bodies(upstream)[-1]["tools"])
 
 
 def called(call_id: str, name: str, result: Any) -> list[dict[str, Any]]:
@@ -92,21 +95,34 @@ def test_a_session_grows_the_block_at_its_end_and_the_next_conversation_starts_f
         # Another conversation of the same agent starts from the block the upstream holds.
         other = [SYSTEM, {"role": "user", "content": "Open an issue about the login loop."}]
         assert post(proxy, other).status_code == 200
-        assert forwarded(upstream)[: len(turn3) - 1] == turn3[:-1]
-        fields = log.wait(4)
+        b_tools = forwarded(upstream)
+        assert b_tools[: len(turn3) - 1] == turn3[:-1]
+        # The first conversation again: the upstream (llama-server's /props answered) holds
+        # B's prompt and evaluates this history again anyway, so it takes B's block.
+        third = [*second, {"role": "assistant", "content": "Done."},
+                 {"role": "user", "content": "Thanks again."}]
+        assert post(proxy, third).status_code == 200
+        assert forwarded(upstream)[: len(b_tools) - 1] == b_tools[:-1]
+        fields = log.wait(5)
+        # Chunk reuse is asked of llama-server (it answered /props) unless the client set it.
+        assert {body["n_cache_reuse"] for body in chat_bodies(upstream)} == {64}
+        body = {"model": "m", "messages": third, "tools": GITHUB, "n_cache_reuse": 64}
+        httpx.post(proxy + "/v1/chat/completions", json=body, timeout=120).raise_for_status()
+        assert chat_bodies(upstream)[-1]["n_cache_reuse"] == 64
     finally:
         logging.getLogger("toolprune").removeHandler(log)
-    assert [f["cache_break"] for f in fields] == [False, False, True, False]
-    assert [f["block"] for f in fields] == [None, None, None, "adopted"]
+    assert [f["cache_break"] for f in fields] == [False, False, True, False, False]
+    assert [f["block"] for f in fields] == [None, None, None, "adopted", "shared"]
     assert fields[0]["expected_cached_tokens"] == 0
     # The follow-up evaluates its new messages only; the cache break, the whole history.
     assert 0 < fields[1]["expected_evaluated_tokens"] < fields[2]["expected_evaluated_tokens"]
     assert fields[1]["expected_cached_tokens"] > fields[0]["expected_evaluated_tokens"] // 2
     assert fields[3]["expected_cached_tokens"] > 0
+    assert fields[4]["expected_evaluated_tokens"] >= estimated_text_tokens(third[1:])
     metrics = httpx.get(proxy + "/metrics").text
     assert 'toolprune_cache_breaks_total{reason="appended"} 1.0' in metrics
-    assert "toolprune_expected_evaluated_prompt_tokens_count 4.0" in metrics
-    assert "toolprune_expected_cached_prompt_tokens_count 4.0" in metrics
+    assert "toolprune_expected_evaluated_prompt_tokens_count 6.0" in metrics
+    assert "toolprune_expected_cached_prompt_tokens_count 6.0" in metrics
     # /props is asked once; the tools are counted with the upstream's tokenizer meanwhile.
     requests = upstream.upstream.wait_for(
         lambda records: any(r.path == "/tokenize" for r in records)
@@ -145,3 +161,5 @@ def test_an_upstream_without_props_keeps_the_tool_cap_only(
     assert post(proxy, messages).status_code == 200
     assert len(forwarded(upstream)) == 3 + 1
     assert any(r.path == "/props" for r in upstream.upstream.requests)
+    # llama-server's n_cache_reuse goes only to an upstream that answered /props.
+    assert "n_cache_reuse" not in chat_bodies(upstream)[-1]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from config.settings import Settings
+from proxy.chat.blocks import shared_block
 from proxy.chat.planner import Planner
 from proxy.metrics import Metrics
 from selection.catalog import Catalog, parse_tools
@@ -17,15 +18,17 @@ from selection.prefix import (
     TEMPLATE_RESERVE_TOKENS,
     TIER_MARK,
     block_signature,
+    estimated_text_tokens,
     expect_cache,
     meta_reserve_tokens,
     prefix_key,
+    served_entries,
     split_system,
     tool_token_cap,
 )
 from selection.ranking import RankingPolicy
 from selection.selector import block_serves, select
-from selection.state import ConversationState, MemoryStateStore
+from selection.state import ConversationState, LoadedTool, MemoryStateStore
 from selection.tokens import tool_tokens
 from tests.unit.test_evaluation import KeywordEmbedder, engine
 
@@ -73,13 +76,16 @@ def test_a_later_turn_the_block_serves_changes_nothing() -> None:
 def test_a_later_turn_whose_best_tool_is_missing_admits_at_the_end() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e")
     first = select(catalog, scores_for(catalog, a=0.9, b=0.8), POLICY, ConversationState(), now=1)
-    # d is the best now and not forwarded: the block changes. The turn's top-k (2) come,
-    # appended after the block (its prefix, and so the upstream's KV cache of it, stays);
-    # with a long history, candidates up to refresh_top_k (3) come too, as insurance.
+    # d is the best now and not forwarded: the block changes, and d is appended after it
+    # (its prefix, and so the upstream's KV cache of it, stays). The turn's next
+    # candidates, up to refresh_top_k (3), come only as insurance against another change:
+    # their schemas cost at most refresh_share (4) × the history's tokens.
     scores = scores_for(catalog, d=0.95, e=0.9, c=0.85, a=0.6)
     short = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=0)
-    assert short.names == ["a", "b", "d", "e"] and short.admitted == ("d", "e") and short.changed
-    cost = tool_tokens(catalog.get("c"))  # type: ignore[arg-type]
+    assert short.names == ["a", "b", "d"] and short.admitted == ("d",) and short.changed
+    cost = tool_tokens(catalog.get("e"))  # type: ignore[arg-type]
+    one = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=cost // 4)
+    assert one.names == ["a", "b", "d", "e"]
     long = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=cost)
     assert long.names == ["a", "b", "d", "e", "c"]
 
@@ -197,6 +203,31 @@ def test_expectation_of_a_changed_tier_breaks_at_the_meta_tool() -> None:
     assert expectation.reused == 50 + COST and expectation.evaluated == 30 + 480
 
 
+def test_with_chunk_reuse_a_block_that_only_lost_tools_is_served_whole() -> None:
+    expectation = expect_cache(
+        ["a", "b", "c"], ["a", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480, reuse=True,
+    )
+    assert expectation.evaluated == 80 and not expectation.broken
+    # Without chunk reuse the cache ends where "b" was.
+    plain = expect_cache(
+        ["a", "b", "c"], ["a", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480,
+    )
+    assert plain.reused == 50 + COST and plain.broken
+
+
+def test_with_chunk_reuse_an_inserted_tool_still_ends_the_match() -> None:
+    assert served_entries(["a", "b", "c"], ["a", "c", "d", "b"], reuse=True) == 2
+    assert served_entries(["a", "b", "c"], ["a", "c", "d", "b"], reuse=False) == 1
+    assert served_entries(["a", "b"], ["x", "a", "b"], reuse=True) == 0
+    expectation = expect_cache(
+        ["a", "b", "c"], ["a", "c", "d"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        cached_history_tokens=400, history_tokens=480, reuse=True,
+    )
+    assert expectation.reused == 50 + 2 * COST and expectation.broken
+
+
 def test_expectation_without_a_cached_block_evaluates_everything() -> None:
     expectation = expect_cache(
         None, ["a"], lambda name: COST, head_tokens=50, tail_tokens=30,
@@ -287,8 +318,10 @@ async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used
     await plans.plan(body("alpha beta"), headers("A"))
     await plans.plan(body("gamma delta"), headers("B"))  # adopted: 4 tools, the cap
     third = await plans.plan(body("epsilon zeta"), headers("C"))
-    # What leaves is what the agent used least recently, the latest of it first (with
-    # llama-server's --cache-reuse, removing a tool costs no re-evaluation after it).
+    # C's best tool (epsilon), and its next top-k candidate (zeta: insurance its history
+    # pays for), make room: what leaves is what the agent used least recently, the
+    # latest of it first (with llama-server's --cache-reuse, removing a tool costs no
+    # re-evaluation after it).
     assert third.block_start == "adopted"
     assert third.selection.names == ["gamma", "delta", "epsilon", "zeta"]
     assert third.selection.evicted == ("beta", "alpha")
@@ -314,6 +347,15 @@ def test_refresh_candidates_beyond_top_k_only_fill_free_room() -> None:
     )
     # d (within top-k) is admitted; e fills the last free place; f and b would evict: not.
     assert second.names == ["a", "d", "e"] and second.evicted == ()
+    # With top-k 2, e is among the turn's top-k: at the cap it evicts the least recently
+    # used tool (a) instead; f, beyond top-k, still only fills free room.
+    wider = Policy(top_k=2, threshold=0.5, max_tools=2, ranking=PLAIN, refresh_rank=1, refresh_top_k=4)
+    base = select(catalog, scores_for(catalog, a=0.9, b=0.8), wider, ConversationState(), now=1)
+    third = select(
+        catalog, scores_for(catalog, d=0.99, e=0.9, f=0.8), wider, later(base.state), now=2,
+        history_tokens=10_000,
+    )
+    assert third.names == ["d", "e"] and third.evicted == ("b", "a")
 
 
 @pytest.mark.parametrize("context", [None, 3500])
@@ -325,3 +367,58 @@ async def test_the_token_cap_follows_the_configured_context(context: int | None)
         assert len(turn.selection.names) == 2
     else:  # ~3,400 tokens of messages leave no room for tools in 3,500
         assert turn.selection.names == []
+
+
+def follow_up(first: dict, reply: str, text: str) -> dict:
+    """``first`` with the assistant's ``reply`` and a new user message."""
+    later = dict(first)
+    later["messages"] = [
+        *first["messages"], {"role": "assistant", "content": reply}, {"role": "user", "content": text}
+    ]
+    return later
+
+
+async def test_with_one_cached_prompt_per_agent_a_turn_after_another_conversation_takes_its_block() -> None:
+    plans = planner(prefix_cache="last_prompt")
+    a1 = body("alpha beta please")
+    await plans.plan(a1, headers("A"))
+    b1 = await plans.plan(body("gamma"), headers("B"))
+    assert b1.selection.names == ["alpha", "beta", "gamma"]
+    # The upstream now holds B's prompt: A's history is evaluated again whatever A sends,
+    # so A takes the block the upstream holds instead of breaking it after "beta".
+    a2 = await plans.plan(follow_up(a1, "Done.", "alpha again"), headers("A"))
+    assert a2.block_start == "shared"
+    assert a2.selection.names == ["alpha", "beta", "gamma"] and not a2.selection.admitted
+    assert a2.expectation is not None and not a2.expectation.broken
+    history = estimated_text_tokens(follow_up(a1, "Done.", "alpha again")["messages"][1:])
+    assert a2.expectation.evaluated == history
+    # A again, right after its own turn: its own block and cached history.
+    a3 = await plans.plan(
+        follow_up(follow_up(a1, "Done.", "alpha again"), "Done.", "beta"), headers("A")
+    )
+    assert a3.block_start is None and a3.selection.names == ["alpha", "beta", "gamma"]
+    assert a3.expectation is not None and a3.expectation.evaluated < history
+
+
+async def test_with_a_cache_per_conversation_a_later_turn_keeps_its_own_block() -> None:
+    plans = planner(prefix_cache="per_conversation")
+    a1 = body("alpha beta please")
+    await plans.plan(a1, headers("A"))
+    await plans.plan(body("gamma"), headers("B"))
+    a2 = await plans.plan(follow_up(a1, "Done.", "alpha again"), headers("A"))
+    assert a2.block_start is None and a2.selection.names == ["alpha", "beta"]
+    assert a2.expectation is not None and a2.expectation.evaluated < estimated_text_tokens(
+        follow_up(a1, "Done.", "alpha again")["messages"][1:]
+    )
+
+
+def test_a_shared_block_keeps_the_agents_order_and_appends_the_conversations_own() -> None:
+    record = ConversationState(
+        {n: LoadedTool(1.0, 1.0) for n in ("alpha", "beta", "gamma")}, tier=["delta"], holder="B"
+    )
+    own = ConversationState({n: LoadedTool(2.0, 3.0) for n in ("beta", "eta")}, 4, 1, ["x"], 90)
+    merged = shared_block(record, own)
+    assert list(merged.loaded) == ["alpha", "beta", "gamma", "eta"]
+    assert merged.loaded["eta"] == LoadedTool(2.0, 3.0)
+    assert (merged.turn, merged.meta_calls, merged.tier, merged.history_tokens) == (4, 1, ["delta"], 90)
+    assert merged.holder is None

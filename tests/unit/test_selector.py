@@ -556,7 +556,7 @@ def test_new_tools_are_appended_in_admission_order() -> None:
         policy(),
         state,
         now=3,
-        requested=["c"],
+        pinned=["c"],
     )
     assert chosen.names == ["d", "b", "c", "e", "a"]
     assert chosen.admitted == ("c", "e", "a")

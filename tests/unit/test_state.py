@@ -41,6 +41,13 @@ def test_state_json_from_bytes() -> None:
     assert ConversationState.from_json(state.to_json().encode()) == state
 
 
+def test_an_agent_record_keeps_its_holder() -> None:
+    record = ConversationState(sample_state().loaded, tier=["t"], holder="conv-key")
+    back = ConversationState.from_json(record.to_json())
+    assert back == record and back.holder == "conv-key"
+    assert "holder" not in json.loads(sample_state().to_json())
+
+
 def test_empty_state_round_trips() -> None:
     assert ConversationState.from_json(ConversationState().to_json()) == ConversationState()
 
