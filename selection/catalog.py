@@ -98,6 +98,11 @@ class Catalog:
     def _names(self) -> tuple[str, ...]:
         return tuple(tool.name for tool in self.tools)
 
+    @cached_property
+    def name_chars(self) -> int:
+        """Characters of the function tools' names together (computed once)."""
+        return sum(len(name) for name in self._names)
+
     def index_of(self, name: str) -> int | None:
         """Position of the tool called ``name``, or None."""
         return self._by_name.get(name)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from selection.catalog import canonical_json, fingerprint
+from selection.catalog import Catalog, canonical_json, fingerprint
 from selection.tokens import BYTES_PER_TOKEN
 
 #: Prompt tokens a chat template adds around the tools and the messages (role markers,
@@ -139,7 +139,10 @@ def split_system(messages: Sequence[Any]) -> tuple[str, list[Any]]:
     return "\n".join(lead), list(messages[len(lead):])
 
 
-def meta_reserve_tokens(names: Sequence[str], tier_size: int) -> int:
-    """A bound on the meta-tool's prompt tokens: its enum of every tool name and a tier of
-    ``tier_size`` lines (name and short purpose, ~25 tokens each)."""
-    return math.ceil(sum(len(name) + 3 for name in names) / BYTES_PER_TOKEN) + 25 * tier_size
+def meta_reserve_tokens(catalog: Catalog, tier_size: int) -> int:
+    """A bound on the meta-tool's prompt tokens: its enum of every tool name of
+    ``catalog`` (each quoted, with a separator) and a tier of ``tier_size`` lines (name
+    and short purpose, ~25 tokens each). Per catalogue, not per request: the names'
+    length is computed once (:attr:`~selection.catalog.Catalog.name_chars`)."""
+    enum_chars = catalog.name_chars + 3 * len(catalog)
+    return math.ceil(enum_chars / BYTES_PER_TOKEN) + 25 * tier_size

@@ -185,9 +185,14 @@ class Planner:
             prefix_key(body.get("model"), system, catalog.fingerprint), headers,
             shared=self.settings.state_shared_across_credentials,
         )
+        # /props first: whether the upstream is llama-server decides what it caches.
+        context = (
+            await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
+        )
+        llama = self.upstream is not None and self.upstream.answers_props
         start = await start_block(
             await self._load_state(conversation), conversation, agent,
-            shared=self._shares_agent_block(), load=self._load_state,
+            shared=self._shares_agent_block(llama), load=self._load_state,
         )
         state = start.state
         parts = query_parts(
@@ -208,11 +213,8 @@ class Planner:
             *text_called_tools(messages, set(catalog.names)),
         ]
         history = estimated_text_tokens(conversation_messages)
-        context = (
-            await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
-        )
         exact = self.upstream.exact_tokens if self.upstream else None
-        reserve = meta_reserve_tokens(catalog.names, self.policy.ranking.tier_size)
+        reserve = meta_reserve_tokens(catalog, self.policy.ranking.tier_size)
         cap = tool_token_cap(context, self.settings.tool_budget_share, history + reserve)
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
@@ -234,10 +236,7 @@ class Planner:
             for name in catalog_layout(catalog, self.policy).core
             if (tool := catalog.get(name)) is not None
         )
-        reuse = (
-            self.settings.cache_reuse_tokens
-            if self.upstream is not None and self.upstream.answers_props else 0
-        )
+        reuse = self.settings.cache_reuse_tokens if llama else 0
         expectation = expect_cache(
             start.cached,
             block_signature(selection.state.loaded, selection.tier if meta else ()),
@@ -264,12 +263,11 @@ class Planner:
         turn.cache_reuse = reuse
         return turn
 
-    def _shares_agent_block(self) -> bool:
-        """Whether conversations of one agent share its block (``prefix_cache``)."""
+    def _shares_agent_block(self, llama: bool) -> bool:
+        """Whether conversations of one agent share its block (``prefix_cache``; ``auto``:
+        when the upstream is llama-server, ``llama``: it answered ``/props``)."""
         mode = self.settings.prefix_cache
-        if mode == "auto":
-            return self.upstream is not None and self.upstream.answers_props
-        return mode == "last_prompt"
+        return llama if mode == "auto" else mode == "last_prompt"
 
     def _observe_cache(self, expectation: CacheExpectation, evicted: bool) -> None:
         self.metrics.expected_reused_tokens.observe(expectation.reused)

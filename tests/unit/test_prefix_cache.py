@@ -5,6 +5,8 @@ same agent starts from the block the upstream last prefilled)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -29,7 +31,7 @@ from selection.prefix import (
 from selection.ranking import RankingPolicy
 from selection.selector import block_serves, select
 from selection.state import ConversationState, LoadedTool, MemoryStateStore
-from selection.tokens import tool_tokens
+from selection.tokens import BYTES_PER_TOKEN, tool_tokens
 from tests.unit.test_evaluation import KeywordEmbedder, engine
 
 
@@ -260,8 +262,11 @@ def test_split_system_and_the_agent_key() -> None:
 
 
 def test_meta_reserve_grows_with_the_names_and_the_tier() -> None:
-    assert meta_reserve_tokens(["a" * 30] * 10, 0) < meta_reserve_tokens(["a" * 30] * 20, 0)
-    assert meta_reserve_tokens([], 8) == 200
+    ten = catalog_of(*(f"tool_{i:025d}" for i in range(10)))
+    twenty = catalog_of(*(f"tool_{i:025d}" for i in range(20)))
+    assert meta_reserve_tokens(ten, 0) < meta_reserve_tokens(twenty, 0)
+    assert meta_reserve_tokens(ten, 0) == math.ceil(10 * (30 + 3) / BYTES_PER_TOKEN)
+    assert meta_reserve_tokens(catalog_of(), 8) == 200
 
 
 # --------------------------------------------------------------------------- the planner
