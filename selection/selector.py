@@ -270,9 +270,16 @@ def select(
         tool = catalog.get(name)
         return tool_tokens(tool, exact) if tool is not None else 0
 
-    def evict(over_context: bool) -> str | None:
+    cap = token_cap if token_cap is not None else math.inf
+    uncapped = [name for name in loaded if name not in pinned_set]
+    spent = sum(cost(name) for name in uncapped)
+    count = len(uncapped)
+
+    def evict(over_context: bool) -> bool:
         """Evict the least recently used tool not selected this turn; past the token cap
-        (the prompt would not fit the context), else the lowest-scored selected one."""
+        (the prompt would not fit the context), else the lowest-scored selected one.
+        False when nothing is evictable."""
+        nonlocal count, spent
         victims = [n for n in loaded if n not in pinned_set and n not in selected_now]
         if victims:
             # Ties (tools admitted together): the latest in the block, so the longest
@@ -281,34 +288,23 @@ def select(
         elif over_context and (victims := [n for n in loaded if n not in pinned_set]):
             victim = min(reversed(victims), key=lambda n: score_of.get(n, -math.inf))
         else:
-            return None
+            return False
         del loaded[victim]
         evicted.append(victim)
-        return victim
-
-    cap = token_cap if token_cap is not None else math.inf
-    uncapped = [name for name in loaded if name not in pinned_set]
-    spent = sum(cost(name) for name in uncapped)
-    count = len(uncapped)
+        count -= 1
+        spent -= cost(victim)
+        return True
 
     def make_room(name_cost: int) -> bool:
         """Evict until one more tool of ``name_cost`` tokens fits both caps."""
-        nonlocal count, spent
         while count + 1 > policy.max_tools or spent + name_cost > cap:
-            victim = evict(over_context=False)
-            if victim is None:
+            if not evict(over_context=False):
                 return False
-            count -= 1
-            spent -= cost(victim)
         return True
 
     # A pin ended, the cap was lowered or the context shrank: back under the caps first.
-    while count > policy.max_tools or spent > cap:
-        victim = evict(over_context=spent > cap)
-        if victim is None:
-            break
-        count -= 1
-        spent -= cost(victim)
+    while (count > policy.max_tools or spent > cap) and evict(over_context=spent > cap):
+        pass
     insurance = policy.refresh_share * history_tokens
     for name in reasons:  # insertion order is admission priority
         if name in loaded:
