@@ -158,6 +158,7 @@ class _TurnServer:
                 for event in splitter.feed(data):
                     reading = reading and await self._read_event(event, reader, client)
                 if not reading:
+                    await response.drain()
                     break
             if reading:
                 for event in splitter.flush():

@@ -41,6 +41,11 @@ NOT_ADDED = ("Accept", "Accept-Encoding", "User-Agent", "Content-Type")
 KEEPALIVE_S = 4.0
 #: Longest response header line and field the upstream may send, bytes.
 MAX_HEADER_FIELD_BYTES = 65536
+#: After a stream's last event, how long (seconds) and how much (bytes) the rest of its body
+#: (the terminal chunk of a chunked body) may take before the connection is closed rather
+#: than returned to the pool (:meth:`UpstreamResponse.drain`).
+DRAIN_TIMEOUT_S = 0.5
+DRAIN_LIMIT_BYTES = 64 * 1024
 #: Longest pause before a retry of a failed connect, seconds.
 MAX_CONNECT_RETRY_DELAY_S = 4.0
 
@@ -109,6 +114,21 @@ class UpstreamResponse:
     def header(self, name: bytes) -> bytes | None:
         """First value of ``name`` (lower-case), or ``None``."""
         return header(self.headers, name)
+
+    async def drain(self) -> None:
+        """The body's last event was read (an SSE stream's ``[DONE]``): read what is left of
+        it, within :data:`DRAIN_TIMEOUT_S` and :data:`DRAIN_LIMIT_BYTES`, so a body that ends
+        there returns its connection to the pool (aiohttp releases a connection only once
+        its response was read to the end) instead of :meth:`aclose` closing it. Upstreams
+        write ``[DONE]`` and the body's end apart (llama-server's chunked writer does), and
+        every streamed request opened a new connection. Never raises."""
+        left = DRAIN_LIMIT_BYTES
+        try:
+            async with asyncio.timeout(DRAIN_TIMEOUT_S):
+                while left > 0 and (chunk := await self._response.content.readany()):
+                    left -= len(chunk)
+        except (TimeoutError, aiohttp.ClientError):
+            pass
 
     async def aclose(self) -> None:
         self._response.close()

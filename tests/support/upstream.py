@@ -73,13 +73,16 @@ class SSE:
 
     With ``gate``, waits for it after sending ``gate_after`` items (``gate_after ==
     len(events)``: before ending the body). With ``break_after``, drops the connection after
-    the items instead of ending the chunked body.
+    the items instead of ending the chunked body. ``end_pause_s``: seconds between the last
+    item and the body's end, which then reach the client apart (llama-server writes
+    ``[DONE]`` and the chunked body's terminating chunk in two writes).
     """
 
     events: list[bytes]
     break_after: bool = False
     gate: threading.Event | None = None
     gate_after: int = 0
+    end_pause_s: float = 0.0
 
 
 @dataclass
@@ -107,6 +110,8 @@ class Recorded:
     query: str
     headers: list[tuple[str, str]]
     body: bytes
+    #: The client's TCP port: requests that share it came over one kept-alive connection.
+    client_port: int | None = None
     cancelled: bool = False
     completed: bool = False
     _cancelled_event: threading.Event = field(
@@ -201,6 +206,7 @@ class Upstream:
                 (k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]
             ],
             body=body,
+            client_port=scope["client"][1] if scope.get("client") else None,
         )
         with self._condition:
             self._records.append(record)
@@ -321,6 +327,8 @@ async def _send_sse(reply: SSE, send: Send) -> None:
         # Returning without the final body message makes uvicorn close the transport
         # mid-body: the client sees the chunked body end without its terminating chunk.
         return
+    if reply.end_pause_s:
+        await asyncio.sleep(reply.end_pause_s)
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
