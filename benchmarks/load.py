@@ -16,7 +16,9 @@ streams ``--chunks`` chunks ``--chunk-interval-ms`` apart, so a stream lasts abo
 Measured per target and stream count: completed streams per second, first body byte and
 whole-stream latency (p50/p99, from sending the request), errors (non-200, a stream without
 ``[DONE]``, a connection failure), and the proxy's peak resident memory (RSS, summed over
-its worker processes) and open file descriptors, sampled from ``/proc`` every 0.25 s.
+its worker processes) and open file descriptors, sampled from ``/proc`` every 0.25 s, and
+its CPU time (user + system, from ``/proc``) per completed stream: the figure that other
+processes on a shared machine disturb least.
 Direct and proxied windows alternate (``--rounds``), since the machine is shared.
 
 Clients are raw asyncio connections (one keep-alive connection each) parsed with
@@ -49,6 +51,7 @@ DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 CHAT = "/v1/chat/completions"
 STARTUP_TIMEOUT_S = 240.0
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 #: A minimal OpenAI-compatible streaming upstream (raw ASGI under uvicorn): reads the body,
 #: then streams ``chunks`` chat.completion.chunk events ``interval`` seconds apart and
@@ -257,6 +260,19 @@ def rss_and_fds(pid: int) -> tuple[float, int]:
     return rss_pages * PAGE_SIZE / 2**20, fds
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds so far, summed over ``pid``'s process tree (0 for None)."""
+    ticks = 0
+    for member in process_tree(pid) if pid is not None else []:
+        try:
+            with open(f"/proc/{member}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14, 15)
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / CLOCK_TICKS
+
+
 @dataclass
 class Peak:
     rss_mib: float = 0.0
@@ -281,10 +297,15 @@ class Result:
     samples: Samples = field(default_factory=Samples)
     seconds: float = 0.0
     peak: Peak = field(default_factory=Peak)
+    cpu_s: float = 0.0
 
     @property
     def rate(self) -> float:
         return len(self.samples.total) / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_ms_per_stream(self) -> float:
+        return 1000 * self.cpu_s / len(self.samples.total) if self.samples.total else 0.0
 
 
 async def window(
@@ -293,12 +314,13 @@ async def window(
 ) -> None:
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_peak(pid, result.peak, stop))
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), cpu_seconds(pid)
     deadline = started + duration_s
     await asyncio.gather(*(
         client_loop(HOST, port, requests, c, deadline, result.samples) for c in range(streams)
     ))
     result.seconds += time.perf_counter() - started
+    result.cpu_s += cpu_seconds(pid) - cpu_before
     stop.set()
     await sampler
 
@@ -369,7 +391,7 @@ def print_table(results: list[Result]) -> None:
     print()
     print(f"{'streams':>7}  {'target':<8}  {'streams/s':>9}  {'of direct':>9}  "
           f"{'first p50':>9}  {'first p99':>9}  {'total p50':>9}  {'total p99':>9}  "
-          f"{'errors':>6}  {'RSS MiB':>7}  {'fds':>5}")
+          f"{'errors':>6}  {'RSS MiB':>7}  {'fds':>5}  {'CPU ms/stream':>13}")
     direct_rate: dict[int, float] = {}
     for result in results:
         if result.target == "direct":
@@ -379,9 +401,10 @@ def print_table(results: list[Result]) -> None:
         s = result.samples
         rss = f"{result.peak.rss_mib:7.0f}" if result.peak.rss_mib else f"{'-':>7}"
         fds = f"{result.peak.fds:5d}" if result.peak.fds else f"{'-':>5}"
+        cpu = f"{result.cpu_ms_per_stream:13.1f}" if result.cpu_s else f"{'-':>13}"
         print(f"{result.streams:7d}  {result.target:<8}  {result.rate:9.1f}  {ratio}  "
               f"{ms(s.first, 50)} ms{ms(s.first, 99)} ms{ms(s.total, 50)} ms"
-              f"{ms(s.total, 99)} ms  {s.errors:6d}  {rss}  {fds}")
+              f"{ms(s.total, 99)} ms  {s.errors:6d}  {rss}  {fds}  {cpu}")
     kinds = {f"{r.target}/{r.streams}": r.samples.error_kinds for r in results if r.samples.errors}
     if kinds:
         print("errors by kind:", kinds)
