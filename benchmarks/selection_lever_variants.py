@@ -19,6 +19,10 @@ replays every variant through the same ``score_cases`` → ``select`` code as
   "Introduction to Information Retrieval", ch. 9);
 * query variants — file paths and URLs in the request rewritten to what they are ("a
   file" / "a web page", or "the file NAME" / "the web page HOST").
+
+The fourth round's variants (the order ``choose`` admits candidates in: diversity,
+namespace caps, query-part quotas) live in ``benchmarks/selection_choice_variants.py`` and
+are registered here too.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 
 import selection.engine
 import selection.evaluation.scoring
+from benchmarks.selection_choice_variants import VARIANTS as CHOICE_VARIANTS
 from selection.catalog import Tool, name_words
 from selection.index import MAX_TOOL_TEXT_CHARS, ToolIndex, tool_texts
 from selection.query import query_parts
@@ -265,6 +270,7 @@ VARIANTS: dict[str, tuple[Patch, ...]] = {
     "locators-name+rocchio-0.25": (_query(True), _scores(Rocchio(0.25))),
     "locators-name+mix-0.75": (_query(True), _scores(BestMeanMix(0.75))),
     "locators-name+centred": (_query(True), _scores(Centred(1.0))),
+    **CHOICE_VARIANTS,  # the fourth round's admission orders
 }
 
 
