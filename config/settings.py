@@ -236,10 +236,19 @@ class Settings(BaseSettings):
     cache_reuse_tokens: int = Field(
         64,
         ge=0,
-        description="llama-server's `n_cache_reuse`, sent with each chat completions "
-        "request to an upstream that answers `/props` unless the request sets it: cached "
+        description="llama-server's `n_cache_reuse`, sent with each chat completions and "
+        "Responses request (llama-server drops it from Messages requests) to an upstream "
+        "that answers `/props` unless the request sets it: cached "
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
+    )
+    slots: bool = Field(
+        False,
+        description="Pin each conversation to one llama-server slot (`id_slot`, least "
+        "recently assigned of `/props` `total_slots`, kept with the conversation; a "
+        "client's own `id_slot` is kept): with `-np` above 1, conversations of one agent "
+        "then keep their own prompts instead of taking turns in one slot. Chat completions "
+        "and Responses only (llama-server drops the field from Messages requests).",
     )
     upstream_props_refresh_s: float = Field(
         600.0,

@@ -104,8 +104,11 @@ class MessagesAdapter:
         native = parse_flat_tools(body["tools"], _is_custom, "input_schema")
         if not len(native):
             raise NothingToPrune()
+        # llama-server's Messages route keeps none of its own fields (n_cache_reuse,
+        # id_slot): its Anthropic conversion copies only the sampling ones.
         return PlanInput(
-            body=body, native=native, messages=conversation_view(body), choice=read_choice(body)
+            body=body, native=native, messages=conversation_view(body), choice=read_choice(body),
+            llama_fields=False,
         )
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:

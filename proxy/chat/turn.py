@@ -82,6 +82,8 @@ class Turn:
     lexical_only: bool = False
     #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
     cache_reuse: int = 0
+    #: llama-server's ``id_slot`` to send when the client did not (None: none).
+    slot: int | None = None
 
     @property
     def path(self) -> str:
@@ -133,9 +135,16 @@ class Turn:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
         if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
             body["tool_choice"] = self.tool_choice.forward
+        self.add_llama_fields(body)
+        return json_bytes(body)
+
+    def add_llama_fields(self, body: dict[str, Any]) -> None:
+        """Add to an upstream ``body`` the llama-server fields the proxy sends
+        (``n_cache_reuse``, ``id_slot``), unless the client set them (its value is kept)."""
         if self.cache_reuse:
             body.setdefault("n_cache_reuse", self.cache_reuse)
-        return json_bytes(body)
+        if self.slot is not None:
+            body.setdefault("id_slot", self.slot)
 
     def admitted(self) -> list[str]:
         """Every tool admitted this turn: by the first selection and after meta-calls."""
