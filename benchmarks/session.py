@@ -6,7 +6,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/session.py                 # ~10-40 minutes on 2 cores
     PYTHONPATH=. python benchmarks/session.py --skip-large --variant refresh_rank=0
     PYTHONPATH=. python benchmarks/session.py --skip-large --parallel 2 --order long \
-        --variant slots=true --pin-direct          # two slots: pinning each conversation
+        --pin-direct                    # two slots: pinning each conversation (id_slot)
     PYTHONPATH=. python benchmarks/session.py --help
 
 One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
@@ -27,8 +27,7 @@ Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, 
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
 proxy's forwarded tools and its own expectation (``expected_evaluated_tokens`` of the
 decision log), and ``new+adm``: tokens of the turn's new messages plus the schemas of the
-tools forwarded that the previous request in the same slot did not forward (new to that
-slot's cache; the slot is the one the proxy logs, else one for all;
+tools forwarded that the previous request did not forward (new to the one slot's cache;
 exact, with llama-server's ``/apply-template`` and ``/tokenize``). ``over`` = ``eval`` − ``new+adm``: what the turn evaluated beyond that.
 """
 
@@ -240,9 +239,9 @@ def run_session(
 ) -> list[Turn]:
     """``pin``: each conversation names its own slot (``id_slot``: A 0, B 1)."""
     turns = []
-    # The client tools of the previous request in each slot (the proxy logs the slot it
-    # pinned; unpinned, every request of the agent goes to one slot): what the slot holds.
-    held: dict[Any, list[str]] = {}
+    # The client tools of the previous request: what the slot holds (unpinned, every
+    # request of the agent goes to one slot).
+    held: list[str] = []
     for conversation, index in order:
         label = f"{conversation}{index + 1}"
         body = {
@@ -259,10 +258,8 @@ def run_session(
         if proxy_log is not None and outcome.tools_header is not None:
             outcome.decision = proxy_log.next_decision()
             forwarded = list((outcome.decision or {}).get("reasons", {}))
-            slot = (outcome.decision or {}).get("slot")
-            before = held.get(slot, [])
-            admitted = sum(tokens.tool(by_name[name]) for name in forwarded if name not in before)
-            held[slot] = forwarded
+            admitted = sum(tokens.tool(by_name[name]) for name in forwarded if name not in held)
+            held = forwarded
         turns.append(Turn(label, outcome, tokens.new_messages(conversation, index), admitted))
         print(f"  [{label}] {outcome.status} prompt={outcome.prompt_tokens} eval={outcome.prompt_n} "
               f"cached={outcome.cache_n} ttft={secs(outcome.ttft_s)}", file=sys.stderr, flush=True)

@@ -242,14 +242,6 @@ class Settings(BaseSettings):
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
-    slots: bool = Field(
-        False,
-        description="Pin each conversation to one llama-server slot (`id_slot`, least "
-        "recently assigned of `/props` `total_slots`, kept with the conversation; a "
-        "client's own `id_slot` is kept): with `-np` above 1, conversations of one agent "
-        "then keep their own prompts instead of taking turns in one slot. Chat completions "
-        "and Responses only (llama-server drops the field from Messages requests).",
-    )
     upstream_props_refresh_s: float = Field(
         600.0,
         gt=0,

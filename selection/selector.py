@@ -342,7 +342,7 @@ def select(
         tier = tuple(state.tier)  # the block is unchanged: so is the meta-tool's text
     tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
     new_state = ConversationState(
-        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens, slot=state.slot
+        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens
     )
     parents = tuple(
         (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded

@@ -35,8 +35,6 @@ class ConversationState:
     the upstream's cache holds after the tool block).
     ``holder``: in an agent's record (the block its conversations start from), the state
     key of the conversation whose request last used the block; None elsewhere.
-    ``slot``: the upstream slot the conversation is pinned to (llama-server ``id_slot``;
-    in the slot assignment record: the slot assigned last); None: not pinned.
     """
 
     loaded: dict[str, LoadedTool] = field(default_factory=dict)
@@ -45,7 +43,6 @@ class ConversationState:
     tier: list[str] = field(default_factory=list)
     history_tokens: int = 0
     holder: str | None = None
-    slot: int | None = None
 
     def to_json(self) -> str:
         data: dict[str, object] = {
@@ -57,8 +54,6 @@ class ConversationState:
         }
         if self.holder is not None:
             data["holder"] = self.holder
-        if self.slot is not None:
-            data["slot"] = self.slot
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -70,10 +65,9 @@ class ConversationState:
             tier = [str(name) for name in data.get("tier", [])]
             history = int(data.get("history_tokens", 0))
             holder = data.get("holder")
-            slot = data.get("slot")
             return cls(
                 loaded, int(data["turn"]), int(data["meta_calls"]), tier, history,
-                None if holder is None else str(holder), None if slot is None else int(slot),
+                None if holder is None else str(holder),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
@@ -86,7 +80,6 @@ class ConversationState:
             list(self.tier),
             self.history_tokens,
             self.holder,
-            self.slot,
         )
 
 

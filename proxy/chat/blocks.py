@@ -53,7 +53,6 @@ async def start_block(
     *,
     shared: bool,
     load: Callable[[str], Awaitable[ConversationState]],
-    moved: bool = False,
 ) -> BlockStart:
     """What this turn's block starts from. A new conversation starts from its agent's
     block (the upstream prefilled it last). A later turn keeps its own block, unless
@@ -61,24 +60,22 @@ async def start_block(
     ``prefix_cache`` ``last_prompt``) and another conversation's request used it since:
     the upstream then holds that request's prompt and evaluates this conversation's
     history again whatever is forwarded, so the turn takes the agent's block and only
-    appends to it. ``moved``: this later turn goes to another llama-server slot than the
-    conversation's last (:mod:`proxy.chat.slots`), whose cache holds none of its own
-    prompt: it takes the agent's block there, if any, else its own with nothing cached.
+    appends to it.
 
     ``state``: the conversation's stored state; ``conversation`` / ``agent``: their state
     keys; ``load``: reads a state (an empty one when unknown). Raises what ``load``
     raises (StateStoreError).
     """
     own = BlockStart(state, block_signature(state.loaded, state.tier), state.history_tokens, None)
-    if state.turn and not shared and not moved:
+    if state.turn and not shared:
         return own
     record = await load(agent)
     if not record.loaded:
-        return own if state.turn and not moved else BlockStart(state, None, 0, None)
+        return own if state.turn else BlockStart(state, None, 0, None)
     cached = block_signature(record.loaded, record.tier)
     if not state.turn:
         adopted = ConversationState(record.copy().loaded, tier=list(record.tier))
         return BlockStart(adopted, cached, 0, "adopted")
-    if record.holder in (None, conversation) and not moved:
+    if record.holder in (None, conversation):
         return own
     return BlockStart(shared_block(record, state), cached, 0, "shared")

@@ -97,8 +97,7 @@ def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -
 def cache_fields(turn: Turn) -> dict[str, Any]:
     """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
     to reuse and to evaluate, whether the forwarded block changed after the conversation
-    started (``cache_break``), how the block began (``block``), and the llama-server slot
-    the request is pinned to (``slot``; None: not pinned)."""
+    started (``cache_break``), and how the block began (``block``)."""
     expectation = turn.expectation
     if expectation is None:
         return {}
@@ -107,7 +106,6 @@ def cache_fields(turn: Turn) -> dict[str, Any]:
         "expected_evaluated_tokens": expectation.evaluated,
         "cache_break": expectation.broken,
         "block": turn.block_start,
-        "slot": turn.slot,
     }
 
 

@@ -15,7 +15,6 @@ from typing import Any
 from config.settings import Settings
 from proxy.chat.blocks import agent_block, start_block
 from proxy.chat.identity import conversation_id
-from proxy.chat.slots import ASSIGNMENT_KEY, assigned_slot, client_slot
 from proxy.chat.text_plan import TextPlan, find_text_plan
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
@@ -90,8 +89,9 @@ class PlanInput:
     its ``tool_choice`` means. ``text``: a system-prompt tool block (chat completions
     only). ``conversation``: an id the API itself gives the conversation (the Responses
     API's ``conversation`` / ``previous_response_id``); None derives one as for chat.
-    ``llama_fields``: llama-server reads its own request fields (``n_cache_reuse``,
-    ``id_slot``) on this API's route (not on Messages: its conversion drops them).
+    ``llama_fields``: llama-server reads its own request fields (``n_cache_reuse``) on
+    this API's route (not on Messages: its Anthropic conversion drops them, and the
+    expectation is priced without chunk reuse).
     """
 
     body: dict[str, Any]
@@ -194,13 +194,9 @@ class Planner:
             await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
         )
         llama = self.upstream is not None and self.upstream.answers_props
-        stored = await self._load_state(conversation)
-        slot = await self._slot(body, stored) if llama and request.llama_fields else None
-        if slot is not None:  # the upstream's cache of this agent is per slot
-            agent = f"{agent}:slot:{slot}"
         start = await start_block(
-            stored, conversation, agent, shared=self._shares_agent_block(llama),
-            load=self._load_state, moved=bool(stored.turn) and stored.slot != slot,
+            await self._load_state(conversation), conversation, agent,
+            shared=self._shares_agent_block(llama), load=self._load_state,
         )
         state = start.state
         parts = query_parts(
@@ -230,7 +226,6 @@ class Planner:
         )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
-        selection.state.slot = slot
         meta = None
         forwarded = {tool.name for tool in selection.tools}
         if native is not None and choice.offer_meta and set(native.names) - forwarded:
@@ -269,23 +264,8 @@ class Planner:
         )
         turn.agent, turn.expectation = agent, expectation
         turn.block_start = start.kind
-        turn.cache_reuse, turn.slot = reuse, slot
+        turn.cache_reuse = reuse
         return turn
-
-    async def _slot(self, body: dict[str, Any], state: ConversationState) -> int | None:
-        """The llama-server slot of this request (:mod:`proxy.chat.slots`): the client's
-        ``id_slot``, else with ``slots`` on and more than one slot, the conversation's."""
-        assert self.upstream is not None
-        total = self.upstream.total_slots
-        named = client_slot(body, total)
-        if named is not None or "id_slot" in body or not self.settings.slots:
-            return named
-        if total is None or total < 2:
-            return None
-        return await assigned_slot(
-            state, total, ASSIGNMENT_KEY + self.upstream.origin,
-            load=self._load_state, save=self._save_state,
-        )
 
     def _shares_agent_block(self, llama: bool) -> bool:
         """Whether conversations of one agent share its block (``prefix_cache``; ``auto``:

@@ -82,8 +82,6 @@ class Turn:
     lexical_only: bool = False
     #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
     cache_reuse: int = 0
-    #: llama-server's ``id_slot`` to send when the client did not (None: none).
-    slot: int | None = None
 
     @property
     def path(self) -> str:
@@ -140,11 +138,9 @@ class Turn:
 
     def add_llama_fields(self, body: dict[str, Any]) -> None:
         """Add to an upstream ``body`` the llama-server fields the proxy sends
-        (``n_cache_reuse``, ``id_slot``), unless the client set them (its value is kept)."""
+        (``n_cache_reuse``), unless the client set them (its value is kept)."""
         if self.cache_reuse:
             body.setdefault("n_cache_reuse", self.cache_reuse)
-        if self.slot is not None:
-            body.setdefault("id_slot", self.slot)
 
     def admitted(self) -> list[str]:
         """Every tool admitted this turn: by the first selection and after meta-calls."""

@@ -1,6 +1,5 @@
 """What the proxy learns from the upstream about prompt cost: its context size (llama-server
-``GET /props``: ``default_generation_settings.n_ctx``, the context of one slot, and
-``total_slots``) and exact
+``GET /props``: ``default_generation_settings.n_ctx``, the context of one slot) and exact
 token counts of tool definitions (llama-server ``POST /tokenize``).
 
 Both are off the request path as far as possible: the context is fetched once (the first
@@ -50,7 +49,6 @@ class UpstreamInfo:
         self._upstream = upstream
         self._clock = clock
         self._context: int | None = None
-        self._slots: int | None = None
         self._props_at: float | None = None
         self._props_task: asyncio.Task[None] | None = None
         self._counts: OrderedDict[str, int] = OrderedDict()
@@ -68,17 +66,6 @@ class UpstreamInfo:
         """Whether the upstream answered llama-server's ``/props`` (not asked while
         ``TOOLPRUNE_CONTEXT_TOKENS`` is set)."""
         return self._context is not None
-
-    @property
-    def origin(self) -> str:
-        """The upstream's origin (scheme, host, port)."""
-        return self._upstream.origin
-
-    @property
-    def total_slots(self) -> int | None:
-        """llama-server's slots (``/props`` ``total_slots``, its ``-np``); None while
-        unknown."""
-        return self._slots
 
     async def context_tokens(self) -> int | None:
         """The upstream's context per request in tokens: ``TOOLPRUNE_CONTEXT_TOKENS`` when
@@ -130,15 +117,12 @@ class UpstreamInfo:
             n_ctx = answer["default_generation_settings"]["n_ctx"]
             if not isinstance(n_ctx, int) or n_ctx <= 0:
                 raise ValueError(f"n_ctx is {n_ctx!r}")
-            slots = answer.get("total_slots")
         except (UpstreamError, ValueError, KeyError, TypeError) as error:
             logger.info("upstream_props_unavailable", extra={"fields": {"error": type(error).__name__}})
             return
-        if not isinstance(slots, int) or slots <= 0:
-            slots = None
-        if (n_ctx, slots) != (self._context, self._slots):
-            logger.info("upstream_context", extra={"fields": {"n_ctx": n_ctx, "total_slots": slots}})
-        self._context, self._slots = n_ctx, slots
+        if n_ctx != self._context:
+            logger.info("upstream_context", extra={"fields": {"n_ctx": n_ctx}})
+        self._context = n_ctx
 
     def count_later(self, tools: Iterable[Tool]) -> None:
         """Have the tools not counted yet counted by the upstream in the background; only

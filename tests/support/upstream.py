@@ -7,7 +7,7 @@ went away before the reply completed (``cancelled``) or the reply was fully sent
 (``completed``).
 
 Like llama-server it also answers ``POST /tokenize`` (one token per word) and, when
-``n_ctx`` is set, ``GET /props`` (``default_generation_settings.n_ctx``, ``total_slots``).
+``n_ctx`` is set, ``GET /props`` (``default_generation_settings.n_ctx``).
 """
 
 from __future__ import annotations
@@ -143,8 +143,6 @@ class Upstream:
         #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
         #: server without ``/props``.
         self.n_ctx: int | None = None
-        #: ``/props`` ``total_slots`` (llama-server's ``-np``).
-        self.total_slots = 1
 
     @property
     def app(self) -> Starlette:
@@ -220,7 +218,7 @@ class Upstream:
         if record.method == "GET" and record.path == "/props" and self.n_ctx is not None:
             # llama-server's shape: the context of one slot (tools/server/README.md).
             settings = {"n_ctx": self.n_ctx, "params": {}}
-            return Raw(200, {"default_generation_settings": settings, "total_slots": self.total_slots})
+            return Raw(200, {"default_generation_settings": settings, "total_slots": 1})
         return _builtin_reply(record)
 
 
