@@ -5,10 +5,12 @@ Run from the repository root::
 
     PYTHONPATH=. python benchmarks/session.py                 # ~10-40 minutes on 2 cores
     PYTHONPATH=. python benchmarks/session.py --skip-large --variant refresh_rank=0
+    PYTHONPATH=. python benchmarks/session.py --skip-large --parallel 2 --order long \
+        --pin-direct                    # two slots: pinning each conversation (id_slot)
     PYTHONPATH=. python benchmarks/session.py --help
 
 One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
-``A1 A2 B1 A3 B2 A4``: the user asks, the agent calls a tool, the tool result comes back,
+``A1 A2 B1 A3 B2 A4`` (``--order long``: then ``B3 A5``): the user asks, the agent calls a tool, the tool result comes back,
 the user asks again. The model (SmolLM2-135M) rarely emits tool calls, so the assistant's
 ``tool_calls`` and the tool results are scripted into the history as the agent would send
 them; the model answers with ``max_tokens`` tokens (default 1: prefill is what is measured).
@@ -17,7 +19,9 @@ Catalogues: the first :data:`FITTING_SIZE` (25) GitHub MCP tools (whole prompt w
 SmolLM2's 8,192 tokens) sent directly and through the proxy, and the whole GitHub MCP catalogue (117 tools,
 ~33k tokens: only through the proxy). Each run (direct, proxy at default settings, one
 proxy per ``--variant`` of settings, proxy 117) starts its own llama-server (same flags)
-and proxy, so none inherits another's cache.
+and proxy, so none inherits another's cache. ``--parallel N``: llama-server with ``-np N``
+and N × 8,192 tokens of context (8,192 a slot); ``--pin-direct`` adds a direct run in which
+each conversation names its own slot (``id_slot``: A 0, B 1).
 
 Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
@@ -112,9 +116,28 @@ CONVERSATIONS: dict[str, list[list[dict[str, Any]]]] = {
             result("b1", {"number": 57, "html_url": "https://github.com/octocat/hello-world/issues/57"}),
             user("Add a comment to issue 57 saying that pull request 43 should fix it."),
         ],
+        [
+            call("b2", "add_issue_comment", {**REPO, "issue_number": 57,
+                                             "body": "Pull request 43 should fix this."}),
+            result("b2", {"id": 120455, "html_url": "https://github.com/octocat/hello-world/issues/57#issuecomment-120455"}),
+            user("Add a thumbs-up reaction to issue 57."),
+        ],
     ],
 }
-ORDER = [("A", 0), ("A", 1), ("B", 0), ("A", 2), ("B", 1), ("A", 3)]
+# Conversation A's fifth turn (the longer interleaving only).
+CONVERSATIONS["A"].append([
+    call("a5", "add_reply_to_pull_request_comment", {**REPO, "pullNumber": 43, "commentId": 99120,
+                                                     "body": "The test is added."}),
+    result("a5", {"id": 99131}),
+    user("Now trigger the CI workflow on branch fix-login-loop."),
+])
+#: The interleavings (``--order``): the issue's, and a longer one with two more turns.
+ORDERS = {
+    "short": [("A", 0), ("A", 1), ("B", 0), ("A", 2), ("B", 1), ("A", 3)],
+    "long": [("A", 0), ("A", 1), ("B", 0), ("A", 2), ("B", 1), ("A", 3), ("B", 2), ("A", 4)],
+}
+#: Per-slot context of every run (``--parallel`` N: N × this in all).
+SLOT_CTX = 8192
 
 
 def messages_for(conversation: str, turn: int) -> list[dict[str, Any]]:
@@ -139,8 +162,10 @@ def running(name: str, argv: list[str], log_dir: Path, env: dict[str, str], read
         server.stop()
 
 
-def llama_server(log_dir: Path, name: str) -> AbstractContextManager[Server]:
-    argv = local_llama().llama_server_command(0, extra=list(LLAMA_FLAGS))
+def llama_server(log_dir: Path, name: str, parallel: int) -> AbstractContextManager[Server]:
+    argv = local_llama().llama_server_command(
+        0, ctx=SLOT_CTX * parallel, parallel=parallel, extra=list(LLAMA_FLAGS)
+    )
     argv[argv.index("--port") + 1] = "{port}"
     return running(name, argv, log_dir, clean_env(), "/health")
 
@@ -209,17 +234,23 @@ class Turn:
 
 def run_session(
     client: httpx.Client, base_url: str, tools: list[Any], max_tokens: int, tokens: Tokens,
-    proxy_log: ProxyLog | None, by_name: dict[str, Any],
+    proxy_log: ProxyLog | None, by_name: dict[str, Any], order: list[tuple[str, int]],
+    pin: bool = False,
 ) -> list[Turn]:
+    """``pin``: each conversation names its own slot (``id_slot``: A 0, B 1)."""
     turns = []
-    held: list[str] = []  # the client tools of the previous request: what the slot holds
-    for conversation, index in ORDER:
+    # The client tools of the previous request: what the slot holds (unpinned, every
+    # request of the agent goes to one slot).
+    held: list[str] = []
+    for conversation, index in order:
         label = f"{conversation}{index + 1}"
         body = {
             "model": MODEL, "messages": messages_for(conversation, index), "tools": tools,
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if pin:
+            body["id_slot"] = "AB".index(conversation)
         if proxy_log is not None:
             proxy_log.decisions()
         outcome = stream_chat(client, base_url, body)
@@ -244,13 +275,14 @@ def decision_field(turn: Turn, key: str) -> Any:
     return (turn.result.decision or {}).get(key)
 
 
-def report(title: str, direct: list[Turn] | None, proxy: list[Turn]) -> None:
+def report(title: str, direct: list[Turn] | None, proxy: list[Turn], label: str = "proxy") -> None:
+    """``proxy``: the run compared with ``direct`` (its columns are named ``label``)."""
     print(f"\n== {title} ==")
     headers = ["turn"]
     if direct is not None:
         headers += ["direct prompt", "direct eval", "direct TTFT s"]
-    headers += ["proxy tools", "proxy prompt", "proxy eval", "proxy TTFT s", "expected eval",
-                "new+adm", "over"]
+    headers += [f"{label} tools", f"{label} prompt", f"{label} eval", f"{label} TTFT s",
+                "expected eval", "new+adm", "over"]
     rows = []
     totals = {"direct": 0, "proxy": 0}
     for i, turn in enumerate(proxy):
@@ -277,7 +309,7 @@ def report(title: str, direct: list[Turn] | None, proxy: list[Turn]) -> None:
     print(table(headers, rows))
     if direct is not None and totals["direct"]:
         first_d, first_p = direct[0].result.prompt_n or 0, proxy[0].result.prompt_n or 0
-        print(f"proxy/direct evaluated: total {totals['proxy'] / totals['direct']:.2f}, "
+        print(f"{label}/direct evaluated: total {totals['proxy'] / totals['direct']:.2f}, "
               f"first turn {first_p / max(first_d, 1):.2f}")
     later = [t for t in proxy[1:] if t.result.prompt_n is not None]
     worst = max(later, key=lambda t: t.result.prompt_n - t.new_tokens - t.admitted_tokens, default=None)
@@ -285,7 +317,7 @@ def report(title: str, direct: list[Turn] | None, proxy: list[Turn]) -> None:
         print(f"after the first turn, most evaluated beyond new messages + admitted schemas: "
               f"{worst.result.prompt_n - worst.new_tokens - worst.admitted_tokens:,} tokens ({worst.label})")
     failed = [t.label for t in proxy if t.result.status != "ok"]
-    print("every proxy turn succeeded" if not failed else f"proxy turns failed: {failed}")
+    print(f"every {label} turn succeeded" if not failed else f"{label} turns failed: {failed}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,18 +329,38 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the fitting catalogue through a proxy with these settings "
         "(e.g. refresh_rank=0); repeatable",
     )
+    parser.add_argument(
+        "--parallel", type=int, default=1,
+        help=f"llama-server slots (-np; {SLOT_CTX:,} tokens of context each)",
+    )
+    parser.add_argument("--order", choices=sorted(ORDERS), default="short",
+                        help="short: A1 A2 B1 A3 B2 A4; long: ... B3 A5")
+    parser.add_argument("--pin-direct", action="store_true",
+                        help="also run direct with each conversation naming its slot (id_slot)")
     args = parser.parse_args(argv)
+    order = ORDERS[args.order]
     catalogue = json.loads(CATALOG.read_text())
     by_name = {tool["function"]["name"]: tool for tool in catalogue}
     fitting = catalogue[:FITTING_SIZE]
-    print(f"[{load_str()}] llama-server flags: {' '.join(LLAMA_FLAGS)}")
+    print(f"[{load_str()}] llama-server flags: {' '.join(LLAMA_FLAGS)}, -np {args.parallel}, "
+          f"order {' '.join(f'{c}{i + 1}' for c, i in order)}")
     with tempfile.TemporaryDirectory(prefix="toolprune-session-") as tmp, httpx.Client() as client:
         log_dir = Path(tmp)
-        with llama_server(log_dir, "llama-direct") as llama:
+        with llama_server(log_dir, "llama-direct", args.parallel) as llama:
             tokens = Tokens(client, llama.origin)
-            size = tokens.prompt(messages_for("A", 3), fitting)
+            size = max(  # each conversation's last turn
+                tokens.prompt(messages_for(c, max(i for d, i in order if d == c)), fitting)
+                for c in sorted({c for c, _ in order})
+            )
             print(f"fitting catalogue: {len(fitting)} tools, longest direct prompt {size:,} tokens")
-            direct = run_session(client, llama.origin + "/v1", fitting, args.max_tokens, tokens, None, by_name)
+            direct = run_session(client, llama.origin + "/v1", fitting, args.max_tokens, tokens,
+                                 None, by_name, order)
+        if args.pin_direct:
+            with llama_server(log_dir, "llama-direct-pinned", args.parallel) as llama:
+                pinned = run_session(client, llama.origin + "/v1", fitting, args.max_tokens,
+                                     Tokens(client, llama.origin), None, by_name, order, pin=True)
+            report("direct, each conversation pinned to its slot (id_slot)", direct, pinned,
+                   label="pinned")
         runs = [(f"{len(fitting)} GitHub tools, default settings", fitting, direct, {})]
         for variant in args.variant:
             settings = dict(item.split("=", 1) for item in variant.split(","))
@@ -316,14 +368,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_large:
             runs.append((f"{len(catalogue)} GitHub tools (direct: over the context)", catalogue, None, {}))
         for title, tools, direct_turns, settings in runs:
-            with llama_server(log_dir, "llama-proxy") as llama, \
+            with llama_server(log_dir, "llama-proxy", args.parallel) as llama, \
                     proxy_server(log_dir, "proxy", llama.origin, settings) as proxy:
                 tokens = Tokens(client, llama.origin)
                 warm_proxy(client, proxy.origin, tools)
                 proxy_log = ProxyLog(proxy.log_path)
                 proxy_log.decisions()
                 turns = run_session(client, proxy.origin + "/v1", tools, args.max_tokens, tokens,
-                                    proxy_log, by_name)
+                                    proxy_log, by_name, order)
             report(title, direct_turns, turns)
     print(f"[{load_str()}]")
     return 0

@@ -236,8 +236,9 @@ class Settings(BaseSettings):
     cache_reuse_tokens: int = Field(
         64,
         ge=0,
-        description="llama-server's `n_cache_reuse`, sent with each chat completions "
-        "request to an upstream that answers `/props` unless the request sets it: cached "
+        description="llama-server's `n_cache_reuse`, sent with each chat completions and "
+        "Responses request (llama-server drops it from Messages requests) to an upstream "
+        "that answers `/props` unless the request sets it: cached "
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )

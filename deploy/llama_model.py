@@ -97,6 +97,7 @@ def llama_server_command(
     ctx: int = DEFAULT_CTX,
     extra: Sequence[str] = (),
     alias: str | None = DEFAULT_ALIAS,
+    parallel: int = 1,
 ) -> list[str]:
     """Return the argv that starts llama-server for SmolLM2 with the tool-aware template.
 
@@ -104,7 +105,8 @@ def llama_server_command(
 
     * ``--jinja --chat-template-file <Qwen2.5 template>``: render ``tools``.
     * ``-np 1``: a single slot, so one request may use the whole ``ctx``
-      (prompts longer than ``ctx`` get HTTP 400 ``exceed_context_size_error``).
+      (prompts longer than ``ctx`` get HTTP 400 ``exceed_context_size_error``);
+      ``parallel`` slots split ``ctx`` between them (``ctx / parallel`` tokens each).
     * ``--no-ui``: the build embeds no web UI assets.
     * ``--no-repack``: no AMX/repacked weights (they crash where AMX is reported but not
       usable, as on virtual machines).
@@ -121,7 +123,7 @@ def llama_server_command(
         "-c",
         str(ctx),
         "-np",
-        "1",
+        str(parallel),
         "--host",
         host,
         "--port",

@@ -104,8 +104,12 @@ class MessagesAdapter:
         native = parse_flat_tools(body["tools"], _is_custom, "input_schema")
         if not len(native):
             raise NothingToPrune()
+        # llama-server's Messages route keeps none of its own fields (n_cache_reuse): its
+        # Anthropic conversion copies only temperature, top_p, top_k, stream and
+        # chat_template_kwargs.
         return PlanInput(
-            body=body, native=native, messages=conversation_view(body), choice=read_choice(body)
+            body=body, native=native, messages=conversation_view(body), choice=read_choice(body),
+            llama_fields=False,
         )
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:

@@ -158,6 +158,7 @@ class ResponsesAdapter:
             body["input"] = [*input_items(body.get("input")), *turn.extra_messages]
         if isinstance(body.get("previous_response_id"), str):
             body["previous_response_id"] = self.chains.upstream_id(body["previous_response_id"])
+        turn.add_llama_fields(body)
         return json_bytes(body)
 
     def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:

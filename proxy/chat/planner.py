@@ -89,6 +89,9 @@ class PlanInput:
     its ``tool_choice`` means. ``text``: a system-prompt tool block (chat completions
     only). ``conversation``: an id the API itself gives the conversation (the Responses
     API's ``conversation`` / ``previous_response_id``); None derives one as for chat.
+    ``llama_fields``: llama-server reads its own request fields (``n_cache_reuse``) on
+    this API's route (not on Messages: its Anthropic conversion drops them, and the
+    expectation is priced without chunk reuse).
     """
 
     body: dict[str, Any]
@@ -97,6 +100,7 @@ class PlanInput:
     choice: ToolChoice
     text: TextPlan | None = None
     conversation: str | None = None
+    llama_fields: bool = True
 
 
 class Planner:
@@ -236,7 +240,7 @@ class Planner:
             for name in catalog_layout(catalog, self.policy).core
             if (tool := catalog.get(name)) is not None
         )
-        reuse = self.settings.cache_reuse_tokens if llama else 0
+        reuse = self.settings.cache_reuse_tokens if llama and request.llama_fields else 0
         expectation = expect_cache(
             start.cached,
             block_signature(selection.state.loaded, selection.tier if meta else ()),

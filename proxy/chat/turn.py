@@ -133,9 +133,14 @@ class Turn:
             body["messages"] = [*body.get("messages", []), *self.extra_messages]
         if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
             body["tool_choice"] = self.tool_choice.forward
+        self.add_llama_fields(body)
+        return json_bytes(body)
+
+    def add_llama_fields(self, body: dict[str, Any]) -> None:
+        """Add to an upstream ``body`` the llama-server fields the proxy sends
+        (``n_cache_reuse``), unless the client set them (its value is kept)."""
         if self.cache_reuse:
             body.setdefault("n_cache_reuse", self.cache_reuse)
-        return json_bytes(body)
 
     def admitted(self) -> list[str]:
         """Every tool admitted this turn: by the first selection and after meta-calls."""
