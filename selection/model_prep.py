@@ -66,6 +66,19 @@ def runnable_model(packaged: Path, sha256: str, cache_dir: Path | None) -> Path:
         return packaged
 
 
+def discard_unloadable(path: Path, error: Exception) -> None:
+    """A derived model that ONNX Runtime cannot load (a damaged cached file): log a warning
+    and remove it, so the next load derives it anew (left where it cannot be removed)."""
+    logger.warning(
+        "embedder runs the packaged model as shipped: the cached %s does not load (%s)",
+        path.name, type(error).__name__,
+    )
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/toolprune/models``, else ``~/.cache/toolprune/models``."""
     root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -64,6 +64,20 @@ def test_a_cached_model_is_not_derived_again(cache_dir: Path, monkeypatch: pytes
     assert [p.name for p in cache_dir.iterdir()] == [derived.name]  # no temporary left
 
 
+def test_a_damaged_cached_model_is_replaced_by_the_packaged_one_and_removed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    damaged = tmp_path / model_prep.cached_name(DEFAULT_MODEL_SHA256)
+    damaged.write_bytes(b"half a model")
+    embedder = OnnxEmbedder(cache_dir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger="toolprune.embedder"):
+        assert embedder.embed_sync(["open an issue"]).shape == (1, 384)
+    assert "does not load" in caplog.text
+    assert not damaged.exists()  # the next load derives it anew
+    OnnxEmbedder(cache_dir=tmp_path).load_sync()
+    assert damaged.stat().st_size > 10_000_000
+
+
 def test_a_failed_derivation_says_why(tmp_path: Path) -> None:
     not_onnx = tmp_path / "model.onnx"
     not_onnx.write_bytes(b"not a model")
