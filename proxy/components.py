@@ -88,7 +88,10 @@ async def load_embedder(embedder: Embedder) -> None:
     except EmbedderError as error:
         logger.error("embedder_load_failed", extra={"fields": {"error": str(error)}})
     else:
-        logger.info("embedder_loaded", extra={"fields": {"embedder": embedder.id}})
+        fields = {"embedder": embedder.id}
+        if isinstance(embedder, OnnxEmbedder):
+            fields["model_file"] = embedder.model_file or ""
+        logger.info("embedder_loaded", extra={"fields": fields})
 
 
 async def warm_catalogs(paths: Sequence[Path], engine: SelectionEngine, policy: Policy) -> None:

