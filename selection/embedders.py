@@ -37,6 +37,7 @@ _DATA = Path(__file__).parent / "data"
 _DEFAULT_TOKENIZER = _DATA / "all-MiniLM-L6-v2.tokenizer.json"
 _DEFAULT_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_PROVIDERS = ["CPUExecutionProvider"]
 #: Characters kept per token of ``max_tokens`` before tokenizing: a WordPiece token spans
 #: far fewer characters, so clipping there never changes what the model reads, while a
 #: 10 MB text is not tokenized whole only to be truncated.
@@ -200,13 +201,13 @@ class OnnxEmbedder:
             # reserved (same speed, measured: 11 ms a query either way).
             options.enable_cpu_mem_arena = False
             try:
-                session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                session = ort.InferenceSession(str(model), options, providers=_PROVIDERS)
             except Exception as exc:
                 if model == packaged:
                     raise
                 discard_unloadable(model, exc)  # a damaged cached file: derived anew next time
                 model = packaged
-                session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+                session = ort.InferenceSession(str(model), options, providers=_PROVIDERS)
         except EmbedderError:
             raise
         except Exception as exc:  # missing file, bad tokenizer JSON, invalid ONNX graph
@@ -275,7 +276,7 @@ class OnnxEmbedder:
     async def aclose(self) -> None:
         """Drop the session; a later :meth:`load` reloads it."""
         with self._lock:
-            self._session = self._tokenizer = None
+            self._session = self._tokenizer = self._model_file = None
 
 
 class HttpEmbedder:

@@ -3,6 +3,7 @@ child process, its cache, and the fall-back to the packaged model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -58,6 +59,8 @@ def test_lean_model_looks_up_int8_rows_and_gives_identical_vectors(
     assert "Not a directory" in fallback_reasons(caplog)[0]  # it did run the packaged model
     assert (lean.model_file, packaged.model_file) == (derived.name, "model.onnx")
     assert lean.id == packaged.id  # the same vectors, the same caches
+    asyncio.run(lean.aclose())
+    assert lean.model_file is None and not lean.ready
 
 
 def test_a_cached_model_is_not_derived_again(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
