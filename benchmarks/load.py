@@ -3,22 +3,27 @@
 
 Run from the repository root::
 
-    PYTHONPATH=. python benchmarks/load.py --streams 50,200          # ~2 minutes
+    PYTHONPATH=. python benchmarks/load.py --streams 50,200          # ~3 minutes
     PYTHONPATH=. python benchmarks/load.py --workers 2 --streams 200  # proxy with 2 workers
     PYTHONPATH=. python benchmarks/load.py --help
 
-Every client loops for ``--duration-s``: it sends a streaming chat request (the 117-tool
-GitHub MCP catalogue with pruning on, so the proxy parses, selects and rewrites every
-request) and reads the SSE response to ``[DONE]``. The upstream (its own process, below)
-streams ``--chunks`` chunks ``--chunk-interval-ms`` apart, so a stream lasts about
+The clients join evenly over ``--ramp-s`` (default one stream's length), so requests
+arrive spread out, as independent agents' do; each then loops: it sends a streaming chat
+request (the 117-tool GitHub MCP catalogue with pruning on, so the proxy parses, selects
+and rewrites every request) and reads the SSE response to ``[DONE]``. The ``--warmup-s``
+after the ramp are not measured, the next ``--duration-s`` are. ``--ramp-s 0`` starts all
+clients at once instead: a burst of N simultaneous requests that, streams being of one
+length, recurs every stream length. The upstream (its own process, below) streams
+``--chunks`` chunks ``--chunk-interval-ms`` apart, so a stream lasts about
 ``chunks x interval`` when nothing queues: a proxy that keeps up shows the direct rate.
 
-Measured per target and stream count: completed streams per second, first body byte and
-whole-stream latency (p50/p99, from sending the request), errors (non-200, a stream without
-``[DONE]``, a connection failure), and the proxy's peak resident memory (RSS, summed over
-its worker processes) and open file descriptors, sampled from ``/proc`` every 0.25 s, and
-its CPU time (user + system, from ``/proc``) per completed stream: the figure that other
-processes on a shared machine disturb least.
+Measured per target and stream count, over the streams sent in the measured seconds:
+streams per second (N / mean stream time, Little's law for N clients without think time),
+first body byte and whole-stream latency (p50/p99, from sending the request), errors
+(non-200, a stream without ``[DONE]``, a connection failure), and the proxy's peak
+resident memory (RSS, summed over its worker processes) and open file descriptors, sampled
+from ``/proc`` every 0.25 s, and its CPU time (user + system, from ``/proc``) per stream:
+the figure that other processes on a shared machine disturb least.
 Direct and proxied windows alternate (``--rounds``), since the machine is shared.
 
 Clients are raw asyncio connections (one keep-alive connection each) parsed with
@@ -172,6 +177,8 @@ class _Response:
 
 @dataclass
 class Samples:
+    """Latencies (seconds) of the streams sent in a measured interval."""
+
     first: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
     errors: int = 0
@@ -183,9 +190,12 @@ class Samples:
 
 
 async def client_loop(
-    host: str, port: int, requests: Requests, client: int, deadline: float, samples: Samples
+    host: str, port: int, requests: Requests, client: int, start: float,
+    measure_from: float, deadline: float, samples: Samples,
 ) -> None:
-    """Send streaming requests one after another until ``deadline`` (perf_counter)."""
+    """From ``start`` to ``deadline`` (perf_counter), send streaming requests one after
+    another; the latencies of those sent from ``measure_from`` on are kept."""
+    await asyncio.sleep(max(0.0, start - time.perf_counter()))
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
     i = 0
@@ -210,7 +220,7 @@ async def client_loop(
                 samples.fail(f"http {status}")
             elif b"[DONE]" not in response.tail or response.first is None:
                 samples.fail("no [DONE]")
-            else:
+            elif measure_from <= started:
                 samples.first.append(response.first - started)
                 samples.total.append(end - started)
             if not parser.should_keep_alive():
@@ -301,26 +311,40 @@ class Result:
 
     @property
     def rate(self) -> float:
-        return len(self.samples.total) / self.seconds if self.seconds else 0.0
+        """Streams per second by Little's law: N clients that each send the next request
+        when one ends complete N / (mean stream time) a second. Counting the streams that
+        end within a window would alias: clients that start together stay in phase."""
+        total = self.samples.total
+        return self.streams * len(total) / sum(total) if total else 0.0
 
     @property
     def cpu_ms_per_stream(self) -> float:
-        return 1000 * self.cpu_s / len(self.samples.total) if self.samples.total else 0.0
+        streams = self.rate * self.seconds
+        return 1000 * self.cpu_s / streams if streams else 0.0
 
 
 async def window(
-    port: int, requests: Requests, streams: int, duration_s: float,
-    pid: int | None, result: Result,
+    port: int, requests: Requests, streams: int, ramp_s: float, warmup_s: float,
+    duration_s: float, pid: int | None, result: Result,
 ) -> None:
+    """``streams`` clients join evenly over ``ramp_s`` seconds (0: all at once); the
+    ``warmup_s`` seconds after the ramp are not measured, the next ``duration_s`` are."""
     stop = asyncio.Event()
     sampler = asyncio.create_task(sample_peak(pid, result.peak, stop))
-    started, cpu_before = time.perf_counter(), cpu_seconds(pid)
-    deadline = started + duration_s
-    await asyncio.gather(*(
-        client_loop(HOST, port, requests, c, deadline, result.samples) for c in range(streams)
+    started = time.perf_counter()
+    measure_from = started + ramp_s + warmup_s
+    deadline = measure_from + duration_s
+    clients = asyncio.gather(*(
+        client_loop(HOST, port, requests, c, started + ramp_s * c / streams, measure_from,
+                    deadline, result.samples)
+        for c in range(streams)
     ))
-    result.seconds += time.perf_counter() - started
+    await asyncio.sleep(max(0.0, measure_from - time.perf_counter()))
+    cpu_before = cpu_seconds(pid)
+    await asyncio.sleep(max(0.0, deadline - time.perf_counter()))
     result.cpu_s += cpu_seconds(pid) - cpu_before
+    result.seconds += duration_s
+    await clients
     stop.set()
     await sampler
 
@@ -431,7 +455,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--streams", default="50,200",
                         help="comma-separated concurrent stream counts (default 50,200)")
     parser.add_argument("--duration-s", type=float, default=10.0,
-                        help="seconds of one measurement window (default 10)")
+                        help="measured seconds of one window (default 10)")
+    parser.add_argument("--ramp-s", type=float, default=None,
+                        help="seconds over which a window's clients join, evenly (default: "
+                        "one stream's length, chunks x interval, so requests arrive spread "
+                        "out; 0: all at once, a burst of N simultaneous requests)")
+    parser.add_argument("--warmup-s", type=float, default=2.0,
+                        help="unmeasured seconds after the ramp (default 2)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="windows per target per stream count, alternating (default 2)")
     parser.add_argument("--chunks", type=int, default=40,
@@ -454,6 +484,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
     args = parser.parse_args(argv)
     args.streams = [int(s) for s in args.streams.split(",") if s.strip()]
+    if args.ramp_s is None:
+        args.ramp_s = args.chunks * args.chunk_interval_ms / 1000
     return args
 
 
@@ -496,7 +528,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
               f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print(f"upstream: {args.chunks} chunks x {args.chunk_interval_ms:g} ms per stream; "
               f"proxy: toolprune serve, {args.workers} worker(s); body: {args.catalog.name} "
-              f"tools, pruning on; {args.rounds} x {args.duration_s:g} s windows per target; "
+              f"tools, pruning on; {args.rounds} x {args.duration_s:g} s measured per target, each "
+              f"after a {args.ramp_s:g} s ramp and {args.warmup_s:g} s unmeasured; "
               f"catalogue warm-up {took:.1f} s")
         targets = {"direct": (up_port, None), "proxy": (proxy_port, proxy.process.pid)}
         if baseline is not None:
@@ -513,7 +546,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                     port, pid = targets[name]
                     windows += 1
                     requests = Requests(args.catalog, HOST, port, window=windows)
-                    await window(port, requests, streams, args.duration_s, pid, per_target[name])
+                    await window(port, requests, streams, args.ramp_s, args.warmup_s,
+                                 args.duration_s, pid, per_target[name])
             results.extend(per_target.values())
             after = await query_metrics(proxy.origin)
             query_counts[streams] = {k: v - before.get(k, 0.0) for k, v in after.items()}

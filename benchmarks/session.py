@@ -7,6 +7,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/session.py --skip-large --variant refresh_rank=0
     PYTHONPATH=. python benchmarks/session.py --skip-large --parallel 2 --order long \
         --pin-direct                    # two slots: pinning each conversation (id_slot)
+    PYTHONPATH=. python benchmarks/session.py --skip-large --oracle   # + the oracle's floor
     PYTHONPATH=. python benchmarks/session.py --help
 
 One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
@@ -21,7 +22,9 @@ SmolLM2's 8,192 tokens) sent directly and through the proxy, and the whole GitHu
 proxy per ``--variant`` of settings, proxy 117) starts its own llama-server (same flags)
 and proxy, so none inherits another's cache. ``--parallel N``: llama-server with ``-np N``
 and N × 8,192 tokens of context (8,192 a slot); ``--pin-direct`` adds a direct run in which
-each conversation names its own slot (``id_slot``: A 0, B 1).
+each conversation names its own slot (``id_slot``: A 0, B 1); ``--oracle`` adds a direct run
+whose tool block holds exactly the tools each turn calls, appended when first needed: the
+fewest tokens any pruning can evaluate while the template renders tools before the history.
 
 Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
@@ -37,7 +40,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -140,6 +142,28 @@ ORDERS = {
 SLOT_CTX = 8192
 
 
+def needed_tools(conversation: str, turn: int) -> list[str]:
+    """The tools the agent calls in answer to that turn (the calls that open the
+    conversation's next step; none for a last turn)."""
+    steps = CONVERSATIONS[conversation]
+    if turn + 1 >= len(steps):
+        return []
+    return [call["function"]["name"] for message in steps[turn + 1]
+            for call in message.get("tool_calls") or []]
+
+
+def oracle_blocks(order: list[tuple[str, int]]) -> list[list[str]]:
+    """Per turn of ``order``, the tool block of an oracle that knows each turn's tools:
+    the agent's one block (shared by its conversations, as the proxy's is), grown at its
+    end by the tools a turn needs that it lacks; nothing else, no meta-tool."""
+    block: list[str] = []
+    blocks = []
+    for conversation, turn in order:
+        block = block + [name for name in needed_tools(conversation, turn) if name not in block]
+        blocks.append(block)
+    return blocks
+
+
 def messages_for(conversation: str, turn: int) -> list[dict[str, Any]]:
     """The whole history the agent sends on that turn."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
@@ -235,17 +259,19 @@ class Turn:
 def run_session(
     client: httpx.Client, base_url: str, tools: list[Any], max_tokens: int, tokens: Tokens,
     proxy_log: ProxyLog | None, by_name: dict[str, Any], order: list[tuple[str, int]],
-    pin: bool = False,
+    pin: bool = False, blocks: list[list[str]] | None = None,
 ) -> list[Turn]:
-    """``pin``: each conversation names its own slot (``id_slot``: A 0, B 1)."""
+    """``pin``: each conversation names its own slot (``id_slot``: A 0, B 1). ``blocks``:
+    per turn, the names of the tools sent instead of ``tools`` (the oracle's)."""
     turns = []
     # The client tools of the previous request: what the slot holds (unpinned, every
     # request of the agent goes to one slot).
     held: list[str] = []
-    for conversation, index in order:
+    for step, (conversation, index) in enumerate(order):
         label = f"{conversation}{index + 1}"
+        sent = tools if blocks is None else [by_name[name] for name in blocks[step]]
         body = {
-            "model": MODEL, "messages": messages_for(conversation, index), "tools": tools,
+            "model": MODEL, "messages": messages_for(conversation, index), "tools": sent,
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -260,6 +286,10 @@ def run_session(
             forwarded = list((outcome.decision or {}).get("reasons", {}))
             admitted = sum(tokens.tool(by_name[name]) for name in forwarded if name not in held)
             held = forwarded
+        if blocks is not None:
+            outcome.tools_header = f"{len(sent)}/{len(tools)}"
+            admitted = sum(tokens.tool(by_name[name]) for name in blocks[step] if name not in held)
+            held = blocks[step]
         turns.append(Turn(label, outcome, tokens.new_messages(conversation, index), admitted))
         print(f"  [{label}] {outcome.status} prompt={outcome.prompt_tokens} eval={outcome.prompt_n} "
               f"cached={outcome.cache_n} ttft={secs(outcome.ttft_s)}", file=sys.stderr, flush=True)
@@ -337,6 +367,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="short: A1 A2 B1 A3 B2 A4; long: ... B3 A5")
     parser.add_argument("--pin-direct", action="store_true",
                         help="also run direct with each conversation naming its slot (id_slot)")
+    parser.add_argument("--oracle", action="store_true",
+                        help="also run direct with an oracle's tool block: exactly the tools "
+                        "each turn calls, appended as first needed (the floor of any pruning "
+                        "whose tools precede the history)")
     args = parser.parse_args(argv)
     order = ORDERS[args.order]
     catalogue = json.loads(CATALOG.read_text())
@@ -361,6 +395,13 @@ def main(argv: list[str] | None = None) -> int:
                                      Tokens(client, llama.origin), None, by_name, order, pin=True)
             report("direct, each conversation pinned to its slot (id_slot)", direct, pinned,
                    label="pinned")
+        if args.oracle:
+            with llama_server(log_dir, "llama-oracle", args.parallel) as llama:
+                oracle = run_session(client, llama.origin + "/v1", fitting, args.max_tokens,
+                                     Tokens(client, llama.origin), None, by_name, order,
+                                     blocks=oracle_blocks(order))
+            report("oracle: exactly each turn's tools, appended to one block", direct, oracle,
+                   label="oracle")
         runs = [(f"{len(fitting)} GitHub tools, default settings", fitting, direct, {})]
         for variant in args.variant:
             settings = dict(item.split("=", 1) for item in variant.split(","))

@@ -1,0 +1,51 @@
+"""The load benchmark's rate (Little's law over the measured streams) and the session
+benchmark's oracle blocks say what benchmarks/README.md says they measure."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.load import Result, Samples
+from benchmarks.session import CONVERSATIONS, ORDERS, needed_tools, oracle_blocks
+
+
+def test_rate_is_clients_over_mean_stream_time() -> None:
+    result = Result("proxy", streams=200, samples=Samples(total=[4.0, 5.0, 6.0]), seconds=10.0)
+    assert result.rate == pytest.approx(200 / 5.0)
+
+
+def test_rate_does_not_depend_on_when_streams_end() -> None:
+    """Clients in phase end their streams together; the rate is the same whatever the
+    window's edges cut."""
+    in_phase = Result("direct", streams=50, samples=Samples(total=[4.0] * 100), seconds=10.0)
+    spread = Result("direct", streams=50, samples=Samples(total=[4.0] * 137), seconds=10.0)
+    assert in_phase.rate == spread.rate == pytest.approx(12.5)
+
+
+def test_cpu_per_stream_divides_by_the_streams_of_the_measured_time() -> None:
+    result = Result("proxy", streams=100, samples=Samples(total=[4.0] * 10), seconds=10.0,
+                    cpu_s=5.0)
+    assert result.cpu_ms_per_stream == pytest.approx(1000 * 5.0 / (25.0 * 10.0))
+
+
+def test_no_streams_no_rate() -> None:
+    assert Result("proxy", streams=200).rate == 0.0
+    assert Result("proxy", streams=200, cpu_s=1.0).cpu_ms_per_stream == 0.0
+
+
+def test_needed_tools_are_the_calls_that_answer_the_turn() -> None:
+    assert needed_tools("A", 0) == ["create_branch"]
+    assert needed_tools("A", 2) == ["create_pull_request_review", "add_comment_to_pending_review"]
+    assert needed_tools("B", len(CONVERSATIONS["B"]) - 1) == []
+
+
+def test_oracle_block_grows_at_its_end_and_is_shared_by_conversations() -> None:
+    order = ORDERS["short"]
+    blocks = oracle_blocks(order)
+    assert len(blocks) == len(order)
+    for before, after in zip(blocks, blocks[1:]):
+        assert after[: len(before)] == before  # only appended to
+    # B1 (third turn) starts from A's block and adds what B needs.
+    assert blocks[2] == ["create_branch", "create_pull_request", "create_issue"]
+    assert blocks[-1][-1] == "add_reply_to_pull_request_comment"
+    assert len(set(blocks[-1])) == len(blocks[-1]) == 7
