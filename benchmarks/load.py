@@ -122,7 +122,9 @@ class Requests:
 
     PLACEHOLDER = "\u0000query\u0000"
 
-    def __init__(self, catalog: Path, host: str, port: int, window: int) -> None:
+    def __init__(self, catalog: Path | None, host: str, port: int, window: int) -> None:
+        """``catalog``: the tools JSON array every request sends; None: no ``tools`` (the
+        proxy passes such a request through unchanged)."""
         body = json.dumps({
             "model": "load",
             "stream": True,
@@ -131,7 +133,7 @@ class Requests:
                 {"role": "system", "content": "You are a helpful assistant."},
                 {"role": "user", "content": self.PLACEHOLDER},
             ],
-            "tools": json.loads(catalog.read_text()),
+            **({"tools": json.loads(catalog.read_text())} if catalog is not None else {}),
         })
         self._before, self._after = body.split(json.dumps(self.PLACEHOLDER), 1)
         self._host, self._port, self._window = host, port, window
@@ -473,6 +475,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="toolprune serve --workers (default 1; >1 starts a redis-server)")
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
+    parser.add_argument("--no-tools", action="store_true",
+                        help="requests without tools: the proxy's pass-through (with "
+                        "--chunks 1 --chunk-interval-ms 0: requests/s against a fast upstream)")
     parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
                         help="also measure the proxy of another checkout of the repository "
                         "(e.g. `git worktree add DIR main`) as a third target, `baseline`, "
@@ -484,6 +489,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
     args = parser.parse_args(argv)
     args.streams = [int(s) for s in args.streams.split(",") if s.strip()]
+    if args.no_tools:
+        args.catalog = None
     if args.ramp_s is None:
         args.ramp_s = args.chunks * args.chunk_interval_ms / 1000
     return args
@@ -520,15 +527,18 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             servers.append(baseline)
         await wait_ready(upstream, "/v1/models", lambda r: r.status_code == 200)
         probe = Requests(args.catalog, HOST, proxy_port, window=0).body(0, 0)
+        took = 0.0
         for server in servers[1:]:
             await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
-            took = await wait_pruning(server.origin, probe)
+            if args.catalog is not None:
+                took = await wait_pruning(server.origin, probe)
         load = os.getloadavg()
         print(f"toolprune load benchmark: python {platform.python_version()}, "
               f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print(f"upstream: {args.chunks} chunks x {args.chunk_interval_ms:g} ms per stream; "
-              f"proxy: toolprune serve, {args.workers} worker(s); body: {args.catalog.name} "
-              f"tools, pruning on; {args.rounds} x {args.duration_s:g} s measured per target, each "
+              f"proxy: toolprune serve, {args.workers} worker(s); body: "
+              f"{f'{args.catalog.name} tools, pruning on' if args.catalog else 'no tools'}; "
+              f"{args.rounds} x {args.duration_s:g} s measured per target, each "
               f"after a {args.ramp_s:g} s ramp and {args.warmup_s:g} s unmeasured; "
               f"catalogue warm-up {took:.1f} s")
         targets = {"direct": (up_port, None), "proxy": (proxy_port, proxy.process.pid)}
@@ -552,7 +562,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             after = await query_metrics(proxy.origin)
             query_counts[streams] = {k: v - before.get(k, 0.0) for k, v in after.items()}
         print_table(results)
-        print_query_counts(query_counts, args.workers)
+        if args.catalog is not None:
+            print_query_counts(query_counts, args.workers)
         idle_rss, idle_fds = rss_and_fds(proxy.process.pid)
         print(f"proxy after the run: RSS {idle_rss:.0f} MiB, {idle_fds} fds")
     except BaseException:

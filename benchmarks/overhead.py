@@ -3,6 +3,7 @@
 Run from the repository root::
 
     PYTHONPATH=. python benchmarks/overhead.py            # ~1-2 minutes
+    PYTHONPATH=. python benchmarks/overhead.py --workers 2 --no-pruned   # proxy with 2 workers
     PYTHONPATH=. python benchmarks/overhead.py --help
 
 The upstream (``tests.support.upstream.Upstream``, no inference: it answers ``"ok"`` at once)
@@ -378,6 +379,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-pruned", action="store_true", help="skip the pruned rows")
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="toolprune serve --workers (default 1; >1 starts a redis-server "
+                        "for the shared state)")
     parser.add_argument("--proxy-log-level", default="info",
                         choices=["debug", "info", "warning", "error"],
                         help="TOOLPRUNE_LOG_LEVEL of the proxy (default info, the default)")
@@ -399,11 +403,19 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
         "upstream", [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port)], up_port, log_dir, env
     )
     servers = [upstream]
+    redis = None
     try:
+        if args.workers > 1:
+            from tests.support.redis_server import RedisServer
+
+            redis = RedisServer()
+            redis.start()
+            env["TOOLPRUNE_STATE_URL"] = redis.url
         proxy = start_server(
             "proxy",
             [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port",
-             str(proxy_port), "--upstream", f"{upstream.origin}/v1"],
+             str(proxy_port), "--upstream", f"{upstream.origin}/v1",
+             *(["--workers", str(args.workers)] if args.workers > 1 else [])],
             proxy_port, log_dir, env,
         )
         servers.append(proxy)
@@ -425,7 +437,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                 f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
             )
             print(f"upstream {upstream.origin} (tests.support.upstream), proxy {proxy.origin} "
-                  f"(toolprune serve, log level {args.proxy_log_level}); bodies: "
+                  f"(toolprune serve, {args.workers} worker(s), log level "
+                  f"{args.proxy_log_level}); bodies: "
                   + ", ".join(f"{p.label} {len(p.body(False, 0)) / 1024:.1f} KiB"
                               for p in payloads if not p.pruned))
             tallies = {p.label: Tally() for p in payloads}
@@ -474,6 +487,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
     finally:
         for server in reversed(servers):
             server.stop()
+        if redis is not None:
+            redis.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-import anyio
 from starlette.types import Message, Receive, Send
 
 from proxy.http.errors import (
@@ -132,30 +131,33 @@ async def send_error(send: Send, error: ProxyError, *, close: bool = False) -> N
     await send_complete(send, error.status_code, headers, error.body())
 
 
+async def _disconnected(receive: Receive) -> None:
+    """Return once ``receive`` yields ``http.disconnect``."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def run_until_disconnect(receive: Receive, handler: Callable[[], Awaitable[None]]) -> bool:
     """Run ``handler``; cancel it if the client disconnects first.
 
     Must be called after the request body was read completely: from then on the only
     message ``receive`` yields is ``http.disconnect``. Cancelling the handler closes any
-    upstream request it has open, which is how a disconnect reaches the upstream.
+    upstream request it has open, which is how a disconnect reaches the upstream. The
+    handler and the disconnect watcher are two asyncio tasks; neither outlives this call,
+    also when the calling task is cancelled (server shutdown), which then raises
+    CancelledError here. An exception of the handler is raised here.
 
     Returns True when the handler ran to completion, False when it was cancelled.
     """
-    completed = False
-
-    async def run(scope: anyio.CancelScope) -> None:
-        nonlocal completed
-        await handler()
-        completed = True
-        scope.cancel()
-
-    async def watch(scope: anyio.CancelScope) -> None:
-        message: Message = await receive()
-        while message["type"] != "http.disconnect":
-            message = await receive()
-        scope.cancel()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run, group.cancel_scope)
-        group.start_soon(watch, group.cancel_scope)
-    return completed
+    serving = asyncio.ensure_future(handler())
+    watching = asyncio.ensure_future(_disconnected(receive))
+    try:
+        await asyncio.wait((serving, watching), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (watching, serving):
+            task.cancel()
+        await asyncio.gather(watching, serving, return_exceptions=True)
+    if serving.cancelled():
+        return False
+    serving.result()
+    return True
