@@ -49,7 +49,9 @@ import httptools
 import httpx
 import numpy as np
 
-from benchmarks.processes import HOST, REPO_ROOT, Server, clean_env, free_port, start_server
+from benchmarks.processes import (
+    HOST, REPO_ROOT, Server, clean_env, free_port, shared_state, start_server,
+)
 from tests.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
@@ -510,12 +512,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             up_port, log_dir, env,
         )
         servers.append(upstream)
-        if args.workers > 1:
-            from tests.support.redis_server import RedisServer
-
-            redis = RedisServer()
-            redis.start()
-            env["TOOLPRUNE_STATE_URL"] = redis.url
+        redis = shared_state(args.workers, env)
         proxy = start_proxy("proxy", proxy_port, upstream, args, log_dir, env)
         servers.append(proxy)
         baseline = None

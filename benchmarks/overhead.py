@@ -46,7 +46,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
+from benchmarks.processes import HOST, Server, clean_env, free_port, shared_state, start_server
 from tests.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
@@ -405,12 +405,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
     servers = [upstream]
     redis = None
     try:
-        if args.workers > 1:
-            from tests.support.redis_server import RedisServer
-
-            redis = RedisServer()
-            redis.start()
-            env["TOOLPRUNE_STATE_URL"] = redis.url
+        redis = shared_state(args.workers, env)
         proxy = start_server(
             "proxy",
             [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port",

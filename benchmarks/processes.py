@@ -8,12 +8,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.redis_server import RedisServer
 from tests.support.servers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
-__all__ = ["HOST", "REPO_ROOT", "Server", "clean_env", "free_port", "start_server"]
+__all__ = ["HOST", "REPO_ROOT", "Server", "clean_env", "free_port", "shared_state", "start_server"]
 
 
 @dataclass
@@ -64,3 +65,15 @@ def clean_env(log_level: str = "info") -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     env["TOOLPRUNE_LOG_LEVEL"] = log_level
     return env
+
+
+def shared_state(workers: int, env: dict[str, str]) -> RedisServer | None:
+    """For a proxy of more than one worker, a started redis-server for their shared state,
+    its URL put in ``env`` as ``TOOLPRUNE_STATE_URL`` (the caller closes it); None for one
+    worker. Raises RuntimeError when no ``redis-server`` is installed."""
+    if workers <= 1:
+        return None
+    redis = RedisServer()
+    redis.start()
+    env["TOOLPRUNE_STATE_URL"] = redis.url
+    return redis
