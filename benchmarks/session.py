@@ -8,6 +8,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/session.py --skip-large --parallel 2 --order long \
         --pin-direct                    # two slots: pinning each conversation (id_slot)
     PYTHONPATH=. python benchmarks/session.py --skip-large --oracle   # + the oracle's floor
+    PYTHONPATH=. python benchmarks/session.py --skip-large --late-oracle   # + schemas after history
     PYTHONPATH=. python benchmarks/session.py --help
 
 One GitHub agent (one system prompt, one catalogue) holds two conversations, interleaved
@@ -25,6 +26,10 @@ and N × 8,192 tokens of context (8,192 a slot); ``--pin-direct`` adds a direct 
 each conversation names its own slot (``id_slot``: A 0, B 1); ``--oracle`` adds a direct run
 whose tool block holds exactly the tools each turn calls, appended when first needed: the
 fewest tokens any pruning can evaluate while the template renders tools before the history.
+``--late-oracle`` adds a direct run that never changes its tool block (the first turn's tools
+and two meta-tools, ``load_tools`` and ``call_tool``) and delivers each later tool's schema
+after the history, as a ``load_tools`` call and its result kept in place on later turns:
+the floor of pruning that loads tools as messages instead of growing ``tools``.
 
 Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
@@ -164,12 +169,60 @@ def oracle_blocks(order: list[tuple[str, int]]) -> list[list[str]]:
     return blocks
 
 
-def messages_for(conversation: str, turn: int) -> list[dict[str, Any]]:
-    """The whole history the agent sends on that turn."""
+def messages_for(
+    conversation: str, turn: int, loaded: dict[tuple[str, int], list[Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The whole history the agent sends on that turn. ``loaded``: per (conversation,
+    turn), tool definitions delivered after that turn's messages as a ``load_tools``
+    exchange (:func:`load_exchange`), kept in place on later turns."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}]
-    for step in CONVERSATIONS[conversation][: turn + 1]:
+    for index, step in enumerate(CONVERSATIONS[conversation][: turn + 1]):
         messages.extend(step)
+        definitions = (loaded or {}).get((conversation, index))
+        if definitions:
+            messages.extend(load_exchange(f"load{conversation}{index}", definitions))
     return messages
+
+
+#: The late oracle's fixed meta-tools: schemas arrive as ``load_tools`` results and the
+#: model calls a loaded tool through ``call_tool`` (what a proxy would rewrite into the
+#: real ``tool_calls``).
+LATE_META_TOOLS = [
+    {"type": "function", "function": {
+        "name": "load_tools", "description": "Load tools by name; their schemas come back as the result.",
+        "parameters": {"type": "object", "properties": {"names": {"type": "array", "items": {"type": "string"}}},
+                       "required": ["names"]}}},
+    {"type": "function", "function": {
+        "name": "call_tool", "description": "Call a tool that load_tools returned, by name.",
+        "parameters": {"type": "object", "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}},
+                       "required": ["name", "arguments"]}}},
+]
+
+
+def load_exchange(call_id: str, definitions: list[Any]) -> list[dict[str, Any]]:
+    """A ``load_tools`` call and its result: the definitions' function objects as JSON."""
+    names = [definition["function"]["name"] for definition in definitions]
+    return [call(call_id, "load_tools", {"names": names}),
+            result(call_id, [definition["function"] for definition in definitions])]
+
+
+def late_oracle_plan(
+    order: list[tuple[str, int]], by_name: dict[str, Any]
+) -> tuple[list[Any], dict[tuple[str, int], list[Any]]]:
+    """The late oracle: a fixed block (the first turn's tools and :data:`LATE_META_TOOLS`)
+    and, per (conversation, turn), the definitions of the tools that turn needs which
+    neither the block nor the conversation's earlier loads hold, delivered after the
+    turn's messages."""
+    first = [by_name[name] for name in needed_tools(*order[0])]
+    held = {definition["function"]["name"] for definition in first}
+    loaded: dict[tuple[str, int], list[Any]] = {}
+    seen: dict[str, set[str]] = {}
+    for conversation, turn in order:
+        mine = seen.setdefault(conversation, set(held))
+        new = [name for name in needed_tools(conversation, turn) if name not in mine]
+        mine.update(new)
+        loaded[(conversation, turn)] = [by_name[name] for name in new]
+    return first + LATE_META_TOOLS, loaded
 
 
 # --- processes -----------------------------------------------------------------------------
@@ -239,11 +292,15 @@ class Tokens:
     def tool(self, definition: Any) -> int:
         return self.text("\n" + json.dumps(definition, ensure_ascii=False))
 
-    def new_messages(self, conversation: str, turn: int) -> int:
+    def new_messages(
+        self, conversation: str, turn: int, loaded: dict[tuple[str, int], list[Any]] | None = None
+    ) -> int:
         """Tokens of the messages this turn adds (the conversation's first turn: all but
-        the system prompt, which precedes the tools and is shared by the agent)."""
-        now = self.prompt(messages_for(conversation, turn))
-        before = messages_for(conversation, turn - 1) if turn else [{"role": "system", "content": SYSTEM}]
+        the system prompt, which precedes the tools and is shared by the agent); with
+        ``loaded``, its ``load_tools`` exchange included."""
+        now = self.prompt(messages_for(conversation, turn, loaded))
+        before = (messages_for(conversation, turn - 1, loaded) if turn
+                  else [{"role": "system", "content": SYSTEM}])
         return now - self.prompt(before)
 
 
@@ -260,9 +317,11 @@ def run_session(
     client: httpx.Client, base_url: str, tools: list[Any], max_tokens: int, tokens: Tokens,
     proxy_log: ProxyLog | None, by_name: dict[str, Any], order: list[tuple[str, int]],
     pin: bool = False, blocks: list[list[str]] | None = None,
+    loaded: dict[tuple[str, int], list[Any]] | None = None,
 ) -> list[Turn]:
     """``pin``: each conversation names its own slot (``id_slot``: A 0, B 1). ``blocks``:
-    per turn, the names of the tools sent instead of ``tools`` (the oracle's)."""
+    per turn, the names of the tools sent instead of ``tools`` (the oracle's). ``loaded``:
+    definitions delivered in the history instead (:func:`messages_for`; the late oracle)."""
     turns = []
     # The client tools of the previous request: what the slot holds (unpinned, every
     # request of the agent goes to one slot).
@@ -271,7 +330,7 @@ def run_session(
         label = f"{conversation}{index + 1}"
         sent = tools if blocks is None else [by_name[name] for name in blocks[step]]
         body = {
-            "model": MODEL, "messages": messages_for(conversation, index), "tools": sent,
+            "model": MODEL, "messages": messages_for(conversation, index, loaded), "tools": sent,
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -290,7 +349,7 @@ def run_session(
             outcome.tools_header = f"{len(sent)}/{len(tools)}"
             admitted = sum(tokens.tool(by_name[name]) for name in blocks[step] if name not in held)
             held = blocks[step]
-        turns.append(Turn(label, outcome, tokens.new_messages(conversation, index), admitted))
+        turns.append(Turn(label, outcome, tokens.new_messages(conversation, index, loaded), admitted))
         print(f"  [{label}] {outcome.status} prompt={outcome.prompt_tokens} eval={outcome.prompt_n} "
               f"cached={outcome.cache_n} ttft={secs(outcome.ttft_s)}", file=sys.stderr, flush=True)
     return turns
@@ -371,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run direct with an oracle's tool block: exactly the tools "
                         "each turn calls, appended as first needed (the floor of any pruning "
                         "whose tools precede the history)")
+    parser.add_argument("--late-oracle", action="store_true",
+                        help="also run direct with the first turn's tools fixed and every later "
+                        "tool's schema delivered after the history as a load_tools result "
+                        "(the floor of pruning that never changes the tool block)")
     args = parser.parse_args(argv)
     order = ORDERS[args.order]
     catalogue = json.loads(CATALOG.read_text())
@@ -402,6 +465,13 @@ def main(argv: list[str] | None = None) -> int:
                                      blocks=oracle_blocks(order))
             report("oracle: exactly each turn's tools, appended to one block", direct, oracle,
                    label="oracle")
+        if args.late_oracle:
+            block, loaded = late_oracle_plan(order, by_name)
+            with llama_server(log_dir, "llama-late-oracle", args.parallel) as llama:
+                late = run_session(client, llama.origin + "/v1", block, args.max_tokens,
+                                   Tokens(client, llama.origin), None, by_name, order, loaded=loaded)
+            report("late oracle: first turn's tools fixed, later tools loaded after the history "
+                   "(new+adm counts the load exchange as new messages)", direct, late, label="late")
         runs = [(f"{len(fitting)} GitHub tools, default settings", fitting, direct, {})]
         for variant in args.variant:
             settings = dict(item.split("=", 1) for item in variant.split(","))

@@ -3,10 +3,20 @@ benchmark's oracle blocks say what benchmarks/README.md says they measure."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from benchmarks.load import Result, Samples
-from benchmarks.session import CONVERSATIONS, ORDERS, needed_tools, oracle_blocks
+from benchmarks.session import (
+    CONVERSATIONS,
+    LATE_META_TOOLS,
+    ORDERS,
+    late_oracle_plan,
+    messages_for,
+    needed_tools,
+    oracle_blocks,
+)
 
 
 def test_rate_is_clients_over_mean_stream_time() -> None:
@@ -43,9 +53,40 @@ def test_oracle_block_grows_at_its_end_and_is_shared_by_conversations() -> None:
     order = ORDERS["short"]
     blocks = oracle_blocks(order)
     assert len(blocks) == len(order)
-    for before, after in zip(blocks, blocks[1:]):
+    for before, after in itertools.pairwise(blocks):
         assert after[: len(before)] == before  # only appended to
     # B1 (third turn) starts from A's block and adds what B needs.
     assert blocks[2] == ["create_branch", "create_pull_request", "create_issue"]
     assert blocks[-1][-1] == "add_reply_to_pull_request_comment"
     assert len(set(blocks[-1])) == len(blocks[-1]) == 7
+
+
+def _definitions(order: list[tuple[str, int]]) -> dict[str, dict[str, object]]:
+    """A minimal definition for every tool the session's turns call."""
+    names = {name for conversation, turn in order for name in needed_tools(conversation, turn)}
+    return {name: {"type": "function", "function": {"name": name}} for name in names}
+
+
+def test_late_oracle_fixes_the_block_and_loads_each_tool_once_per_conversation() -> None:
+    order = ORDERS["short"]
+    by_name = _definitions(order)
+    block, loaded = late_oracle_plan(order, by_name)
+    assert [tool["function"]["name"] for tool in block] == ["create_branch", *(
+        tool["function"]["name"] for tool in LATE_META_TOOLS)]
+    for conversation in ("A", "B"):
+        turns = [turn for c, turn in order if c == conversation]
+        got = [d["function"]["name"] for turn in turns for d in loaded[(conversation, turn)]]
+        needed = [name for turn in turns for name in needed_tools(conversation, turn)]
+        assert got == list(dict.fromkeys(name for name in needed if name != "create_branch"))
+    assert loaded[("B", 0)] == [by_name["create_issue"]]
+
+
+def test_a_load_exchange_stays_where_it_was_first_sent() -> None:
+    order = ORDERS["short"]
+    by_name = _definitions(order)
+    _, loaded = late_oracle_plan(order, by_name)
+    second = messages_for("A", 1, loaded)
+    third = messages_for("A", 2, loaded)
+    assert third[: len(second)] == second  # the KV-cached prefix is unchanged
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "load_tools"
+    assert second[-1]["role"] == "tool" and "create_pull_request" in second[-1]["content"]
