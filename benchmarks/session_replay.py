@@ -17,7 +17,8 @@ proxy over sending the whole catalogue every step (prefix-cache model of
 :mod:`selection.prefix`: a step with the same tools evaluates its new messages; a changed
 step everything after the first changed tool), and the same with llama-server's
 ``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
-new to it, the meta-tool and the messages). Token counts are estimates
+new to it and the messages; the meta-tool too when it follows the change). The block is
+priced with the meta-tool in its place (:func:`selection.prefix.block_signature`). Token counts are estimates
 (:mod:`selection.tokens`), from the sets' real messages and schemas.
 """
 
@@ -42,7 +43,7 @@ from selection.evaluation import EngineScorer, load_cases, replay
 from selection.evaluation.replay import CaseOutcome
 from selection.evaluation.scoring import ScoredRun, score_cases
 from selection.policy import Policy
-from selection.prefix import estimated_text_tokens, expect_cache
+from selection.prefix import estimated_text_tokens, expect_cache, is_meta_entry
 from selection.tokens import tool_tokens
 
 
@@ -69,16 +70,18 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
         if catalog is None:
             continue
 
-        def tokens(name: str, catalog: Catalog = catalog) -> int:
-            tool = catalog.get(name)
+        def tokens(entry: str, catalog: Catalog = catalog, meta: int = outcome.meta_tokens) -> int:
+            if is_meta_entry(entry):
+                return meta
+            tool = catalog.get(entry)
             return tool_tokens(tool) if tool is not None else 0
 
         history = estimated_text_tokens(case.messages)
-        forwarded = outcome.forwarded
+        forwarded = outcome.block if outcome.block is not None else outcome.forwarded
         block, cached_history = previous.get(case.conversation, (None, 0))
         for reuse in (False, True):
             evaluated = expect_cache(
-                block, forwarded, tokens, head_tokens=0, tail_tokens=outcome.meta_tokens,
+                block, forwarded, tokens, head_tokens=0, tail_tokens=0,
                 cached_history_tokens=cached_history, history_tokens=history, reuse=reuse,
             ).evaluated
             if reuse:

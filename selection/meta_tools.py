@@ -5,8 +5,9 @@ Definitions follow OpenAI's function-tool shape. Without a tier, a meta-tool's
 definition depends on the catalogue only (byte-identical for a conversation). With a
 tier (tiered exposure: the next-best tools of this turn, by name and short purpose, so
 the model can load them in one round without paying their schemas), the tier line is
-the only part that changes per turn: it ends the description, and the proxy forwards the
-meta-tool after every client tool, so the KV-cached prefix of the loaded tools stays.
+the only part that depends on the turn: it ends the description. The proxy forwards the
+meta-tool after the tools of a block's first request and keeps its text and place while
+the block grows (tools admitted later follow it), so it stays in the KV-cached prefix.
 """
 
 from __future__ import annotations

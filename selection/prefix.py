@@ -4,12 +4,14 @@ from the upstream's cache and to evaluate. Pure functions; counts are prompt tok
 
 The model of a prompt, as chat templates that render tools in the system turn lay it out
 (llama.cpp's Qwen2.5 and Hermes templates): ``[system prompt + CORE tools][block]
-[meta-tool + template][messages]``. An upstream that keeps the last prompt's KV cache
-(llama-server ``cache_prompt``, on by default; its ``--cache-ram`` keeps earlier prompts
-too) evaluates from the first token that differs: the longest common prefix of the old
-and new block is reused, everything after it — the rest of the block, the meta-tool and
-every message — is evaluated again. The meta-tool's tier line is part of the block
-here: a changed tier breaks the cache where the meta-tool starts.
+[template][messages]``, the block being the loaded tools with the meta-tool among them
+(after the tools of the block's first request; tools admitted later follow it). An
+upstream that keeps the last prompt's KV cache (llama-server ``cache_prompt``, on by
+default; its ``--cache-ram`` keeps earlier prompts too) evaluates from the first token
+that differs: the longest common prefix of the old and new block is reused, everything
+after it — the rest of the block and every message — is evaluated again. The
+meta-tool's text (its tier line) is one entry of the block: a changed tier breaks the
+cache where the meta-tool starts.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ from selection.tokens import BYTES_PER_TOKEN
 #: tool-call instructions), set apart from the tool budget. Qwen2.5's template on
 #: llama-server: ~60 tokens of tool instructions, ~5 per message.
 TEMPLATE_RESERVE_TOKENS = 128
-#: Marks a tier entry in a block sequence (:func:`block_signature`).
-TIER_MARK = "\x00tier:"
+#: Marks the meta-tool's entry in a block sequence (:func:`block_signature`).
+META_MARK = "\x00meta:"
 
 
 def prefix_key(model: Any, system: str, catalog_fingerprint: str) -> str:
@@ -53,10 +55,19 @@ def tool_token_cap(context_tokens: int | None, share: float, other_tokens: int) 
     return max(0, min(math.floor(context_tokens * share), room))
 
 
-def block_signature(loaded: Sequence[str], tier: Sequence[str]) -> list[str]:
+def block_signature(loaded: Sequence[str], tier: Sequence[str], meta_at: int | None) -> list[str]:
     """What of a prompt's tool part changes from turn to turn, in prompt order: the
-    loaded tools, then the meta-tool's tier entries (marked with :data:`TIER_MARK`)."""
-    return [*loaded, *(TIER_MARK + name for name in tier)]
+    loaded tools, with the meta-tool's entry (:data:`META_MARK`, then its tier's names)
+    after the first ``meta_at`` of them (None: no meta-tool)."""
+    names = list(loaded)
+    if meta_at is None:
+        return names
+    return [*names[:meta_at], META_MARK + "\x00".join(tier), *names[meta_at:]]
+
+
+def is_meta_entry(entry: str) -> bool:
+    """Whether a block entry is the meta-tool's (:func:`block_signature`)."""
+    return entry.startswith(META_MARK)
 
 
 @dataclass(frozen=True)
@@ -109,9 +120,9 @@ def expect_cache(
     ``block``, when its cache holds the signature ``cached`` followed by
     ``cached_history_tokens`` of messages (``cached`` None: nothing of this agent).
 
-    ``tokens``: a block entry's prompt tokens (tier entries: 0, their text is in the
-    tail); ``head_tokens``: system prompt and CORE tools; ``tail_tokens``: meta-tool and
-    template after the block; ``history_tokens``: the messages now. ``reuse``: the
+    ``tokens``: a block entry's prompt tokens (the meta-tool's entry included);
+    ``head_tokens``: system prompt and CORE tools; ``tail_tokens``: what follows the
+    block before the messages; ``history_tokens``: the messages now. ``reuse``: the
     upstream reuses cached chunks after a change (llama-server's ``n_cache_reuse``,
     which shifts matching chunks of at least that many tokens into place: a block that
     only lost entries is served whole, with the history after it). Its minimum chunk

@@ -153,8 +153,11 @@ def select(
     A turn that starts from a block (a later turn, or a new conversation on its agent's
     block: ``state.turn`` > 0 or tools loaded) admits semantic candidates only when the
     turn's ``policy.refresh_rank`` best tools are not all forwarded or a pinned tool is
-    new (see :class:`~selection.policy.Policy`); the tier is kept from the state unless
-    the forwarded tools change, so the meta-tool's text stays byte-identical.
+    new (see :class:`~selection.policy.Policy`). On a block that held a meta-tool
+    (``state.meta_at``), the tier and the meta-tool's place are kept, so its text and
+    everything before it stay byte-identical in the upstream's cache; admitted tools
+    follow it. A new block puts the meta-tool after its tools
+    (``Selection.state.meta_at``).
 
     At a cap (``policy.max_tools`` tools that are neither CORE nor pinned, or
     ``token_cap``), the least recently used tool not selected this turn is evicted; when
@@ -338,11 +341,17 @@ def select(
                 left_out.append((name, float(scores[position])))
                 if len(left_out) == LEFT_OUT_REPORTED:
                     break
-    if has_block and not admitted and not evicted:
-        tier = tuple(state.tier)  # the block is unchanged: so is the meta-tool's text
-    tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
+    if has_block and state.meta_at is not None:
+        # The meta-tool keeps its text and its place in the block (the upstream's cached
+        # prefix): tools admitted now follow it, tools evicted before it move it up. A
+        # tier tool admitted since stays listed (loading it again is a no-op).
+        meta_at = sum(name in loaded for name in list(state.loaded)[: state.meta_at])
+        tier = tuple(name for name in state.tier if catalog.index_of(name) is not None)
+    else:
+        meta_at = len(loaded)
+        tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
     new_state = ConversationState(
-        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens
+        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens, meta_at=meta_at
     )
     parents = tuple(
         (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded

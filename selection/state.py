@@ -29,8 +29,10 @@ class ConversationState:
 
     ``loaded``: tool name → times, in admission order (dict order is the forwarded order).
     ``turn``: acting requests seen; ``meta_calls``: meta-tool calls handled.
-    ``tier``: the tools the meta-tool lists by name, frozen while the loaded set does
-    not change (the meta-tool's text is part of the upstream's cached prefix).
+    ``tier``: the tools the meta-tool lists by name; ``meta_at``: how many of the loaded
+    tools precede the meta-tool in the forwarded block (None: no meta-tool was forwarded).
+    Both are kept while the block lasts: the meta-tool's text and place are part of the
+    upstream's cached prefix, and tools admitted later follow it.
     ``history_tokens``: estimated prompt tokens of the messages at the last request (what
     the upstream's cache holds after the tool block).
     ``holder``: in an agent's record (the block its conversations start from), the state
@@ -43,6 +45,7 @@ class ConversationState:
     tier: list[str] = field(default_factory=list)
     history_tokens: int = 0
     holder: str | None = None
+    meta_at: int | None = None
 
     def to_json(self) -> str:
         data: dict[str, object] = {
@@ -54,6 +57,8 @@ class ConversationState:
         }
         if self.holder is not None:
             data["holder"] = self.holder
+        if self.meta_at is not None:
+            data["meta_at"] = self.meta_at
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -65,9 +70,11 @@ class ConversationState:
             tier = [str(name) for name in data.get("tier", [])]
             history = int(data.get("history_tokens", 0))
             holder = data.get("holder")
+            meta_at = data.get("meta_at")
             return cls(
                 loaded, int(data["turn"]), int(data["meta_calls"]), tier, history,
                 None if holder is None else str(holder),
+                None if meta_at is None else int(meta_at),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
@@ -80,6 +87,7 @@ class ConversationState:
             list(self.tier),
             self.history_tokens,
             self.holder,
+            self.meta_at,
         )
 
 

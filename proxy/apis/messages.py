@@ -25,11 +25,11 @@ from proxy.apis.tools import (
     messages_tool,
     meta_entries,
     parse_flat_tools,
-    selected_definitions,
 )
 from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.turn import MetaCall, Turn, json_bytes
 from selection.history import ToolChoice
+
 
 def read_choice(body: Mapping[str, Any]) -> ToolChoice:
     """What Anthropic's ``tool_choice`` means for pruning (forwarded as it is): ``none``
@@ -118,8 +118,10 @@ class MessagesAdapter:
         body = dict(turn.body)
         tools = [
             *turn.native.others,
-            *selected_definitions(turn.native, turn.selection.tools),
-            *(meta_entries(turn.meta, messages_tool) if with_meta else []),
+            *turn.block_entries(
+                {tool.name: tool.definition for tool in turn.native.tools},
+                meta_entries(turn.meta, messages_tool) if with_meta else [],
+            ),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
         if turn.extra_messages:

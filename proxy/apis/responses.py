@@ -19,9 +19,9 @@ from typing import Any
 
 from proxy.apis.adapter import RoundReply, UnreadableRequest
 from proxy.apis.responses_stream import ResponsesRelay
-from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool, selected_definitions
-from proxy.chat.planner import NothingToPrune, PlanInput
+from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool
 from proxy.chat.calls import arguments_text
+from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.turn import MetaCall, Turn, json_bytes
 from selection.history import KEEP, read_tool_choice
 
@@ -149,8 +149,10 @@ class ResponsesAdapter:
         body = dict(turn.body)
         body["tools"] = [
             *turn.native.others,
-            *selected_definitions(turn.native, turn.selection.tools),
-            *(meta_entries(turn.meta, responses_tool) if with_meta else []),
+            *turn.block_entries(
+                {tool.name: tool.definition for tool in turn.native.tools},
+                meta_entries(turn.meta, responses_tool) if with_meta else [],
+            ),
         ]
         if turn.tool_choice.forward is not KEEP:
             body["tool_choice"] = turn.tool_choice.forward

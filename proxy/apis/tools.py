@@ -48,16 +48,6 @@ def parse_flat_tools(
     return build_catalog(parsed, others)
 
 
-def selected_definitions(catalog: Catalog, selected: Sequence[Any]) -> list[Mapping[str, Any]]:
-    """The forwarded function tools as the client sent them, in the order chat
-    completions forwards them: CORE tools first, then the rest in selection (admission)
-    order. ``selected``: the selection's tools (``name``, ``reason``)."""
-    tools = [(choice, tool) for choice in selected if (tool := catalog.get(choice.name))]
-    core = [tool.definition for choice, tool in tools if choice.reason == "core"]
-    rest = [tool.definition for choice, tool in tools if choice.reason != "core"]
-    return [*core, *rest]
-
-
 def meta_entries(meta: MetaTools | None, shape: Callable[[Mapping[str, Any]], dict[str, Any]]) -> list[dict[str, Any]]:
     """The meta-tools (built in Chat Completions shape) in the API's tool shape."""
     if meta is None:

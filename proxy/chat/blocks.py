@@ -15,19 +15,23 @@ from selection.state import ConversationState
 
 def agent_block(state: ConversationState, holder: str) -> ConversationState:
     """The agent's record after a request of conversation ``holder``: the forwarded tools
-    and tier, as the upstream last prefilled them; what the agent's next conversation
-    starts from."""
-    return ConversationState(state.copy().loaded, tier=list(state.tier), holder=holder)
+    and the meta-tool's tier and place, as the upstream last prefilled them; what the
+    agent's next conversation starts from."""
+    return ConversationState(
+        state.copy().loaded, tier=list(state.tier), holder=holder, meta_at=state.meta_at
+    )
 
 
 def shared_block(record: ConversationState, state: ConversationState) -> ConversationState:
-    """A conversation's state on the agent's block (``record``): its tools first, then the
-    conversation's own tools it lacks; counters and history from the conversation."""
+    """A conversation's state on the agent's block (``record``): its tools first (the
+    meta-tool where the record has it), then the conversation's own tools it lacks;
+    counters and history from the conversation."""
     loaded = record.copy().loaded
     for name, times in state.copy().loaded.items():
         loaded.setdefault(name, times)
     return ConversationState(
-        loaded, state.turn, state.meta_calls, list(record.tier), state.history_tokens
+        loaded, state.turn, state.meta_calls, list(record.tier), state.history_tokens,
+        meta_at=record.meta_at,
     )
 
 
@@ -66,15 +70,19 @@ async def start_block(
     keys; ``load``: reads a state (an empty one when unknown). Raises what ``load``
     raises (StateStoreError).
     """
-    own = BlockStart(state, block_signature(state.loaded, state.tier), state.history_tokens, None)
+    own = BlockStart(
+        state, block_signature(state.loaded, state.tier, state.meta_at), state.history_tokens, None
+    )
     if state.turn and not shared:
         return own
     record = await load(agent)
     if not record.loaded:
         return own if state.turn else BlockStart(state, None, 0, None)
-    cached = block_signature(record.loaded, record.tier)
+    cached = block_signature(record.loaded, record.tier, record.meta_at)
     if not state.turn:
-        adopted = ConversationState(record.copy().loaded, tier=list(record.tier))
+        adopted = ConversationState(
+            record.copy().loaded, tier=list(record.tier), meta_at=record.meta_at
+        )
         return BlockStart(adopted, cached, 0, "adopted")
     if record.holder in (None, conversation):
         return own

@@ -39,6 +39,7 @@ from selection.prefix import (
     block_signature,
     estimated_text_tokens,
     expect_cache,
+    is_meta_entry,
     meta_reserve_tokens,
     prefix_key,
     split_system,
@@ -47,8 +48,8 @@ from selection.prefix import (
 from selection.query import query_parts
 from selection.selector import select, semantic_candidates
 from selection.state import ConversationState, StateStore
-from selection.tokens import tool_tokens
 from selection.text_path import text_called_tools
+from selection.tokens import tool_tokens
 
 #: Tools a ``search_tools`` call loads at most.
 SEARCH_RESULTS = 5
@@ -241,12 +242,21 @@ class Planner:
             if (tool := catalog.get(name)) is not None
         )
         reuse = self.settings.cache_reuse_tokens if llama and request.llama_fields else 0
+        if meta is None:
+            selection.state.meta_at = None  # a meta-tool forwarded later starts at the end
+        meta_tokens = estimated_text_tokens(list(meta.definitions)) if meta else 0
+
+        def entry_tokens(entry: str) -> int:
+            if is_meta_entry(entry):
+                return meta_tokens
+            return tool_tokens(tool, exact) if (tool := catalog.get(entry)) else 0
+
         expectation = expect_cache(
             start.cached,
-            block_signature(selection.state.loaded, selection.tier if meta else ()),
-            lambda name: tool_tokens(tool, exact) if (tool := catalog.get(name)) else 0,
+            block_signature(selection.state.loaded, selection.tier, selection.state.meta_at),
+            entry_tokens,
             head_tokens=estimated_text_tokens(system) + core_tokens,
-            tail_tokens=estimated_text_tokens(list(meta.definitions)) if meta else 0,
+            tail_tokens=0,
             cached_history_tokens=start.cached_history,
             history_tokens=history,
             reuse=reuse > 0,

@@ -94,17 +94,33 @@ class Turn:
         return self.meta is not None and name in self.meta.names
 
     def forwarded_entries(self, with_meta: bool) -> list[Any]:
-        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, CORE in
-        catalogue order, loaded tools in admission order, then the meta-tools (last: their
-        tier line changes per turn)."""
+        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, then the
+        block (:meth:`block_entries`)."""
         if self.native is None:
             return []
         definitions = {tool.name: tool.definition for tool in self.native.tools}
+        meta = list(self.meta.definitions) if with_meta and self.meta else []
+        return [*self.native.others, *self.block_entries(definitions, meta)]
+
+    def block_entries(self, definitions: Mapping[str, Any], meta: Sequence[Any]) -> list[Any]:
+        """The forwarded tools in block order, in any API's shape: CORE tools in catalogue
+        order, then the loaded tools in admission order with ``meta`` (the meta-tools'
+        entries) after the first ``meta_at`` of them (the tools of the block's first
+        request: tools admitted later follow the meta-tool, so its text stays in the
+        upstream's cached prefix). ``definitions``: name → entry, for the tools this API
+        forwards."""
         selected = [t for t in self.selection.tools if t.name in definitions]
         core = [definitions[t.name] for t in selected if t.reason == "core"]
-        rest = [definitions[t.name] for t in selected if t.reason != "core"]
-        meta = list(self.meta.definitions) if with_meta and self.meta else []
-        return [*self.native.others, *core, *rest, *meta]
+        rest = [t.name for t in selected if t.reason != "core"]
+        state = self.selection.state
+        at = len(rest)
+        if state.meta_at is not None:
+            before = set(list(state.loaded)[: state.meta_at])
+            at = sum(name in before for name in rest)
+        return [
+            *core, *(definitions[name] for name in rest[:at]), *meta,
+            *(definitions[name] for name in rest[at:]),
+        ]
 
     def schema_bytes_saved(self) -> int:
         """Bytes of tool definitions (JSON, or block text) not forwarded, less the

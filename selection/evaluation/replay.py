@@ -31,7 +31,7 @@ from selection.catalog import canonical_json
 from selection.evaluation.scoring import ScoredCase, ScoredRun
 from selection.meta_tools import build_meta_tools
 from selection.policy import Policy, catalog_bundles
-from selection.prefix import estimated_text_tokens, split_system
+from selection.prefix import block_signature, estimated_text_tokens, split_system
 from selection.ranking import RankingPolicy
 from selection.selector import select, semantic_candidates
 from selection.state import ConversationState
@@ -76,7 +76,9 @@ class CaseOutcome:
     """One case at one k: ``forwarded`` names in forwarding order; ``satisfied`` per
     requirement; ``reachable`` per requirement (forwarded, listed or searched); schema
     tokens of the forwarded tools and of the meta-tool; ``select_s``: the select call's
-    time (0 when passed through)."""
+    time (0 when passed through); ``block``: the forwarded tools with the meta-tool's
+    entry in its place (:func:`selection.prefix.block_signature`; CORE first), what the
+    prefix-cache model prices."""
 
     case: ScoredCase
     forwarded: list[str]
@@ -85,6 +87,7 @@ class CaseOutcome:
     reachable: list[bool]
     schema_tokens: int = 0
     meta_tokens: int = 0
+    block: list[str] | None = None
 
     @property
     def recall(self) -> float:
@@ -127,6 +130,7 @@ def replay(
         select_s = 0.0
         listed: set[str] = set()
         meta_tokens = 0
+        block = None
         scores = scored.dense if method.scores == "dense" else scored.scores
         if scored.mode != "select":
             forwarded = list(catalog.names) if catalog else list(case.tool_names)
@@ -163,6 +167,12 @@ def replay(
                 if search and scores is not None:
                     found = semantic_candidates(catalog, scores, SEARCH_RESULTS, -math.inf, set())
                     listed.update(name for name, _ in found)
+            else:
+                selection.state.meta_at = None  # as the planner: no meta-tool forwarded
+            core_names = [t.name for t in selection.tools if t.reason == "core"]
+            block = [*core_names, *block_signature(
+                selection.state.loaded, selection.tier, selection.state.meta_at
+            )]
         chosen = set(forwarded)
         satisfied = [any(name in chosen for name in unit) for unit in case.requirements]
         reachable = [
@@ -173,6 +183,8 @@ def replay(
         if catalog is not None:
             schema_tokens = sum(tool_tokens(tool) for name in forwarded if (tool := catalog.get(name)))
         outcomes.append(
-            CaseOutcome(scored, forwarded, satisfied, select_s, reachable, schema_tokens, meta_tokens)
+            CaseOutcome(
+                scored, forwarded, satisfied, select_s, reachable, schema_tokens, meta_tokens, block
+            )
         )
     return outcomes

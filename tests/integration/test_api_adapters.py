@@ -60,12 +60,12 @@ def anthropic_client(proxy: str) -> anthropic.Anthropic:
 # --- Responses ---------------------------------------------------------------------
 def assert_responses_reissue(upstream: RunningUpstream) -> list[dict[str, Any]]:
     """The first request offers the meta-tool last and not the tool; the re-issue
-    carries the tool (as the client defined it) and the paired call and output."""
+    carries the tool (as the client defined it) after the first request's tools, the
+    meta-tool kept in place, and the paired call and output."""
     first, second = sent(upstream, "/responses")[:2]
     assert tool_names(first["tools"])[-1] == "load_tools" and LOADED not in tool_names(first["tools"])
     assert len(first["tools"]) <= 6 + 1
-    loaded = next(t for t in second["tools"] if t.get("name") == LOADED)
-    assert loaded == next(t for t in RESPONSES_TOOLS if t["name"] == LOADED)
+    assert second["tools"] == [*first["tools"], next(t for t in RESPONSES_TOOLS if t["name"] == LOADED)]
     call, output = second["input"][-2:]
     assert call["type"] == "function_call" and call["name"] == "load_tools"
     assert output == {"type": "function_call_output", "call_id": "meta_1",
@@ -150,8 +150,7 @@ def assert_messages_reissue(upstream: RunningUpstream) -> None:
     first, second = sent(upstream, "/messages")[:2]
     assert tool_names(first["tools"])[-1] == "load_tools" and LOADED not in tool_names(first["tools"])
     assert "input_schema" in first["tools"][-1]
-    loaded = next(t for t in second["tools"] if t.get("name") == LOADED)
-    assert loaded == next(t for t in MESSAGES_TOOLS if t["name"] == LOADED)
+    assert second["tools"] == [*first["tools"], next(t for t in MESSAGES_TOOLS if t["name"] == LOADED)]
     assistant, user = second["messages"][-2:]
     use = next(b for b in assistant["content"] if b["type"] == "tool_use")
     assert assistant["role"] == "assistant" and use["name"] == "load_tools"

@@ -79,7 +79,7 @@ def test_a_session_grows_the_block_at_its_end_and_the_next_conversation_starts_f
         first = [SYSTEM, {"role": "user", "content": "Create a branch fix-login from main."}]
         assert post(proxy, first).status_code == 200
         turn1 = forwarded(upstream)
-        assert turn1[-1] == "load_tools"  # the meta-tool comes last
+        assert turn1[-1] == "load_tools"  # the meta-tool comes after the first block
         block = turn1[:-1]
         # A follow-up the block serves: the same tools, byte for byte.
         follow = [*first, {"role": "assistant", "content": "Which repository?"},
@@ -91,18 +91,19 @@ def test_a_session_grows_the_block_at_its_end_and_the_next_conversation_starts_f
         second = [*follow, *called("c1", missing, {"ok": True}), {"role": "user", "content": "Thanks."}]
         assert post(proxy, second).status_code == 200
         turn3 = forwarded(upstream)
-        assert turn3[: len(block)] == block and missing in turn3 and turn3[-1] == "load_tools"
+        # The meta-tool keeps its place (and its text): what the block adds follows it.
+        assert turn3[: len(turn1)] == turn1 and missing in turn3[len(turn1):]
         # Another conversation of the same agent starts from the block the upstream holds.
         other = [SYSTEM, {"role": "user", "content": "Open an issue about the login loop."}]
         assert post(proxy, other).status_code == 200
         b_tools = forwarded(upstream)
-        assert b_tools[: len(turn3) - 1] == turn3[:-1]
+        assert b_tools[: len(turn3)] == turn3
         # The first conversation again: the upstream (llama-server's /props answered) holds
         # B's prompt and evaluates this history again anyway, so it takes B's block.
         third = [*second, {"role": "assistant", "content": "Done."},
                  {"role": "user", "content": "Thanks again."}]
         assert post(proxy, third).status_code == 200
-        assert forwarded(upstream)[: len(b_tools) - 1] == b_tools[:-1]
+        assert forwarded(upstream)[: len(b_tools)] == b_tools
         fields = log.wait(5)
         # Chunk reuse is asked of llama-server (it answered /props) unless the client set it.
         assert {body["n_cache_reuse"] for body in chat_bodies(upstream)} == {64}

@@ -67,10 +67,10 @@ def test_plain_load_tools_call_is_answered_by_the_proxy_and_reissued(
     assert len(first_tools) <= 6 + 1
     loaded = next(t for t in second.json()["tools"] if t["function"]["name"] == "browser_cookie_set")
     assert loaded == next(t for t in PLAYWRIGHT if t["function"]["name"] == "browser_cookie_set")
-    # The meta-tool is forwarded last (its tier line changes per turn); loaded tools are
-    # appended after the kept ones, so the client tools' prefix stays the same.
-    assert first_tools[-1] == second_tools[-1] == "load_tools"
-    assert second_tools[: len(first_tools) - 1] == first_tools[:-1]
+    # The meta-tool comes after the first request's tools and keeps its place and text;
+    # loaded tools follow it, so the whole first tool block stays the cached prefix.
+    assert first_tools[-1] == "load_tools"
+    assert second_tools == [*first_tools, "browser_cookie_set"]
     assistant, answer = second.json()["messages"][-2:]
     assert assistant["tool_calls"][0]["id"] == answer["tool_call_id"] == "meta_1"
     assert json.loads(answer["content"])["loaded"] == ["browser_cookie_set"]

@@ -18,7 +18,7 @@ from selection.catalog import Catalog, parse_tools
 from selection.policy import Policy
 from selection.prefix import (
     TEMPLATE_RESERVE_TOKENS,
-    TIER_MARK,
+    META_MARK,
     block_signature,
     estimated_text_tokens,
     expect_cache,
@@ -117,20 +117,50 @@ def test_refresh_rank_zero_admits_only_what_the_history_needs() -> None:
     assert second.names == ["a"] and not second.changed
 
 
-def test_the_tier_is_frozen_while_the_block_does_not_change() -> None:
+def test_the_meta_tool_keeps_its_tier_and_place_while_the_block_grows() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e", "f")
     tiered = Policy(
         top_k=1, threshold=0.5, refresh_rank=1,
         ranking=RankingPolicy(budget="count", max_dependencies=0, tier_size=2),
     )
     first = select(catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), tiered, ConversationState(), now=1)
-    assert first.names == ["a"] and first.tier == ("b", "c")
-    # Other tools follow a now, but the block serves the turn: the meta-tool's tier line,
-    # part of the cached prefix, stays byte-identical.
+    assert first.names == ["a"] and first.tier == ("b", "c") and first.state.meta_at == 1
+    # Other tools follow a now, but the block serves the turn: nothing changes.
     second = select(catalog, scores_for(catalog, a=0.9, e=0.8, f=0.7), tiered, later(first.state), now=2)
     assert second.tier == ("b", "c") and not second.changed
-    third = select(catalog, scores_for(catalog, f=0.95, e=0.8, d=0.7), tiered, later(second.state), now=3)
-    assert third.changed and third.tier != ("b", "c")
+    # The block grows: f comes after the meta-tool, whose text (the tier line) and place
+    # stay byte-identical in the upstream's cache. A tier tool admitted stays listed.
+    third = select(
+        catalog, scores_for(catalog, f=0.95, b=0.8, d=0.7), tiered, later(second.state), now=3,
+        history_tokens=10_000,
+    )
+    assert third.changed and third.names[:2] == ["a", "f"] and "b" in third.names
+    assert third.tier == ("b", "c") and third.state.meta_at == 1
+
+
+def test_an_evicted_tool_before_the_meta_tool_moves_it_up() -> None:
+    catalog = catalog_of("a", "b", "c", "d")
+    costs = {tool.fingerprint: COST for tool in catalog.tools}
+    wide = Policy(top_k=2, threshold=0.5, ranking=PLAIN, refresh_rank=1, refresh_top_k=2)
+    first = select(
+        catalog, scores_for(catalog, a=0.9, b=0.8), wide, ConversationState(), now=1,
+        token_cap=2 * COST, exact=costs,
+    )
+    assert first.names == ["a", "b"] and first.state.meta_at == 2
+    # c is needed and the cap holds two tools: b (least recently used) goes, c follows the
+    # meta-tool, which now comes after a alone.
+    second = select(
+        catalog, scores_for(catalog, c=0.9, a=0.85), wide, later(first.state), now=2,
+        token_cap=2 * COST, exact=costs,
+    )
+    assert second.names == ["a", "c"] and second.evicted == ("b",) and second.state.meta_at == 1
+
+
+def test_a_new_block_puts_the_meta_tool_after_its_tools() -> None:
+    catalog = catalog_of("a", "b", "c")
+    state = ConversationState({"a": LoadedTool(1.0, 1.0)}, turn=1)  # no meta-tool forwarded
+    grown = select(catalog, scores_for(catalog, c=0.9), POLICY, state, now=2)
+    assert grown.names == ["a", "c"] and grown.state.meta_at == 2
 
 
 def test_block_serves_reads_the_best_scored_tools_in_catalogue_order_on_ties() -> None:
@@ -193,16 +223,31 @@ def test_expectation_of_an_appended_tool_re_evaluates_the_history() -> None:
     assert expectation.evaluated == COST + 30 + 480 and expectation.broken
 
 
+def entry_cost(entry: str) -> int:
+    """A tool costs COST tokens, the meta-tool's entry 30."""
+    return 30 if entry.startswith(META_MARK) else COST
+
+
 def test_expectation_of_a_changed_tier_breaks_at_the_meta_tool() -> None:
-    old = block_signature(["a"], ["x", "y"])
-    new = block_signature(["a"], ["x", "z"])
-    assert old[1] == TIER_MARK + "x"
-    tokens = {"a": COST}
+    old = block_signature(["a", "b"], ["x", "y"], 1)
+    new = block_signature(["a", "b"], ["x", "z"], 1)
+    assert old[0] == new[0] == "a" and old[1].startswith(META_MARK) and old[1] != new[1]
     expectation = expect_cache(
-        old, new, lambda name: tokens.get(name, 0), head_tokens=50, tail_tokens=30,
+        old, new, entry_cost, head_tokens=50, tail_tokens=0,
         cached_history_tokens=400, history_tokens=480,
     )
-    assert expectation.reused == 50 + COST and expectation.evaluated == 30 + 480
+    assert expectation.reused == 50 + COST and expectation.evaluated == 30 + COST + 480
+
+
+def test_a_tool_admitted_after_the_meta_tool_keeps_it_cached() -> None:
+    old = block_signature(["a"], ["x"], 1)
+    new = block_signature(["a", "b"], ["x"], 1)
+    assert block_signature(["a", "b"], ["x"], None) == ["a", "b"]
+    expectation = expect_cache(
+        old, new, entry_cost, head_tokens=50, tail_tokens=0,
+        cached_history_tokens=400, history_tokens=480,
+    )
+    assert expectation.reused == 50 + COST + 30 and expectation.evaluated == COST + 480
 
 
 def test_with_chunk_reuse_a_block_that_only_lost_tools_is_served_whole() -> None:
@@ -419,7 +464,8 @@ async def test_with_a_cache_per_conversation_a_later_turn_keeps_its_own_block() 
 
 def test_a_shared_block_keeps_the_agents_order_and_appends_the_conversations_own() -> None:
     record = ConversationState(
-        {n: LoadedTool(1.0, 1.0) for n in ("alpha", "beta", "gamma")}, tier=["delta"], holder="B"
+        {n: LoadedTool(1.0, 1.0) for n in ("alpha", "beta", "gamma")}, tier=["delta"], holder="B",
+        meta_at=2,
     )
     own = ConversationState({n: LoadedTool(2.0, 3.0) for n in ("beta", "eta")}, 4, 1, ["x"], 90)
     merged = shared_block(record, own)
@@ -427,3 +473,4 @@ def test_a_shared_block_keeps_the_agents_order_and_appends_the_conversations_own
     assert merged.loaded["eta"] == LoadedTool(2.0, 3.0)
     assert (merged.turn, merged.meta_calls, merged.tier, merged.history_tokens) == (4, 1, ["delta"], 90)
     assert merged.holder is None
+    assert merged.meta_at == 2  # the meta-tool where the agent's block has it: after beta

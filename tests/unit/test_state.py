@@ -76,6 +76,14 @@ def test_state_with_tier_and_history_round_trips() -> None:
     assert ConversationState.from_json(state.to_json()) == state
 
 
+def test_the_meta_tools_place_round_trips_and_copies() -> None:
+    state = sample_state()
+    assert state.meta_at is None and "meta_at" not in json.loads(state.to_json())
+    state.meta_at = 1
+    assert ConversationState.from_json(state.to_json()).meta_at == 1
+    assert state.copy().meta_at == 1
+
+
 @pytest.mark.parametrize(
     "raw",
     [
