@@ -71,6 +71,8 @@ class ConversationState:
             history = int(data.get("history_tokens", 0))
             holder = data.get("holder")
             meta_at = data.get("meta_at")
+            if meta_at is not None and int(meta_at) < 0:
+                raise ValueError("meta_at is negative")
             return cls(
                 loaded, int(data["turn"]), int(data["meta_calls"]), tier, history,
                 None if holder is None else str(holder),

@@ -97,6 +97,8 @@ def test_the_meta_tools_place_round_trips_and_copies() -> None:
         '{"loaded": [["a", "x", 1]], "turn": 1, "meta_calls": 0}',
         '{"loaded": 5, "turn": 1, "meta_calls": 0}',
         '{"loaded": [], "turn": "one", "meta_calls": 0}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": -1}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": "x"}',
         b"\xff\xfe",
     ],
 )
