@@ -29,7 +29,8 @@ fewest tokens any pruning can evaluate while the template renders tools before t
 ``--late-oracle`` adds a direct run that never changes its tool block (the first turn's tools
 and two meta-tools, ``load_tools`` and ``call_tool``) and delivers each later tool's schema
 after the history, as a ``load_tools`` call and its result kept in place on later turns:
-the floor of pruning that loads tools as messages instead of growing ``tools``.
+the floor of pruning that loads tools as messages instead of growing ``tools``; with
+``--pin-direct`` also with each conversation pinned to its slot.
 
 Per turn: ``prompt`` (``usage.prompt_tokens``), ``eval`` (``timings.prompt_n``, tokens
 evaluated: prefill), ``cached`` (``timings.cache_n``), TTFT (first streamed token), the
@@ -433,7 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--late-oracle", action="store_true",
                         help="also run direct with the first turn's tools fixed and every later "
                         "tool's schema delivered after the history as a load_tools result "
-                        "(the floor of pruning that never changes the tool block)")
+                        "(the floor of pruning that never changes the tool block; with --pin-direct, "
+                        "also pinned)")
     args = parser.parse_args(argv)
     order = ORDERS[args.order]
     catalogue = json.loads(CATALOG.read_text())
@@ -472,6 +474,13 @@ def main(argv: list[str] | None = None) -> int:
                                    Tokens(client, llama.origin), None, by_name, order, loaded=loaded)
             report("late oracle: first turn's tools fixed, later tools loaded after the history "
                    "(new+adm counts the load exchange as new messages)", direct, late, label="late")
+            if args.pin_direct:
+                with llama_server(log_dir, "llama-late-oracle-pinned", args.parallel) as llama:
+                    late = run_session(client, llama.origin + "/v1", block, args.max_tokens,
+                                       Tokens(client, llama.origin), None, by_name, order,
+                                       pin=True, loaded=loaded)
+                report("late oracle, each conversation pinned to its slot (id_slot)", direct, late,
+                       label="late pinned")
         runs = [(f"{len(fitting)} GitHub tools, default settings", fitting, direct, {})]
         for variant in args.variant:
             settings = dict(item.split("=", 1) for item in variant.split(","))

@@ -24,9 +24,9 @@ class RoundReply:
     """What one upstream round answered, as far as meta-calls go.
 
     ``meta``: the meta-calls (hidden from the client). ``real_calls``: names of the
-    client tool calls. ``items``: the round's output (items or content blocks) exactly
-    as the model produced them, meta-calls included: appended to the conversation when
-    the request is re-issued.
+    client tool calls. ``items``: the round's output (items or content blocks) as the
+    model produced them, meta-calls included (with the arguments they were run with):
+    appended to the conversation when the request is re-issued.
     """
 
     meta: list[MetaCall] = field(default_factory=list)

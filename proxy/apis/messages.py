@@ -27,7 +27,8 @@ from proxy.apis.tools import (
     parse_flat_tools,
 )
 from proxy.chat.planner import NothingToPrune, PlanInput
-from proxy.chat.turn import MetaCall, Turn, json_bytes
+from proxy.chat.round_reader import meta_call as checked_meta_call
+from proxy.chat.turn import Turn, json_bytes
 from selection.history import ToolChoice
 
 
@@ -146,14 +147,21 @@ class MessagesAdapter:
         )
 
     def split_content(self, turn: Turn, content: list[Any]) -> RoundReply:
-        """Meta-calls and client calls of a message's ``content`` blocks."""
-        reply = RoundReply(items=list(content))
+        """Meta-calls and client calls of a message's ``content`` blocks. A meta-call's
+        block is kept with the ``id`` and ``input`` (a JSON object) it is run with, so
+        the re-issued request pairs it with its ``tool_result``."""
+        reply = RoundReply()
         for block in content:
             if self.is_meta_block(turn, block):
                 call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
-                reply.meta.append(MetaCall(call_id, block["name"], json.dumps(block.get("input", {}))))
+                call = checked_meta_call(
+                    call_id, block["name"], json.dumps(block.get("input", {}), ensure_ascii=False)
+                )
+                reply.meta.append(call)
+                block = {**block, "id": call.id, "input": json.loads(call.arguments)}
             elif isinstance(block, Mapping) and block.get("type") == "tool_use":
                 reply.real_calls.append(str(block.get("name")))
+            reply.items.append(block)
         return reply
 
     def read_reply(self, turn: Turn, data: dict[str, Any]) -> RoundReply:

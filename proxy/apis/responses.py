@@ -22,6 +22,7 @@ from proxy.apis.responses_stream import ResponsesRelay
 from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool
 from proxy.chat.calls import arguments_text
 from proxy.chat.planner import NothingToPrune, PlanInput
+from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import MetaCall, Turn, json_bytes
 from selection.history import KEEP, read_tool_choice
 
@@ -181,16 +182,22 @@ class ResponsesAdapter:
 
     def meta_call(self, item: Mapping[str, Any]) -> MetaCall:
         call_id = item.get("call_id") or f"call_{uuid.uuid4().hex[:24]}"
-        return MetaCall(call_id, item["name"], arguments_text(item.get("arguments")) or "{}")
+        return checked_meta_call(call_id, item["name"], arguments_text(item.get("arguments")))
 
     def split_output(self, turn: Turn, output: list[Any]) -> RoundReply:
-        """Meta-calls and client calls of a response's ``output``."""
-        reply = RoundReply(items=list(output))
+        """Meta-calls and client calls of a response's ``output``. A meta-call's item is
+        kept with the ``call_id`` and ``arguments`` (JSON object text) it is run with:
+        llama-server answers 500 to an input ``function_call`` whose arguments are not
+        JSON (cut off, or a small model's invented text)."""
+        reply = RoundReply()
         for item in output:
             if self.is_meta_item(turn, item):
-                reply.meta.append(self.meta_call(item))
+                call = self.meta_call(item)
+                reply.meta.append(call)
+                item = {**item, "call_id": call.id, "arguments": call.arguments}
             elif isinstance(item, Mapping) and item.get("type") in CLIENT_CALLS:
                 reply.real_calls.append(str(item.get("name")))
+            reply.items.append(item)
         return reply
 
     def read_reply(self, turn: Turn, data: dict[str, Any]) -> RoundReply:

@@ -374,3 +374,47 @@ def test_meta_calls_mixed_with_client_calls_are_removed_and_load_next_turn(
     assert len(sent(upstream, "/responses")) == 1  # not re-issued: the client has a call to run
     client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS, extra_headers=headers)
     assert LOADED in tool_names(sent(upstream, "/responses")[1]["tools"])
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_meta_call_with_cut_off_arguments_is_re_issued_as_json(
+    upstream: RunningUpstream, proxy: str, stream: bool
+) -> None:
+    """llama-server answers 500 to an input function_call whose arguments are not JSON;
+    the re-issued request carries the arguments the call was run with."""
+    upstream.upstream.script(
+        Responses(text=None, calls=[{"call_id": "meta_1", "name": "load_tools",
+                                     "arguments": '{"names": ["browser_coo'}]),
+        Responses(text="done"),
+        path="/responses",
+    )
+    client = openai_client(proxy)
+    if stream:
+        events = list(client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS,
+                                               stream=True))
+        assert events[-1].type == "response.completed"
+    else:
+        assert client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS).output_text == "done"
+    call, output = sent(upstream, "/responses")[1]["input"][-2:]
+    assert call["type"] == "function_call" and call["arguments"] == "{}"
+    assert output["call_id"] == call["call_id"] == "meta_1"
+    assert json.loads(output["output"])["error"].startswith("arguments must be JSON")
+
+
+def test_a_meta_tool_use_without_an_id_is_paired_with_its_result(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    upstream.upstream.script(
+        Message(text=None, calls=[{"name": "load_tools", "input": {"names": [LOADED]}}]),
+        Message(text="done"),
+        path="/messages",
+    )
+    message = anthropic_client(proxy).messages.create(
+        model="m", max_tokens=64, messages=[{"role": "user", "content": ASK}], tools=MESSAGES_TOOLS
+    )
+    assert message.content[0].text == "done"
+    assistant, user = sent(upstream, "/messages")[1]["messages"][-2:]
+    (use,) = assistant["content"]
+    (result,) = user["content"]
+    assert use["id"].startswith("toolu_") and result["tool_use_id"] == use["id"]
+    assert use["input"] == {"names": [LOADED]}
