@@ -102,8 +102,9 @@ class ApiAdapter(Protocol):
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
         """The body of the next upstream round: pruned tools (with the meta-tools in
-        their place when ``with_meta``, :meth:`proxy.chat.turn.Turn.block_entries`), ``tool_choice`` as planned, the meta exchanges appended; every
-        other field as the client sent it."""
+        their place when ``with_meta``: :meth:`proxy.chat.turn.Turn.block_entries`),
+        ``tool_choice`` as planned, the meta exchanges appended; every other field as the
+        client sent it."""
 
     def append_exchange(
         self, turn: Turn, reply: RoundReply, results: Sequence[str]
