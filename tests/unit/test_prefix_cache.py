@@ -17,8 +17,8 @@ from proxy.metrics import Metrics
 from selection.catalog import Catalog, parse_tools
 from selection.policy import Policy
 from selection.prefix import (
-    TEMPLATE_RESERVE_TOKENS,
     META_MARK,
+    TEMPLATE_RESERVE_TOKENS,
     block_signature,
     estimated_text_tokens,
     expect_cache,
