@@ -18,7 +18,9 @@ proxy over sending the whole catalogue every step (prefix-cache model of
 step everything after the first changed tool), and the same with llama-server's
 ``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
 new to it and the messages; the meta-tool too when it follows the change). The block is
-priced with the meta-tool in its place (:func:`selection.prefix.block_signature`). Token counts are estimates
+priced with the meta-tool in its place (:func:`selection.prefix.block_signature`).
+``+ misses loaded``: the latter plus one ``load_tools`` round per step with a miss
+(:func:`miss_cost`), as if the model always asked for what it lacks. Token counts are estimates
 (:mod:`selection.tokens`), from the sets' real messages and schemas.
 """
 
@@ -51,13 +53,33 @@ from selection.tokens import tool_tokens
 class SessionCost:
     """Estimated tokens the upstream evaluates over a replay: ``proxy`` (prefix cache
     only), ``reuse`` (with ``--cache-reuse``), ``direct`` (the whole catalogue every
-    step); ``later`` / ``changed``: later steps, and those whose tools changed."""
+    step); ``later`` / ``changed``: later steps, and those whose tools changed;
+    ``misses``: the meta rounds the misses would cost (:func:`miss_cost`)."""
 
     proxy: int = 0
     reuse: int = 0
     direct: int = 0
     later: int = 0
     changed: int = 0
+    misses: int = 0
+
+
+#: Tokens of one meta exchange: the model's ``load_tools`` call and the proxy's answer.
+META_EXCHANGE_TOKENS = 40
+
+
+def miss_cost(outcome: CaseOutcome, history: int) -> int:
+    """What a step's misses cost if the model asks for them (one ``load_tools`` round):
+    the re-issued request adds the missing tools' schemas after the meta-tool, so the
+    upstream evaluates them, the history again and the exchange. The loads' effect on
+    later steps is not modelled (they would stay forwarded)."""
+    catalog = outcome.case.catalog
+    missing = [unit[0] for ok, unit in zip(outcome.satisfied, outcome.case.case.requirements, strict=True)
+               if not ok]
+    if not missing or catalog is None:
+        return 0
+    schemas = sum(tool_tokens(tool) for name in missing if (tool := catalog.get(name)) is not None)
+    return schemas + history + META_EXCHANGE_TOKENS
 
 
 def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
@@ -88,6 +110,7 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
                 cost.reuse += evaluated
             else:
                 cost.proxy += evaluated
+        cost.misses += miss_cost(outcome, history)
         if block is None:
             cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
         else:
@@ -147,11 +170,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{rank}:{refresh_k}:{share}", f"{recall:.3f}", f"{cost.changed / max(cost.later, 1):.3f}",
                 f"{tokens:,.0f}", f"{cost.proxy / max(cost.direct, 1):.2f}",
                 f"{cost.reuse / max(cost.direct, 1):.2f}",
+                f"{(cost.reuse + cost.misses) / max(cost.direct, 1):.2f}",
             ])
         print(f"\n{path}: {len(run.cases)} steps, k = {args.k}")
         print(table(
             ["rank:top_k:share", f"recall@{args.k}", "changed", "fwd tokens", "eval / direct",
-             "with --cache-reuse"],
+             "with --cache-reuse", "+ misses loaded"],
             rows,
         ))
     return 0

@@ -1,5 +1,6 @@
-"""The load benchmark's rate (Little's law over the measured streams) and the session
-benchmark's oracle blocks say what benchmarks/README.md says they measure."""
+"""The load benchmark's rate (Little's law over the measured streams), the session
+benchmark's oracle blocks and the replay's price of a miss say what
+benchmarks/README.md says they measure."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ from benchmarks.session import (
     needed_tools,
     oracle_blocks,
 )
+from benchmarks.session_replay import META_EXCHANGE_TOKENS, miss_cost
+from selection.catalog import parse_tools
+from selection.evaluation.cases import Case
+from selection.evaluation.replay import CaseOutcome
+from selection.evaluation.scoring import ScoredCase
+from selection.tokens import tool_tokens
 
 
 def test_rate_is_clients_over_mean_stream_time() -> None:
@@ -90,3 +97,18 @@ def test_a_load_exchange_stays_where_it_was_first_sent() -> None:
     assert third[: len(second)] == second  # the KV-cached prefix is unchanged
     assert second[-2]["tool_calls"][0]["function"]["name"] == "load_tools"
     assert second[-1]["role"] == "tool" and "create_pull_request" in second[-1]["content"]
+
+
+def test_a_miss_costs_its_schemas_the_history_and_the_exchange() -> None:
+    catalog = parse_tools([
+        {"type": "function", "function": {"name": name, "description": f"The {name} tool."}}
+        for name in ("a", "b", "c")
+    ])
+    case = Case("1", "conv", [], catalog, ("a", "b", "c"), (("a",), ("b", "c")))
+    scored = ScoredCase(case, catalog, "select", None, [], [None, None])
+    missed = CaseOutcome(scored, ["a"], [True, False], 0.0, [True, False])
+    b = catalog.get("b")
+    assert b is not None
+    assert miss_cost(missed, history=300) == tool_tokens(b) + 300 + META_EXCHANGE_TOKENS
+    served = CaseOutcome(scored, ["a", "c"], [True, True], 0.0, [True, True])
+    assert miss_cost(served, history=300) == 0
