@@ -5,6 +5,8 @@ Run from the repository root::
 
     PYTHONPATH=. python benchmarks/load.py --streams 50,200          # ~3 minutes
     PYTHONPATH=. python benchmarks/load.py --workers 2 --streams 200  # proxy with 2 workers
+    PYTHONPATH=. python benchmarks/load.py --no-tools --chunks 1 --chunk-interval-ms 0 \
+        --streams 32 --floor          # pass-through capacity, with a minimal relay's floor
     PYTHONPATH=. python benchmarks/load.py --help
 
 The clients join evenly over ``--ramp-s`` (default one stream's length), so requests
@@ -102,6 +104,41 @@ async def app(scope, receive, send):
     await send({"type": "http.response.body", "body": LAST})
 
 uvicorn.run(app, host=HOST, port=PORT, log_level="warning", access_log=False,
+            backlog=4096, timeout_keep_alive=60)
+"""
+
+#: The least a Python proxy on the product's stack does per request (``--floor``): raw ASGI
+#: under uvicorn's httptools protocol, the body read and sent upstream by one aiohttp
+#: session, the answer relayed chunk by chunk. No routing, middleware, headers or checks.
+FLOOR_MAIN = r"""
+import sys
+import aiohttp, uvicorn
+
+HOST, PORT, UPSTREAM = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+session = None
+
+async def app(scope, receive, send):
+    global session
+    if scope["type"] != "http":
+        return
+    if session is None:
+        session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
+    body, more = b"", True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    async with session.request(scope["method"], UPSTREAM + scope["path"], data=body,
+                               headers={"content-type": "application/json"}) as response:
+        await send({"type": "http.response.start", "status": response.status,
+                    "headers": [(b"content-type", response.headers.get("content-type", "").encode())]})
+        async for chunk in response.content.iter_any():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    await send({"type": "http.response.body", "body": b""})
+
+uvicorn.run(app, host=HOST, port=PORT, log_level="warning", access_log=False, http="httptools",
             backlog=4096, timeout_keep_alive=60)
 """
 
@@ -487,6 +524,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--baseline-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra TOOLPRUNE_* setting of the baseline proxy only (repeatable; "
                         "with --baseline .: this checkout under other settings)")
+    parser.add_argument("--floor", action="store_true",
+                        help="also measure a minimal relay (raw ASGI under uvicorn, one "
+                        "aiohttp session, no checks): the floor of a Python proxy on this stack")
     parser.add_argument("--proxy-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra TOOLPRUNE_* setting of the proxy (repeatable)")
     args = parser.parse_args(argv)
@@ -522,10 +562,19 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             baseline = start_proxy("baseline", baseline_port, upstream, args, log_dir,
                                    baseline_env, root=args.baseline.resolve())
             servers.append(baseline)
+        floor = None
+        if args.floor:
+            floor_port = free_port()
+            floor = start_server(
+                "floor", [sys.executable, "-c", FLOOR_MAIN, HOST, str(floor_port), upstream.origin],
+                floor_port, log_dir, env,
+            )
+            servers.append(floor)
+            await wait_ready(floor, "/v1/models", lambda r: r.status_code == 200)
         await wait_ready(upstream, "/v1/models", lambda r: r.status_code == 200)
         probe = Requests(args.catalog, HOST, proxy_port, window=0).body(0, 0)
         took = 0.0
-        for server in servers[1:]:
+        for server in (s for s in servers[1:] if s is not floor):
             await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
             if args.catalog is not None:
                 took = await wait_pruning(server.origin, probe)
@@ -541,6 +590,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
         targets = {"direct": (up_port, None), "proxy": (proxy_port, proxy.process.pid)}
         if baseline is not None:
             targets["baseline"] = (baseline_port, baseline.process.pid)
+        if floor is not None:
+            targets["floor"] = (floor_port, floor.process.pid)
         results: list[Result] = []
         windows = 0
         query_counts: dict[int, dict[str, float]] = {}
