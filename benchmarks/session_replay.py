@@ -103,7 +103,7 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
         block, cached_history = previous.get(case.conversation, (None, 0))
         for reuse in (False, True):
             evaluated = expect_cache(
-                block, forwarded, tokens, head_tokens=0, tail_tokens=0,
+                block, forwarded, tokens, head_tokens=0,
                 cached_history_tokens=cached_history, history_tokens=history, reuse=reuse,
             ).evaluated
             if reuse:

@@ -111,7 +111,6 @@ def expect_cache(
     tokens: Callable[[str], int],
     *,
     head_tokens: int,
-    tail_tokens: int,
     cached_history_tokens: int,
     history_tokens: int,
     reuse: bool = False,
@@ -121,14 +120,13 @@ def expect_cache(
     ``cached_history_tokens`` of messages (``cached`` None: nothing of this agent).
 
     ``tokens``: a block entry's prompt tokens (the meta-tool's entry included);
-    ``head_tokens``: system prompt and CORE tools; ``tail_tokens``: what follows the
-    block before the messages; ``history_tokens``: the messages now. ``reuse``: the
-    upstream reuses cached chunks after a change (llama-server's ``n_cache_reuse``,
-    which shifts matching chunks of at least that many tokens into place: a block that
-    only lost entries is served whole, with the history after it). Its minimum chunk
-    size is not modelled.
+    ``head_tokens``: system prompt and CORE tools; ``history_tokens``: the messages now.
+    ``reuse``: the upstream reuses cached chunks after a change (llama-server's
+    ``n_cache_reuse``, which shifts matching chunks of at least that many tokens into
+    place: a block that only lost entries is served whole, with the history after it).
+    Its minimum chunk size is not modelled.
     """
-    total = head_tokens + sum(tokens(n) for n in block) + tail_tokens + history_tokens
+    total = head_tokens + sum(tokens(n) for n in block) + history_tokens
     if cached is None:
         return CacheExpectation(0, total, False)
     served = served_entries(cached, block, reuse)

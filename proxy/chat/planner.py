@@ -256,7 +256,6 @@ class Planner:
             block_signature(selection.state.loaded, selection.tier, selection.state.meta_at),
             entry_tokens,
             head_tokens=estimated_text_tokens(system) + core_tokens,
-            tail_tokens=0,
             cached_history_tokens=start.cached_history,
             history_tokens=history,
             reuse=reuse > 0,

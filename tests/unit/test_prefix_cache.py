@@ -204,10 +204,20 @@ def test_a_pinned_tool_passes_the_token_cap_and_evicts_others() -> None:
 # --------------------------------------------------------------------------- prefix.py
 
 
+def entry_cost(entry: str) -> int:
+    """A tool costs COST tokens, the meta-tool's entry 30."""
+    return 30 if entry.startswith(META_MARK) else COST
+
+
+def meta_last(*names: str) -> list[str]:
+    """The signature of a block of ``names`` with the meta-tool (no tier) after them."""
+    return block_signature(names, [], len(names))
+
+
 def test_expectation_of_an_unchanged_block_is_the_new_messages() -> None:
-    block = ["a", "b"]
+    block = meta_last("a", "b")
     expectation = expect_cache(
-        block, block, lambda name: COST, head_tokens=50, tail_tokens=30,
+        block, block, entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480,
     )
     assert expectation.evaluated == 80 and expectation.reused == 50 + 200 + 30 + 400
@@ -216,16 +226,11 @@ def test_expectation_of_an_unchanged_block_is_the_new_messages() -> None:
 
 def test_expectation_of_an_appended_tool_re_evaluates_the_history() -> None:
     expectation = expect_cache(
-        ["a", "b"], ["a", "b", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        meta_last("a", "b"), meta_last("a", "b", "c"), entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480,
     )
     assert expectation.reused == 50 + 200
     assert expectation.evaluated == COST + 30 + 480 and expectation.broken
-
-
-def entry_cost(entry: str) -> int:
-    """A tool costs COST tokens, the meta-tool's entry 30."""
-    return 30 if entry.startswith(META_MARK) else COST
 
 
 def test_expectation_of_a_changed_tier_breaks_at_the_meta_tool() -> None:
@@ -233,7 +238,7 @@ def test_expectation_of_a_changed_tier_breaks_at_the_meta_tool() -> None:
     new = block_signature(["a", "b"], ["x", "z"], 1)
     assert old[0] == new[0] == "a" and old[1].startswith(META_MARK) and old[1] != new[1]
     expectation = expect_cache(
-        old, new, entry_cost, head_tokens=50, tail_tokens=0,
+        old, new, entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480,
     )
     assert expectation.reused == 50 + COST and expectation.evaluated == 30 + COST + 480
@@ -244,7 +249,7 @@ def test_a_tool_admitted_after_the_meta_tool_keeps_it_cached() -> None:
     new = block_signature(["a", "b"], ["x"], 1)
     assert block_signature(["a", "b"], ["x"], None) == ["a", "b"]
     expectation = expect_cache(
-        old, new, entry_cost, head_tokens=50, tail_tokens=0,
+        old, new, entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480,
     )
     assert expectation.reused == 50 + COST + 30 and expectation.evaluated == COST + 480
@@ -252,13 +257,13 @@ def test_a_tool_admitted_after_the_meta_tool_keeps_it_cached() -> None:
 
 def test_with_chunk_reuse_a_block_that_only_lost_tools_is_served_whole() -> None:
     expectation = expect_cache(
-        ["a", "b", "c"], ["a", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        meta_last("a", "b", "c"), meta_last("a", "c"), entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480, reuse=True,
     )
     assert expectation.evaluated == 80 and not expectation.broken
     # Without chunk reuse the cache ends where "b" was.
     plain = expect_cache(
-        ["a", "b", "c"], ["a", "c"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        meta_last("a", "b", "c"), meta_last("a", "c"), entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480,
     )
     assert plain.reused == 50 + COST and plain.broken
@@ -269,7 +274,7 @@ def test_with_chunk_reuse_an_inserted_tool_still_ends_the_match() -> None:
     assert served_entries(["a", "b", "c"], ["a", "c", "d", "b"], reuse=False) == 1
     assert served_entries(["a", "b"], ["x", "a", "b"], reuse=True) == 0
     expectation = expect_cache(
-        ["a", "b", "c"], ["a", "c", "d"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        meta_last("a", "b", "c"), meta_last("a", "c", "d"), entry_cost, head_tokens=50,
         cached_history_tokens=400, history_tokens=480, reuse=True,
     )
     assert expectation.reused == 50 + 2 * COST and expectation.broken
@@ -277,7 +282,7 @@ def test_with_chunk_reuse_an_inserted_tool_still_ends_the_match() -> None:
 
 def test_expectation_without_a_cached_block_evaluates_everything() -> None:
     expectation = expect_cache(
-        None, ["a"], lambda name: COST, head_tokens=50, tail_tokens=30,
+        None, meta_last("a"), entry_cost, head_tokens=50,
         cached_history_tokens=0, history_tokens=20,
     )
     assert expectation.reused == 0 and expectation.evaluated == 200 and not expectation.broken
