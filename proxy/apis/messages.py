@@ -119,10 +119,7 @@ class MessagesAdapter:
         body = dict(turn.body)
         tools = [
             *turn.native.others,
-            *turn.block_entries(
-                {tool.name: tool.definition for tool in turn.native.tools},
-                meta_entries(turn.meta, messages_tool) if with_meta else [],
-            ),
+            *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
         if turn.extra_messages:

@@ -150,10 +150,7 @@ class ResponsesAdapter:
         body = dict(turn.body)
         body["tools"] = [
             *turn.native.others,
-            *turn.block_entries(
-                {tool.name: tool.definition for tool in turn.native.tools},
-                meta_entries(turn.meta, responses_tool) if with_meta else [],
-            ),
+            *turn.block_entries(meta_entries(turn.meta, responses_tool) if with_meta else []),
         ]
         if turn.tool_choice.forward is not KEEP:
             body["tool_choice"] = turn.tool_choice.forward

@@ -98,17 +98,17 @@ class Turn:
         block (:meth:`block_entries`)."""
         if self.native is None:
             return []
-        definitions = {tool.name: tool.definition for tool in self.native.tools}
         meta = list(self.meta.definitions) if with_meta and self.meta else []
-        return [*self.native.others, *self.block_entries(definitions, meta)]
+        return [*self.native.others, *self.block_entries(meta)]
 
-    def block_entries(self, definitions: Mapping[str, Any], meta: Sequence[Any]) -> list[Any]:
-        """The forwarded tools in block order, in any API's shape: CORE tools in catalogue
-        order, then the loaded tools in admission order with ``meta`` (the meta-tools'
-        entries) after the first ``meta_at`` of them (the tools of the block's first
-        request: tools admitted later follow the meta-tool, so its text stays in the
-        upstream's cached prefix). ``definitions``: name → entry, for the tools this API
-        forwards."""
+    def block_entries(self, meta: Sequence[Any]) -> list[Any]:
+        """The forwarded native tools in block order, as the client defined them (in its
+        API's shape): CORE tools in catalogue order, then the loaded tools in admission
+        order with ``meta`` (the meta-tools' entries, in that shape) after the first
+        ``meta_at`` of them (the tools of the block's first request: tools admitted later
+        follow the meta-tool, so its text stays in the upstream's cached prefix)."""
+        assert self.native is not None
+        definitions = {tool.name: tool.definition for tool in self.native.tools}
         selected = [t for t in self.selection.tools if t.name in definitions]
         core = [definitions[t.name] for t in selected if t.reason == "core"]
         rest = [t.name for t in selected if t.reason != "core"]
