@@ -20,8 +20,16 @@ step everything after the first changed tool), and the same with llama-server's
 new to it and the messages; the meta-tool too when it follows the change). The block is
 priced with the meta-tool in its place (:func:`selection.prefix.block_signature`).
 ``+ misses loaded``: the latter plus one ``load_tools`` round per step with a miss
-(:func:`miss_cost`), as if the model always asked for what it lacks. Token counts are estimates
-(:mod:`selection.tokens`), from the sets' real messages and schemas.
+(:func:`miss_cost`), as if the model always asked for what it lacks.
+
+``late``: the same selections in the layout of ``session.py --late-oracle`` (schemas after
+the history): the first step's block never changes (plus a ``call_tool`` meta-tool,
+:data:`CALL_TOOL_TOKENS`); a later step's tools that the conversation has not seen yet
+arrive after its messages as one load exchange, which stays in the history, so a step
+evaluates its new messages, its new schemas and the exchange, and a miss loads the missing
+schemas the same way (no history again); ``late recall``: requirements among the block and
+every schema loaded so far. Token counts are estimates (:mod:`selection.tokens`), from the
+sets' real messages and schemas.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ import argparse
 import asyncio
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
@@ -62,8 +70,13 @@ class SessionCost:
     later: int = 0
     changed: int = 0
     misses: int = 0
+    late: int = 0
+    late_satisfied: int = 0
+    late_needs: int = 0
 
 
+#: Tokens of the ``call_tool(name, arguments)`` definition a late block adds once.
+CALL_TOOL_TOKENS = 70
 #: Tokens of one meta exchange: the model's ``load_tools`` call and the proxy's answer.
 META_EXCHANGE_TOKENS = 40
 
@@ -82,11 +95,34 @@ def miss_cost(outcome: CaseOutcome, history: int) -> int:
     return schemas + history + META_EXCHANGE_TOKENS
 
 
+def late_step(outcome: CaseOutcome, have: set[str], history: int, cached_history: int | None,
+              tokens: Callable[[str], int]) -> int:
+    """What one step costs in the late layout (module docstring), updating ``have`` (the
+    tools whose schemas the conversation's prompt holds) with its loads and misses;
+    ``cached_history`` None: the conversation's first step."""
+    if cached_history is None:
+        block = outcome.block if outcome.block is not None else outcome.forwarded
+        cost = sum(tokens(entry) for entry in block) + CALL_TOOL_TOKENS + history
+        loads: list[str] = []
+        have.update(outcome.forwarded)
+    else:
+        cost = max(history - cached_history, 0)
+        loads = [name for name in outcome.forwarded if name not in have]
+        have.update(loads)
+    missing = [unit[0] for unit in outcome.case.case.requirements if not have.intersection(unit)]
+    for batch in (loads, missing):
+        if batch:
+            cost += sum(tokens(name) for name in batch) + META_EXCHANGE_TOKENS
+            have.update(batch)
+    return cost
+
+
 def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
     """Walk the replayed steps in order, conversation by conversation (see the module
     docstring for the model)."""
     cost = SessionCost()
     previous: dict[str, tuple[list[str], int]] = {}
+    late_have: dict[str, set[str]] = {}
     for outcome in outcomes:
         case, catalog = outcome.case.case, outcome.case.catalog
         if catalog is None:
@@ -111,6 +147,12 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
             else:
                 cost.proxy += evaluated
         cost.misses += miss_cost(outcome, history)
+        have = late_have.setdefault(case.conversation, set())
+        before = set(have)
+        cost.late += late_step(outcome, have, history, None if block is None else cached_history, tokens)
+        reachable = before | set(outcome.forwarded)
+        cost.late_needs += len(case.requirements)
+        cost.late_satisfied += sum(bool(reachable.intersection(unit)) for unit in case.requirements)
         if block is None:
             cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
         else:
@@ -171,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{tokens:,.0f}", f"{cost.proxy / max(cost.direct, 1):.2f}",
                 f"{cost.reuse / max(cost.direct, 1):.2f}",
                 f"{(cost.reuse + cost.misses) / max(cost.direct, 1):.2f}",
+                f"{cost.late_satisfied / max(cost.late_needs, 1):.3f}",
+                f"{cost.late / max(cost.direct, 1):.2f}",
             ])
         print(f"\n{path}: {len(run.cases)} steps, k = {args.k}")
         print(table(
             ["rank:top_k:share", f"recall@{args.k}", "changed", "fwd tokens", "eval / direct",
-             "with --cache-reuse", "+ misses loaded"],
+             "with --cache-reuse", "+ misses loaded", "late recall", "late / direct"],
             rows,
         ))
     return 0

@@ -1,5 +1,5 @@
 """The load benchmark's rate (Little's law over the measured streams), the session
-benchmark's oracle blocks and the replay's price of a miss say what
+benchmark's oracle blocks and the replay's prices of a miss and of the late layout say what
 benchmarks/README.md says they measure."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from benchmarks.session import (
     needed_tools,
     oracle_blocks,
 )
-from benchmarks.session_replay import META_EXCHANGE_TOKENS, miss_cost
+from benchmarks.session_replay import CALL_TOOL_TOKENS, META_EXCHANGE_TOKENS, late_step, miss_cost
 from selection.catalog import parse_tools
 from selection.evaluation.cases import Case
 from selection.evaluation.replay import CaseOutcome
@@ -112,3 +112,33 @@ def test_a_miss_costs_its_schemas_the_history_and_the_exchange() -> None:
     assert miss_cost(missed, history=300) == tool_tokens(b) + 300 + META_EXCHANGE_TOKENS
     served = CaseOutcome(scored, ["a", "c"], [True, True], 0.0, [True, True])
     assert miss_cost(served, history=300) == 0
+
+
+def test_late_steps_pay_new_messages_and_schemas_never_the_history_again() -> None:
+    catalog = parse_tools([
+        {"type": "function", "function": {"name": name, "description": f"The {name} tool."}}
+        for name in ("a", "b", "c", "d")
+    ])
+
+    def outcome(forwarded: list[str], needs: tuple[tuple[str, ...], ...]) -> CaseOutcome:
+        case = Case("1", "conv", [], catalog, ("a", "b", "c", "d"), needs)
+        scored = ScoredCase(case, catalog, "select", None, [], [None] * len(needs))
+        return CaseOutcome(scored, forwarded, [], 0.0, [])
+
+    def tokens(name: str) -> int:
+        tool = catalog.get(name)
+        assert tool is not None
+        return tool_tokens(tool)
+
+    have: set[str] = set()
+    first = late_step(outcome(["a"], (("a",),)), have, history=100, cached_history=None, tokens=tokens)
+    assert first == tokens("a") + CALL_TOOL_TOKENS + 100
+    # A later step loads its new tool after 50 new tokens of messages, and the tool it
+    # needs but was not given (d) in a second exchange: the 150 cached tokens are not paid.
+    later = late_step(outcome(["a", "b"], (("b",), ("d",))), have, history=150,
+                      cached_history=100, tokens=tokens)
+    assert later == 50 + tokens("b") + tokens("d") + 2 * META_EXCHANGE_TOKENS
+    assert have == {"a", "b", "d"}
+    # Schemas already in the prompt are never loaded again.
+    assert late_step(outcome(["b", "d"], (("d",),)), have, history=170, cached_history=150,
+                     tokens=tokens) == 20
