@@ -98,7 +98,7 @@ async def measure(engine: SelectionEngine, data: Path, spec: str) -> dict[str, A
     policy = load_policy(settings)
     run = await score_cases(
         cases, EngineScorer(engine, policy.examples, "minilm"),
-        min_catalog_tools=policy.min_catalog_tools,
+        forwards_whole=policy.forwards_whole,
         query_user_messages=settings.query_user_messages,
         query_chars=settings.query_chars, query_parts_max=settings.query_parts,
     )

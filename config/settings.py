@@ -116,6 +116,14 @@ class Settings(BaseSettings):
     min_catalog_tools: int = Field(
         8, ge=0, description="Catalogues of at most this many tools are never pruned."
     )
+    min_saving: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="Catalogues whose pruned first turn (top-k tools at the catalogue's mean "
+        "size and the meta-tool) is expected to save less than this share of their schema "
+        "tokens are never pruned: sent whole, they stay in the upstream's cache. 0: off.",
+    )
     lexical_weight: float = Field(
         0.1,
         ge=0.0,

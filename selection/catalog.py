@@ -99,6 +99,11 @@ class Catalog:
         return tuple(tool.name for tool in self.tools)
 
     @cached_property
+    def size_bytes(self) -> int:
+        """Compact-JSON bytes of the function tools' definitions together (computed once)."""
+        return sum(tool.size_bytes for tool in self.tools)
+
+    @cached_property
     def name_chars(self) -> int:
         """Characters of the function tools' names together (computed once)."""
         return sum(len(name) for name in self._names)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
+from selection.prefix import catalog_tokens, expected_saving
 from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
 
@@ -33,7 +34,9 @@ class Policy:
     ``core``: names or ``fnmatch`` glob patterns, always forwarded.
     ``top_k``: semantic candidates per turn; ``threshold``: τ, least cosine score
     (inclusive) to be admitted; ``max_tools``: cap on forwarded tools that are not CORE or
-    pinned; ``min_catalog_tools``: catalogues of at most this many tools are not pruned.
+    pinned; ``min_catalog_tools``: catalogues of at most this many tools are not pruned;
+    ``min_saving``: nor are catalogues whose pruned first turn is expected to save less than
+    this share of their schema tokens (:meth:`forwards_whole`; 0: off).
     ``bundles``: configured cohesion groups; ``derive_bundles``: also group tools by
     namespace prefix (``server__tool``) when a catalogue has several namespaces;
     ``max_bundle_size``: larger groups do not travel together (they still group the menu).
@@ -58,6 +61,7 @@ class Policy:
     threshold: float = 0.0
     max_tools: int = 16
     min_catalog_tools: int = 8
+    min_saving: float = 0.5
     bundles: tuple[Bundle, ...] = ()
     derive_bundles: bool = True
     max_bundle_size: int = 4
@@ -70,6 +74,24 @@ class Policy:
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)
+
+    def forwards_whole(
+        self, catalog: Catalog, top_k: int | None = None, token_cap: int | None = None
+    ) -> bool:
+        """Whether ``catalog`` is forwarded unpruned: it has at most ``min_catalog_tools``
+        tools, or a pruned first turn of ``top_k`` (default: the policy's) candidates is
+        expected to save less than ``min_saving`` of its schema tokens
+        (:func:`selection.prefix.expected_saving`) and its tools fit ``token_cap`` (prompt
+        tokens, estimated; None: no cap known). A catalogue sent whole is the same prefix
+        on every turn and conversation, which the upstream prefills once; pruning one that
+        saves little changes the block on later turns and costs more over a session than
+        it saves on the first (benchmarks/README.md, "Sessions")."""
+        if len(catalog) <= self.min_catalog_tools:
+            return True
+        k = self.top_k if top_k is None else top_k
+        if self.min_saving <= 0 or expected_saving(catalog, k, self.ranking.tier_size) >= self.min_saving:
+            return False
+        return token_cap is None or catalog_tokens(catalog) <= token_cap
 
 
 def namespace_of(name: str) -> str | None:

@@ -148,6 +148,24 @@ def split_system(messages: Sequence[Any]) -> tuple[str, list[Any]]:
     return "\n".join(lead), list(messages[len(lead):])
 
 
+def catalog_tokens(catalog: Catalog) -> int:
+    """Estimated prompt tokens of every function tool of ``catalog`` together, from their
+    compact-JSON size (:data:`~selection.tokens.BYTES_PER_TOKEN`); O(1) after the first call."""
+    return math.ceil(catalog.size_bytes / BYTES_PER_TOKEN)
+
+
+def expected_saving(catalog: Catalog, top_k: int, tier_size: int) -> float:
+    """The share of ``catalog``'s schema tokens a pruned first turn is expected to save:
+    1 − (``top_k`` tools at the catalogue's mean cost + the meta-tool's bound,
+    :func:`meta_reserve_tokens`) / :func:`catalog_tokens`. Negative when the pruned turn
+    would cost more than the whole catalogue; 0 for an empty one."""
+    total = catalog_tokens(catalog)
+    if not len(catalog) or total <= 0:
+        return 0.0
+    pruned = min(top_k, len(catalog)) * total / len(catalog) + meta_reserve_tokens(catalog, tier_size)
+    return 1.0 - pruned / total
+
+
 def meta_reserve_tokens(catalog: Catalog, tier_size: int) -> int:
     """A bound on the meta-tool's prompt tokens: its enum of every tool name of
     ``catalog`` (each quoted, with a separator) and a tier of ``tier_size`` lines (name

@@ -56,11 +56,14 @@ SEARCH_RESULTS = 5
 
 
 class SmallCatalog(Exception):
-    """The catalogue is at or below ``min_catalog_tools``: never pruned."""
+    """The catalogue is forwarded whole (:meth:`~selection.policy.Policy.forwards_whole`):
+    ``reason`` ``tools`` (at most ``min_catalog_tools``) or ``saving`` (pruning would save
+    less than ``min_saving`` of its schema tokens)."""
 
-    def __init__(self, size: int, path: str) -> None:
+    def __init__(self, size: int, path: str, reason: str) -> None:
         self.size = size
         self.path = path
+        self.reason = reason
 
 
 class NothingToPrune(Exception):
@@ -168,7 +171,14 @@ class Planner:
         catalog = selection_catalog(native, text)
         path = "both" if native is not None and text is not None else "native" if native else "text"
         if len(catalog) <= self.policy.min_catalog_tools:
-            raise SmallCatalog(len(catalog), path)
+            raise SmallCatalog(len(catalog), path, "tools")
+        # /props first: whether the upstream is llama-server decides what it caches.
+        context = (
+            await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
+        )
+        whole_cap = tool_token_cap(context, self.settings.tool_budget_share, 0)
+        if self.policy.forwards_whole(catalog, top_k, whole_cap):
+            raise SmallCatalog(len(catalog), path, "saving")
         offered = len(catalog)
         named = header(headers, b"x-conversation-id")
         if named or request.conversation is None:
@@ -189,10 +199,6 @@ class Planner:
         agent = state_key(
             prefix_key(body.get("model"), system, catalog.fingerprint), headers,
             shared=self.settings.state_shared_across_credentials,
-        )
-        # /props first: whether the upstream is llama-server decides what it caches.
-        context = (
-            await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
         )
         llama = self.upstream is not None and self.upstream.answers_props
         start = await start_block(

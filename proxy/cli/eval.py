@@ -196,6 +196,7 @@ async def run_eval(
             "threshold": policy.threshold,
             "max_tools": policy.max_tools,
             "min_catalog_tools": policy.min_catalog_tools,
+            "min_saving": policy.min_saving,
             "query_user_messages": settings.query_user_messages,
             "query_chars": settings.query_chars,
             "query_parts": settings.query_parts,

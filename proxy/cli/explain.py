@@ -165,7 +165,8 @@ async def explain(
         except NothingToPrune:
             return {"api": api, "decision": "passthrough", "reason": "no function tools and no tool block"}
         except SmallCatalog as small:
-            return {"api": api, "decision": "small_catalog", "offered": small.size}
+            return {"api": api, "decision": "small_catalog", "offered": small.size,
+                    "reason": small.reason}
         finally:
             await engine.aclose()
 

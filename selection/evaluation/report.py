@@ -227,7 +227,7 @@ async def evaluate(
         wrap = (lambda items, name=scorer.name: progress(items, name)) if progress else None
         run = await score_cases(
             case_set.cases, scorer,
-            min_catalog_tools=policy.min_catalog_tools,
+            forwards_whole=policy.forwards_whole,
             query_user_messages=query_user_messages,
             query_chars=query_chars,
             query_parts_max=query_parts_max,

@@ -63,8 +63,8 @@ class EngineScorer:
 
 @dataclass
 class ScoredCase:
-    """A case after scoring. ``mode``: ``select`` (pruned), ``small`` (catalogue at or
-    below ``min_catalog_tools``: passed through whole, though still scored so that its
+    """A case after scoring. ``mode``: ``select`` (pruned), ``small`` (a catalogue the
+    policy forwards whole, :meth:`~selection.policy.Policy.forwards_whole`: passed through, though still scored so that its
     expected tools have ranks), ``fallback`` (unparseable catalogue or scorer error:
     passed through whole). ``scores`` (what ``select`` gets) is None when the case is not
     pruned or had no query. ``ranks``: best rank of each requirement (1-based, None when
@@ -127,7 +127,7 @@ async def score_cases(
     cases: Sequence[Case],
     scorer: Scorer,
     *,
-    min_catalog_tools: int,
+    forwards_whole: Callable[[Catalog], bool],
     query_user_messages: int,
     query_chars: int,
     query_parts_max: int = 6,
@@ -139,7 +139,7 @@ async def score_cases(
         if case.catalog is None:
             run.cases.append(ScoredCase(case, None, "fallback", None, [], requirement_ranks(case, None, None)))
             continue
-        if len(case.catalog) <= min_catalog_tools:
+        if forwards_whole(case.catalog):
             # Forwarded whole (before tool_choice is read, as in the planner); scored only
             # to rank the expected tools, for MRR: not counted as embedding or latency.
             catalog = case.catalog

@@ -113,7 +113,7 @@ CASES = [
     ("G", [user("alpha")], ["alpha", "beta"], {}),
     *CONVERSATION,
 ]
-POLICY = Policy(top_k=8, threshold=0.1, max_tools=16, min_catalog_tools=8)
+POLICY = Policy(top_k=8, threshold=0.1, max_tools=16, min_catalog_tools=8, min_saving=0.0)
 
 
 def write_set(folder: Path, cases: Sequence[tuple[str, list[Any], list[str], dict[str, Any]]] = CASES) -> Path:
@@ -192,7 +192,7 @@ async def test_small_and_unparseable_catalogs_forward_everything(tmp_path: Path)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     run = await score_cases(
         load_cases(path).cases, EngineScorer(engine(), {}),
-        min_catalog_tools=8, query_user_messages=2, query_chars=4000,
+        forwards_whole=POLICY.forwards_whole, query_user_messages=2, query_chars=4000,
     )
     assert [c.mode for c in run.cases] == ["fallback", "small"]
     outcomes = replay(run, POLICY, 1)
@@ -260,7 +260,7 @@ async def test_expected_none_cases_are_reported_apart(tmp_path: Path) -> None:
         assert r["none_forwarded_mean"] == 0.0 and r["none_forwarded_zero"] == 1.0
     # without τ, the same case forwards k tools for nothing
     case_set = load_cases(write_set(tmp_path / "again"))
-    loose = Policy(top_k=8, threshold=-1.0, max_tools=16, min_catalog_tools=8)
+    loose = Policy(top_k=8, threshold=-1.0, max_tools=16, min_catalog_tools=8, min_saving=0.0)
     report = await evaluate(case_set, [EngineScorer(engine(), {})], loose, ks=(2,), query_user_messages=1)
     assert row(report, "2")["none_forwarded_mean"] == 2.0
 
@@ -269,7 +269,7 @@ async def test_state_is_carried_per_conversation_so_sticky_and_pinned_tools_coun
     case_set = load_cases(write_set(tmp_path))
     run = await score_cases(
         case_set.cases, EngineScorer(engine(), {}),
-        min_catalog_tools=8, query_user_messages=1, query_chars=4000,
+        forwards_whole=POLICY.forwards_whole, query_user_messages=1, query_chars=4000,
     )
     outcomes = {o.case.case.id: o for o in replay(run, POLICY, 1)}
     assert outcomes["conv_call0"].forwarded == ["theta"]
@@ -301,6 +301,7 @@ def test_cli_eval_json_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
         return created[-1]
 
     monkeypatch.setattr(eval_cli, "default_embedder_factory", factory)
+    monkeypatch.setenv("TOOLPRUNE_MIN_SAVING", "0")  # the tiny tools would be forwarded whole
     path = write_set(tmp_path / "tiny")
     status = cli.main([
         "eval", str(path), "--json", "--misses", "--k", "1,2,all", "--threshold", "0.1",
@@ -349,11 +350,11 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     lines.append(json.dumps({"id": "small", "messages": extra[0][1], "tools": [tool("alpha")], "expected": ["alpha"]}))
     path.write_text("\n".join(lines) + "\n")
     case_set = load_cases(path)
-    policy = Policy(top_k=2, threshold=0.1, max_tools=3, min_catalog_tools=8)
+    policy = Policy(top_k=2, threshold=0.1, max_tools=3, min_catalog_tools=8, min_saving=0.0)
 
     run = await score_cases(
         case_set.cases, EngineScorer(engine(), {}),
-        min_catalog_tools=policy.min_catalog_tools, query_user_messages=1, query_chars=4000,
+        forwards_whole=policy.forwards_whole, query_user_messages=1, query_chars=4000,
     )
     replayed = [o.forwarded for o in replay(run, replace(policy, top_k=2), 2)]
 

@@ -54,7 +54,21 @@ def test_explain_says_when_nothing_would_be_pruned(tmp_path: Path, capsys: pytes
     small = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": PLAYWRIGHT[:3]}
     assert main(["explain", write(tmp_path, small)]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "api": "chat_completions", "decision": "small_catalog", "offered": 3
+        "api": "chat_completions", "decision": "small_catalog", "offered": 3, "reason": "tools"
+    }
+
+
+def test_explain_says_when_pruning_would_save_too_little(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Twelve tools with one-word descriptions: eight of them and the meta-tool's menu
+    would cost about as much as all twelve, so the catalogue is forwarded whole."""
+    tiny = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Does it."}}
+            for i in range(12)]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tiny}
+    assert main(["explain", write(tmp_path, body)]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "api": "chat_completions", "decision": "small_catalog", "offered": 12, "reason": "saving"
     }
 
 

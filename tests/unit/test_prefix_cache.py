@@ -20,8 +20,10 @@ from selection.prefix import (
     META_MARK,
     TEMPLATE_RESERVE_TOKENS,
     block_signature,
+    catalog_tokens,
     estimated_text_tokens,
     expect_cache,
+    expected_saving,
     meta_reserve_tokens,
     prefix_key,
     served_entries,
@@ -479,3 +481,33 @@ def test_a_shared_block_keeps_the_agents_order_and_appends_the_conversations_own
     assert (merged.turn, merged.meta_calls, merged.tier, merged.history_tokens) == (4, 1, ["delta"], 90)
     assert merged.holder is None
     assert merged.meta_at == 2  # the meta-tool where the agent's block has it: after beta
+
+
+def described(count: int, words: int) -> Catalog:
+    """``count`` tools whose descriptions are ``words`` words long."""
+    return parse_tools([
+        {"type": "function", "function": {"name": f"tool_{i}", "description": "word " * words}}
+        for i in range(count)
+    ])
+
+
+def test_expected_saving_prices_top_k_mean_tools_and_the_meta_tool() -> None:
+    large = described(40, 300)
+    pruned = 8 * catalog_tokens(large) / 40 + meta_reserve_tokens(large, 8)
+    assert expected_saving(large, 8, 8) == pytest.approx(1 - pruned / catalog_tokens(large))
+    assert expected_saving(large, 8, 8) > 0.7  # eight of forty large tools: worth pruning
+    assert expected_saving(described(12, 1), 8, 8) < 0  # the menu alone outweighs the tools
+    assert expected_saving(parse_tools([]), 8, 8) == 0.0
+
+
+def test_a_catalogue_pruning_cannot_halve_is_forwarded_whole_if_it_fits() -> None:
+    policy = Policy(top_k=8, min_catalog_tools=8)
+    assert policy.forwards_whole(catalog_of(*(f"t{i}" for i in range(8))))  # by count
+    tiny, large = described(12, 1), described(40, 300)
+    assert policy.forwards_whole(tiny) and not policy.forwards_whole(large)
+    # A smaller top-k saves more: the same tiny tools are still not worth it at 1.
+    assert policy.forwards_whole(tiny, top_k=1)
+    # Sent whole it must fit the tool budget; if it does not, pruning is the only way.
+    assert policy.forwards_whole(tiny, token_cap=catalog_tokens(tiny))
+    assert not policy.forwards_whole(tiny, token_cap=catalog_tokens(tiny) - 1)
+    assert not Policy(top_k=8, min_catalog_tools=8, min_saving=0.0).forwards_whole(tiny)  # off
