@@ -43,17 +43,23 @@ async def send_api_round(
 
 async def serve_plain(
     services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest, send: Send,
-    extra_headers: Headers, started: float,
+    extra_headers: Headers, started: float, first: UpstreamResponse | None = None,
 ) -> None:
-    """Serve ``turn`` and send one response to the client."""
+    """Serve ``turn`` and send one response to the client. ``first``: the first round's
+    response, when the round was sent already (a streamed request answered with one JSON
+    body: :class:`proxy.apis.events.EventStreamServer`)."""
     usage: dict[str, Any] | None = None
     while True:
         offered = turn.offer_meta_now(services.max_meta_rounds)
-        try:
-            response = await send_api_round(services, request, adapter.upstream_body(turn, offered))
-        except ProxyError as error:
-            await send_error(send, error)
-            return
+        if first is not None:
+            response, first = first, None
+        else:
+            try:
+                body = adapter.upstream_body(turn, offered)
+                response = await send_api_round(services, request, body)
+            except ProxyError as error:
+                await send_error(send, error)
+                return
         try:
             if response.status_code != 200:
                 await services.forwarder.relay(response, send, extra_headers)

@@ -418,3 +418,26 @@ def test_a_meta_tool_use_without_an_id_is_paired_with_its_result(
     (result,) = user["content"]
     assert use["id"].startswith("toolu_") and result["tool_use_id"] == use["id"]
     assert use["input"] == {"names": [LOADED]}
+
+
+@pytest.mark.parametrize("path", ["/responses", "/messages"])
+def test_a_stream_answered_with_json_hides_the_meta_round_too(
+    upstream: RunningUpstream, proxy: str, path: str
+) -> None:
+    # Some servers answer a streamed request with one JSON body: the client gets that
+    # body (as it would without the proxy), its meta-call answered and hidden.
+    if path == "/responses":
+        replies = [Responses(text=None, calls=[load()]), Responses(text="done")]
+        body: dict[str, Any] = {"model": "m", "input": ASK, "tools": RESPONSES_TOOLS}
+    else:
+        replies = [Message(text=None, calls=[META_USE]), Message(text="done")]
+        body = {"model": "m", "max_tokens": 64, "tools": MESSAGES_TOOLS,
+                "messages": [{"role": "user", "content": ASK}]}
+    upstream.upstream.script(
+        *(Raw(200, reply.render({}, 400)) for reply in replies), path=path  # type: ignore[arg-type]
+    )
+    response = httpx.post(proxy + "/v1" + path, json={**body, "stream": True}, timeout=60)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    assert "load_tools" not in response.text and "done" in response.text
+    assert len(sent(upstream, path)) == 2
