@@ -15,7 +15,7 @@ import time
 from starlette.types import Send
 
 from proxy.apis.adapter import ApiAdapter
-from proxy.apis.rounds import send_api_round, serve_plain
+from proxy.apis.rounds import send_api_round
 from proxy.chat.context import TurnServices
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_body, send_error, start_response
@@ -44,16 +44,22 @@ class EventStreamServer:
         self.client_started = False
         self.ttft_observed = False
 
-    async def run(self) -> None:
+    async def run(self, first: UpstreamResponse) -> None:
+        """Serve the turn; ``first``: the first round's response (:mod:`proxy.apis.handler`
+        sends that round)."""
         max_rounds = self.services.max_meta_rounds
+        next_response: UpstreamResponse | None = first
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
-            body = self.adapter.upstream_body(self.turn, offered)
-            try:
-                response = await send_api_round(self.services, self.request, body)
-            except ProxyError as error:
-                await self._fail(error)
-                return
+            if next_response is not None:
+                response, next_response = next_response, None
+            else:
+                try:
+                    body = self.adapter.upstream_body(self.turn, offered)
+                    response = await send_api_round(self.services, self.request, body)
+                except ProxyError as error:
+                    await self._fail(error)
+                    return
             try:
                 if not await self._begin(response):
                     return
@@ -80,9 +86,8 @@ class EventStreamServer:
             return
 
     async def _begin(self, response: UpstreamResponse) -> bool:
-        """Start the client response on the first round (a first round answered with
-        JSON is served as a plain response); on a later round, check the upstream
-        answered with a stream. False when the request ended here."""
+        """Start the client response on the first round; on a later round, check the
+        upstream answered with a stream. False when the request ended here."""
         if response.status_code == 200 and is_event_stream(response):
             if not self.client_started:
                 headers = [
@@ -92,14 +97,6 @@ class EventStreamServer:
                 await start_response(self.send, 200, [*headers, *self.extra_headers])
                 self.client_started = True
             return True
-        if not self.client_started and response.status_code == 200:
-            # One JSON body (some servers answer a stream so): the client gets it as the
-            # upstream sent it, its meta-calls answered and hidden as in a plain request.
-            await serve_plain(
-                self.services, self.adapter, self.turn, self.request, self.send,
-                self.extra_headers, self.started, first=response,
-            )
-            return False
         if not self.client_started:
             await self.services.forwarder.relay(response, self.send, self.extra_headers)
             return False

@@ -43,16 +43,16 @@ async def send_api_round(
 
 async def serve_plain(
     services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest, send: Send,
-    extra_headers: Headers, started: float, first: UpstreamResponse | None = None,
+    extra_headers: Headers, started: float, first: UpstreamResponse,
 ) -> None:
     """Serve ``turn`` and send one response to the client. ``first``: the first round's
-    response, when the round was sent already (a streamed request answered with one JSON
-    body: :class:`proxy.apis.events.EventStreamServer`)."""
+    response (:mod:`proxy.apis.handler` sends that round)."""
     usage: dict[str, Any] | None = None
+    next_response: UpstreamResponse | None = first
     while True:
         offered = turn.offer_meta_now(services.max_meta_rounds)
-        if first is not None:
-            response, first = first, None
+        if next_response is not None:
+            response, next_response = next_response, None
         else:
             try:
                 body = adapter.upstream_body(turn, offered)
