@@ -44,16 +44,22 @@ class EventStreamServer:
         self.client_started = False
         self.ttft_observed = False
 
-    async def run(self) -> None:
+    async def run(self, first: UpstreamResponse) -> None:
+        """Serve the turn; ``first``: the first round's response (:mod:`proxy.apis.handler`
+        sends that round)."""
         max_rounds = self.services.max_meta_rounds
+        next_response: UpstreamResponse | None = first
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
-            body = self.adapter.upstream_body(self.turn, offered)
-            try:
-                response = await send_api_round(self.services, self.request, body)
-            except ProxyError as error:
-                await self._fail(error)
-                return
+            if next_response is not None:
+                response, next_response = next_response, None
+            else:
+                try:
+                    body = self.adapter.upstream_body(self.turn, offered)
+                    response = await send_api_round(self.services, self.request, body)
+                except ProxyError as error:
+                    await self._fail(error)
+                    return
             try:
                 if not await self._begin(response):
                     return

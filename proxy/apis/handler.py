@@ -3,6 +3,10 @@ completions (:mod:`proxy.chat.decisions`) with the same planner, headers and swi
 through one API's adapter (:mod:`proxy.apis.adapter`); ``api`` = the adapter's label.
 A body that is not a JSON object passes through; one the adapter cannot read (or with no
 function tools) too.
+
+The first round's answer decides how the turn is served: an event stream as a stream, any
+other as a plain response, whatever the request's ``stream`` (some servers answer one with
+the other): the client gets the shape the upstream chose, its meta-calls hidden.
 """
 
 from __future__ import annotations
@@ -15,12 +19,14 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.apis.adapter import ApiAdapter
 from proxy.apis.events import EventStreamServer
-from proxy.apis.rounds import serve_plain
+from proxy.apis.rounds import send_api_round, serve_plain
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.decisions import DecisionFlow
 from proxy.chat.planner import Planner
 from proxy.chat.turn import Turn
-from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.asgi import send_error
+from proxy.http.errors import ProxyError
+from proxy.http.forwarding import ClientRequest, Forwarder, is_event_stream
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
 
@@ -64,11 +70,21 @@ class ApiHandler:
             return await self.planner.plan_input(self.adapter.read(body), headers, top_k)
 
         async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
-            if body.get("stream") is True:
+            offered = turn.offer_meta_now(self.services.max_meta_rounds)
+            try:
+                first = await send_api_round(
+                    self.services, request, self.adapter.upstream_body(turn, offered)
+                )
+            except ProxyError as error:
+                await send_error(send, error)
+                return
+            if first.status_code == 200 and is_event_stream(first):
                 await EventStreamServer(
                     self.services, self.adapter, turn, request, send, report, started
-                ).run()
+                ).run(first)
             else:
-                await serve_plain(self.services, self.adapter, turn, request, send, report, started)
+                await serve_plain(
+                    self.services, self.adapter, turn, request, send, report, started, first
+                )
 
         await self.decisions.run(request, send, read_body=_json_object, plan=plan, serve=serve)

@@ -43,17 +43,23 @@ async def send_api_round(
 
 async def serve_plain(
     services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest, send: Send,
-    extra_headers: Headers, started: float,
+    extra_headers: Headers, started: float, first: UpstreamResponse,
 ) -> None:
-    """Serve ``turn`` and send one response to the client."""
+    """Serve ``turn`` and send one response to the client. ``first``: the first round's
+    response (:mod:`proxy.apis.handler` sends that round)."""
     usage: dict[str, Any] | None = None
+    next_response: UpstreamResponse | None = first
     while True:
         offered = turn.offer_meta_now(services.max_meta_rounds)
-        try:
-            response = await send_api_round(services, request, adapter.upstream_body(turn, offered))
-        except ProxyError as error:
-            await send_error(send, error)
-            return
+        if next_response is not None:
+            response, next_response = next_response, None
+        else:
+            try:
+                body = adapter.upstream_body(turn, offered)
+                response = await send_api_round(services, request, body)
+            except ProxyError as error:
+                await send_error(send, error)
+                return
         try:
             if response.status_code != 200:
                 await services.forwarder.relay(response, send, extra_headers)

@@ -100,7 +100,10 @@ def top_k_override(headers: Headers) -> int | None:
     if value is None:
         return None
     text = value.decode("latin-1").strip()
-    if not text.isdigit() or len(text) > len(str(MAX_TOP_K)) or int(text) > MAX_TOP_K:
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_TOP_K)) or (
+        int(text) > MAX_TOP_K
+    ):
         raise InvalidHeader(f"X-Tool-Pruning-Top-K must be an integer from 0 to {MAX_TOP_K}")
     return int(text)
 

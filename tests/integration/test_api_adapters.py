@@ -418,3 +418,34 @@ def test_a_meta_tool_use_without_an_id_is_paired_with_its_result(
     (result,) = user["content"]
     assert use["id"].startswith("toolu_") and result["tool_use_id"] == use["id"]
     assert use["input"] == {"names": [LOADED]}
+
+
+@pytest.mark.parametrize("path", ["/responses", "/messages"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_an_answer_in_the_other_shape_hides_the_meta_round_too(
+    upstream: RunningUpstream, proxy: str, path: str, stream: bool
+) -> None:
+    # Some servers answer a streamed request with one JSON body, or a plain one with an
+    # event stream: the client gets the upstream's shape (as it would without the proxy),
+    # the meta-call answered and hidden.
+    if path == "/responses":
+        replies = [Responses(text=None, calls=[load()]), Responses(text="done")]
+        body: dict[str, Any] = {"model": "m", "input": ASK, "tools": RESPONSES_TOOLS}
+    else:
+        replies = [Message(text=None, calls=[META_USE]), Message(text="done")]
+        body = {"model": "m", "max_tokens": 64, "tools": MESSAGES_TOOLS,
+                "messages": [{"role": "user", "content": ASK}]}
+    if stream:
+        answers = [Raw(200, reply.render({}, 400)) for reply in replies]  # type: ignore[arg-type]
+    else:
+        answers = [Raw(200, b"".join(reply.render({"stream": True}, 400)),  # type: ignore[arg-type]
+                       media_type="text/event-stream") for reply in replies]
+    upstream.upstream.script(*answers, path=path)
+    response = httpx.post(proxy + "/v1" + path, json={**body, "stream": stream}, timeout=60)
+    assert response.status_code == 200
+    shape = "application/json" if stream else "text/event-stream"
+    assert response.headers["content-type"].startswith(shape)
+    assert "load_tools" not in response.text
+    end = "done" if stream else "response.completed" if path == "/responses" else "message_stop"
+    assert end in response.text
+    assert len(sent(upstream, path)) == 2

@@ -36,7 +36,7 @@ def load_call(*tool_names: str, call_id: str = "meta_1") -> dict[str, str]:
     return {"id": call_id, "name": "load_tools", "arguments": json.dumps({"names": list(tool_names)})}
 
 
-def post(proxy: str, body: dict[str, Any], **headers: str) -> httpx.Response:
+def post(proxy: str, body: dict[str, Any], **headers: str | bytes) -> httpx.Response:
     return httpx.post(proxy + "/v1/chat/completions", json=body, headers=headers, timeout=60)
 
 
@@ -308,10 +308,12 @@ def test_lone_surrogates_in_tools_and_messages_are_pruned_not_failed(
 @pytest.mark.parametrize(
     "headers",
     [{"X-Tool-Pruning-Top-K": "9" * 5000}, {"X-Tool-Pruning-Top-K": "-1"},
-     {"X-Tool-Pruning-Top-K": "abc"}, {"X-Tool-Pruning": "sometimes"}],
+     {"X-Tool-Pruning-Top-K": "abc"}, {"X-Tool-Pruning": "sometimes"},
+     # Latin-1 superscript two: a digit to str.isdigit(), not to int().
+     {"X-Tool-Pruning-Top-K": b"\xb2"}],
 )
 def test_invalid_toolprune_headers_get_a_clear_400(
-    upstream: RunningUpstream, pruning_proxy: str, headers: dict[str, str]
+    upstream: RunningUpstream, pruning_proxy: str, headers: dict[str, str | bytes]
 ) -> None:
     response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}, **headers)
     assert response.status_code == 400
