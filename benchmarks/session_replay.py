@@ -14,8 +14,9 @@ whose forwarded tools differ from the previous step's (each change makes the ups
 evaluate the history again); ``fwd tokens``: mean forwarded schema + meta-tool tokens;
 ``eval / direct``: tokens the upstream would evaluate over every conversation through the
 proxy over sending the whole catalogue every step (prefix-cache model of
-:mod:`selection.prefix`: a step with the same tools evaluates its new messages; a changed
-step everything after the first changed tool), and the same with llama-server's
+:mod:`selection.prefix`, for both: a step with the same tools evaluates its new messages; a
+changed step everything after the first changed tool — direct's tools change where a
+conversation's catalogue does, as in BFCL's missing-function conversations), and the same with llama-server's
 ``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
 new to it and the messages; the meta-tool too when it follows the change). The block is
 priced with the meta-tool in its place (:func:`selection.prefix.block_signature`).
@@ -60,7 +61,7 @@ from selection.tokens import tool_tokens
 @dataclass
 class SessionCost:
     """Estimated tokens the upstream evaluates over a replay: ``proxy`` (prefix cache
-    only), ``reuse`` (with ``--cache-reuse``), ``direct`` (the whole catalogue every
+    only), ``reuse`` (with ``--cache-reuse``), ``direct`` (the case's whole catalogue every
     step); ``later`` / ``changed``: later steps, and those whose tools changed;
     ``misses``: the meta rounds the misses would cost (:func:`miss_cost`)."""
 
@@ -123,6 +124,7 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
     cost = SessionCost()
     previous: dict[str, tuple[list[str], int]] = {}
     late_have: dict[str, set[str]] = {}
+    direct_blocks: dict[str, list[str]] = {}
     for outcome in outcomes:
         case, catalog = outcome.case.case, outcome.case.catalog
         if catalog is None:
@@ -153,10 +155,12 @@ def session_cost(outcomes: Sequence[CaseOutcome]) -> SessionCost:
         reachable = before | set(outcome.forwarded)
         cost.late_needs += len(case.requirements)
         cost.late_satisfied += sum(bool(reachable.intersection(unit)) for unit in case.requirements)
-        if block is None:
-            cost.direct += sum(tool_tokens(tool) for tool in catalog.tools) + history
-        else:
-            cost.direct += max(history - cached_history, 0)
+        cost.direct += expect_cache(
+            direct_blocks.get(case.conversation), catalog.names, tokens, head_tokens=0,
+            cached_history_tokens=cached_history, history_tokens=history,
+        ).evaluated
+        direct_blocks[case.conversation] = catalog.names
+        if block is not None:
             cost.later += 1
             cost.changed += int(block != forwarded)
         previous[case.conversation] = (forwarded, history)

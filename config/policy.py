@@ -11,7 +11,7 @@ Policy file shape::
     threshold = 0.2                    # τ, inclusive
     max_tools = 16
     min_catalog_tools = 8
-    min_saving = 0.5                   # share of schema tokens pruning must save
+    min_saving = 0.0                   # share of tool tokens pruning must save
     derive_bundles = true              # group `server__tool` names by server
     max_bundle_size = 4
 
@@ -76,7 +76,7 @@ class PolicyFile(_StrictModel):
     threshold: float | None = Field(None, ge=-1.0, le=1.0)
     max_tools: int | None = Field(None, ge=1)
     min_catalog_tools: int | None = Field(None, ge=0)
-    min_saving: float | None = Field(None, ge=0.0, le=1.0)
+    min_saving: float | None = Field(None, le=1.0)
     derive_bundles: bool = True
     max_bundle_size: int = Field(4, ge=1)
     bundles: list[BundleEntry] = []

@@ -117,12 +117,13 @@ class Settings(BaseSettings):
         8, ge=0, description="Catalogues of at most this many tools are never pruned."
     )
     min_saving: float = Field(
-        0.5,
-        ge=0.0,
+        0.0,
         le=1.0,
         description="Catalogues whose pruned first turn (top-k tools at the catalogue's mean "
         "size and the meta-tool) is expected to save less than this share of their schema "
-        "tokens are never pruned: sent whole, they stay in the upstream's cache. 0: off.",
+        "tokens are forwarded whole, if they fit the tools' share of the context. 0: when "
+        "pruning would cost more than the whole catalogue. Negative: prune such catalogues "
+        "too (`-inf`: always).",
     )
     lexical_weight: float = Field(
         0.1,

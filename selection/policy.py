@@ -36,7 +36,8 @@ class Policy:
     (inclusive) to be admitted; ``max_tools``: cap on forwarded tools that are not CORE or
     pinned; ``min_catalog_tools``: catalogues of at most this many tools are not pruned;
     ``min_saving``: nor are catalogues whose pruned first turn is expected to save less than
-    this share of their schema tokens (:meth:`forwards_whole`; 0: off).
+    this share of their schema tokens (:meth:`forwards_whole`; 0: those pruning would
+    enlarge; ``-inf``: none).
     ``bundles``: configured cohesion groups; ``derive_bundles``: also group tools by
     namespace prefix (``server__tool``) when a catalogue has several namespaces;
     ``max_bundle_size``: larger groups do not travel together (they still group the menu).
@@ -61,7 +62,7 @@ class Policy:
     threshold: float = 0.0
     max_tools: int = 16
     min_catalog_tools: int = 8
-    min_saving: float = 0.5
+    min_saving: float = 0.0
     bundles: tuple[Bundle, ...] = ()
     derive_bundles: bool = True
     max_bundle_size: int = 4
@@ -82,14 +83,15 @@ class Policy:
         tools, or a pruned first turn of ``top_k`` (default: the policy's) candidates is
         expected to save less than ``min_saving`` of its schema tokens
         (:func:`selection.prefix.expected_saving`) and its tools fit ``token_cap`` (prompt
-        tokens, estimated; None: no cap known). A catalogue sent whole is the same prefix
-        on every turn and conversation, which the upstream prefills once; pruning one that
-        saves little changes the block on later turns and costs more over a session than
-        it saves on the first (benchmarks/README.md, "Sessions")."""
+        tokens, estimated; None: no cap known). At ``min_saving`` 0 these are the
+        catalogues pruning would enlarge (the meta-tool's menu outweighing the tools left
+        out): sent whole they cost less on the first turn, and on later ones they are a
+        prefix the upstream keeps (a higher bar measured: benchmarks/README.md,
+        "Sessions")."""
         if len(catalog) <= self.min_catalog_tools:
             return True
         k = self.top_k if top_k is None else top_k
-        if self.min_saving <= 0 or expected_saving(catalog, k, self.ranking.tier_size) >= self.min_saving:
+        if expected_saving(catalog, k, self.ranking.tier_size) >= self.min_saving:
             return False
         return token_cap is None or catalog_tokens(catalog) <= token_cap
 

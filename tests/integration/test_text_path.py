@@ -231,10 +231,7 @@ def test_the_decision_log_line_says_the_text_path_acted(upstream: RunningUpstrea
     assert case.system not in json.dumps(fields)  # never message content
 
 
-def test_the_same_turn_again_forwards_the_same_system_prompt(
-    upstream: RunningUpstream, start_proxy: ProxyFactory
-) -> None:
-    proxy = start_proxy(min_saving=0.0)  # one-line entries save little; prune them anyway
+def test_the_same_turn_again_forwards_the_same_system_prompt(upstream: RunningUpstream, proxy: str) -> None:
     case = lines_case("dash")
     body = {"model": "m", "messages": messages(case)}
     for _ in range(2):
@@ -346,9 +343,8 @@ def test_malformed_hermes_block_is_forwarded_unchanged(upstream: RunningUpstream
 
 
 def test_dry_run_reports_the_text_selection_but_forwards_the_original(
-    upstream: RunningUpstream, start_proxy: ProxyFactory
+    upstream: RunningUpstream, proxy: str
 ) -> None:
-    proxy = start_proxy(min_saving=0.0)  # one-line entries save little; prune them anyway
     raw = raw_text_request(lines_case("dash"))
     response = post_raw(proxy, raw, **{"X-Tool-Pruning": "dry-run"})
     assert chat_requests(upstream)[-1].body == raw
@@ -357,28 +353,28 @@ def test_dry_run_reports_the_text_selection_but_forwards_the_original(
     assert 'toolprune_requests_total{api="chat_completions",decision="dry_run",path="text"} 1.0' in metrics(proxy)
 
 
-def test_a_block_of_one_line_entries_that_pruning_cannot_halve_is_forwarded_whole(
+def test_a_block_that_pruning_would_enlarge_is_forwarded_whole(
     upstream: RunningUpstream, proxy: str
 ) -> None:
-    """40 tools as "name - purpose" lines: eight of them and the meta-tool's menu of 40
-    names would cost more than half the block, so the request goes through unchanged."""
-    raw = raw_text_request(lines_case("dash"))
+    """16 tools as "name - purpose" lines: eight of them and the meta-tool's menu of 16
+    names would cost more than the whole block, so the request goes through unchanged."""
+    raw = raw_text_request(lines_case("dash", GITHUB[:16]))
     response = post_raw(proxy, raw)
     assert response.status_code == 200 and "x-tool-pruning-tools" not in response.headers
     assert chat_requests(upstream)[-1].body == raw
     assert 'toolprune_requests_total{api="chat_completions",decision="small_catalog",path="text"} 1.0' in metrics(proxy)
 
 
-def test_a_block_too_large_for_the_context_is_pruned_however_little_that_saves(
+def test_a_block_too_large_for_the_context_is_pruned_whatever_that_saves(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
-    """The same block with a 1,000-token context: sent whole, its tools would pass their
+    """The same block with a 500-token context: sent whole, its tools would pass their
     share of the context, so it is pruned."""
-    proxy = start_proxy(context_tokens=1000)
-    raw = raw_text_request(lines_case("dash"))
+    proxy = start_proxy(context_tokens=500)
+    raw = raw_text_request(lines_case("dash", GITHUB[:16]))
     response = post_raw(proxy, raw)
     forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
-    assert offered == "40" and 0 < int(forwarded) < 40
+    assert offered == "16" and 0 < int(forwarded) < 16
     assert chat_requests(upstream)[-1].body != raw
 
 
@@ -410,7 +406,7 @@ def test_custom_text_format_from_the_policy_file(
         'end = "</available_tools>"\n'
         "entry = '^tool (?P<name>[\\w-]+):'\n"
     )
-    proxy = start_proxy(policy_file=policy, min_saving=0.0)  # one-line entries: see above
+    proxy = start_proxy(policy_file=policy)
     tools = GITHUB[40:70]
     entries = "".join(
         f"tool {prompts.tool_name(t)}: {prompts.lines_entry(t, 'dash').split(': ', 1)[1]}\n" for t in tools

@@ -334,10 +334,8 @@ async def recall_at_k(cases: dict[str, Path], examples: dict[str, list[str]]) ->
     """recall@k of the project's evaluation (selection/evaluation.py) with the default
     settings, per case file, without and with a policy file holding ``examples``. Every
     later turn admits its top-k (``refresh_rank`` past any catalogue, no insurance), so
-    what is measured is the examples' effect on ranking, not the cache-aware admission's;
-    TradingBot's 20 small tools are pruned though pruning them saves little (``min_saving``
-    0), so that there is a ranking to measure."""
-    settings = Settings(refresh_rank=10_000, refresh_share=0, min_saving=0)
+    what is measured is the examples' effect on ranking, not the cache-aware admission's."""
+    settings = Settings(refresh_rank=10_000, refresh_share=0)
     policies = {"before": load_policy(settings, {}), "after": load_policy(settings, {"examples": examples})}
     results: dict[str, dict[str, dict[str, float]]] = {}
     async with httpx.AsyncClient() as client:

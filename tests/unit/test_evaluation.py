@@ -113,7 +113,9 @@ CASES = [
     ("G", [user("alpha")], ["alpha", "beta"], {}),
     *CONVERSATION,
 ]
-POLICY = Policy(top_k=8, threshold=0.1, max_tools=16, min_catalog_tools=8, min_saving=0.0)
+#: The tiny tools below cost less whole than pruned (``min_saving``); the metrics need a
+#: selection, so they are pruned whatever that costs.
+POLICY = Policy(top_k=8, threshold=0.1, max_tools=16, min_catalog_tools=8, min_saving=-math.inf)
 
 
 def write_set(folder: Path, cases: Sequence[tuple[str, list[Any], list[str], dict[str, Any]]] = CASES) -> Path:
@@ -260,7 +262,7 @@ async def test_expected_none_cases_are_reported_apart(tmp_path: Path) -> None:
         assert r["none_forwarded_mean"] == 0.0 and r["none_forwarded_zero"] == 1.0
     # without τ, the same case forwards k tools for nothing
     case_set = load_cases(write_set(tmp_path / "again"))
-    loose = Policy(top_k=8, threshold=-1.0, max_tools=16, min_catalog_tools=8, min_saving=0.0)
+    loose = replace(POLICY, threshold=-1.0)
     report = await evaluate(case_set, [EngineScorer(engine(), {})], loose, ks=(2,), query_user_messages=1)
     assert row(report, "2")["none_forwarded_mean"] == 2.0
 
@@ -301,7 +303,7 @@ def test_cli_eval_json_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ca
         return created[-1]
 
     monkeypatch.setattr(eval_cli, "default_embedder_factory", factory)
-    monkeypatch.setenv("TOOLPRUNE_MIN_SAVING", "0")  # the tiny tools would be forwarded whole
+    monkeypatch.setenv("TOOLPRUNE_MIN_SAVING", "-inf")  # as POLICY
     path = write_set(tmp_path / "tiny")
     status = cli.main([
         "eval", str(path), "--json", "--misses", "--k", "1,2,all", "--threshold", "0.1",
@@ -350,7 +352,7 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     lines.append(json.dumps({"id": "small", "messages": extra[0][1], "tools": [tool("alpha")], "expected": ["alpha"]}))
     path.write_text("\n".join(lines) + "\n")
     case_set = load_cases(path)
-    policy = Policy(top_k=2, threshold=0.1, max_tools=3, min_catalog_tools=8, min_saving=0.0)
+    policy = replace(POLICY, top_k=2, max_tools=3)
 
     run = await score_cases(
         case_set.cases, EngineScorer(engine(), {}),

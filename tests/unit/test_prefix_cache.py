@@ -500,14 +500,19 @@ def test_expected_saving_prices_top_k_mean_tools_and_the_meta_tool() -> None:
     assert expected_saving(parse_tools([]), 8, 8) == 0.0
 
 
-def test_a_catalogue_pruning_cannot_halve_is_forwarded_whole_if_it_fits() -> None:
-    policy = Policy(top_k=8, min_catalog_tools=8)
+def test_a_catalogue_pruning_would_enlarge_is_forwarded_whole_if_it_fits() -> None:
+    policy = Policy(top_k=8, min_catalog_tools=8)  # min_saving 0
     assert policy.forwards_whole(catalog_of(*(f"t{i}" for i in range(8))))  # by count
     tiny, large = described(12, 1), described(40, 300)
     assert policy.forwards_whole(tiny) and not policy.forwards_whole(large)
-    # A smaller top-k saves more: the same tiny tools are still not worth it at 1.
-    assert policy.forwards_whole(tiny, top_k=1)
     # Sent whole it must fit the tool budget; if it does not, pruning is the only way.
     assert policy.forwards_whole(tiny, token_cap=catalog_tokens(tiny))
     assert not policy.forwards_whole(tiny, token_cap=catalog_tokens(tiny) - 1)
-    assert not Policy(top_k=8, min_catalog_tools=8, min_saving=0.0).forwards_whole(tiny)  # off
+    # A higher bar forwards more catalogues whole; -inf prunes whatever it costs.
+    saving = expected_saving(large, 8, 8)
+    assert Policy(top_k=8, min_saving=saving + 0.01).forwards_whole(large)
+    assert not Policy(top_k=8, min_saving=saving).forwards_whole(large)
+    assert not Policy(top_k=8, min_saving=-math.inf).forwards_whole(tiny)
+    # top-k is the request's (X-Tool-Pruning-Top-K): fewer tools save more.
+    assert expected_saving(large, 2, 8) > saving
+    assert not Policy(top_k=8, min_saving=saving + 0.01).forwards_whole(large, top_k=2)
