@@ -16,8 +16,8 @@ evaluate the history again); ``fwd tokens``: mean forwarded schema + meta-tool t
 proxy over sending the whole catalogue every step (prefix-cache model of
 :mod:`selection.prefix`, for both: a step with the same tools evaluates its new messages; a
 changed step everything after the first changed tool — direct's tools change where a
-conversation's catalogue does, as in BFCL's missing-function conversations), and the same with llama-server's
-``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
+conversation's catalogue does, as in BFCL's missing-function conversations), and the same
+with llama-server's ``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
 new to it and the messages; the meta-tool too when it follows the change). The block is
 priced with the meta-tool in its place (:func:`selection.prefix.block_signature`).
 ``+ misses loaded``: the latter plus one ``load_tools`` round per step with a miss
