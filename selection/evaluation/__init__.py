@@ -4,8 +4,8 @@ The evaluation runs the proxy's own steps for every case (proxy/chat/planner.py
 ``Planner.plan``): a catalogue the policy forwards whole (``Policy.forwards_whole``: at
 most ``min_catalog_tools`` tools, or too little to save) is passed through whole;
 otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a ``tool_choice``
-function + ``called_tools(messages)`` + ``text_called_tools`` and the conversation's :class:`~selection.state.ConversationState` carried from its previous
-step, so stickiness and history pinning count exactly as in the proxy. Conversations are
+function + ``called_tools(messages)`` + ``text_called_tools`` and the conversation's
+:class:`~selection.state.ConversationState` carried from its previous step, so stickiness and history pinning count exactly as in the proxy. Conversations are
 keyed by :func:`conversation_key` (as if sent as ``X-Conversation-Id``), cases replayed in
 file order; tests check that the forwarded lists equal ``Planner.plan``'s. Meta-tool
 calls are not simulated: a miss here is a miss the model would have to repair with the
