@@ -36,6 +36,13 @@ APIS = ("auto", "chat_completions", "responses", "messages")
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
 
 
+#: Why a catalogue is forwarded whole (:class:`~proxy.chat.planner.SmallCatalog` reasons).
+SMALL_CATALOG_REASONS = {
+    "tools": "at most min_catalog_tools tools",
+    "saving": "pruning would save less than min_saving of its tool tokens",
+}
+
+
 def request_api(body: dict[str, Any]) -> str:
     """Which API ``body`` is a request of: ``responses`` (it has ``input``), ``messages``
     (a top-level ``system``, tools with ``input_schema``, or ``tool_use`` /
@@ -166,7 +173,7 @@ async def explain(
             return {"api": api, "decision": "passthrough", "reason": "no function tools and no tool block"}
         except SmallCatalog as small:
             return {"api": api, "decision": "small_catalog", "offered": small.size,
-                    "reason": small.reason}
+                    "reason": SMALL_CATALOG_REASONS[small.reason]}
         finally:
             await engine.aclose()
 

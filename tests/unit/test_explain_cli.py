@@ -54,7 +54,8 @@ def test_explain_says_when_nothing_would_be_pruned(tmp_path: Path, capsys: pytes
     small = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": PLAYWRIGHT[:3]}
     assert main(["explain", write(tmp_path, small)]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "api": "chat_completions", "decision": "small_catalog", "offered": 3, "reason": "tools"
+        "api": "chat_completions", "decision": "small_catalog", "offered": 3,
+        "reason": "at most min_catalog_tools tools",
     }
 
 
@@ -68,7 +69,8 @@ def test_explain_says_when_pruning_would_save_too_little(
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tiny}
     assert main(["explain", write(tmp_path, body)]) == 0
     assert json.loads(capsys.readouterr().out) == {
-        "api": "chat_completions", "decision": "small_catalog", "offered": 12, "reason": "saving"
+        "api": "chat_completions", "decision": "small_catalog", "offered": 12,
+        "reason": "pruning would save less than min_saving of its tool tokens",
     }
 
 
