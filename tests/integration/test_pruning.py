@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.data import REAL_CATALOGS
 from tests.support.sse import chat_chunks, parse_sse
-from tests.support.upstream import SSE, Chat
+from tests.support.upstream import SSE, Chat, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
@@ -442,3 +442,21 @@ def test_a_retried_request_reuses_the_cached_query_vector(upstream: RunningUpstr
     assert embedded in after  # nothing more embedded for the retry
     assert 'toolprune_query_texts_total{source="cache"} 1.0' in after
     assert "toolprune_query_batches_total 1.0" in after
+
+
+def test_a_retry_after_an_upstream_error_forwards_the_same_prompt(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    """OpenAI's SDKs retry 429 and 5xx answers with the same body: the retry must find the
+    upstream's cached prefix, so it forwards the same tools in the same order, and a third
+    identical request (a retry after the success) too. (The catalogue is indexed before the
+    first: a first request ranked by BM25 while its index builds keeps its tools, and a
+    later one may add the dense ranking's best.)"""
+    proxy = start_proxy()
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    upstream.upstream.script(Raw(500, {"error": {"message": "busy"}}), Chat(content="ok"), Chat(content="ok"))
+    assert post(proxy, body).status_code == 500
+    assert post(proxy, body).status_code == 200
+    assert post(proxy, body).status_code == 200
+    first, retry, again = (r.json() for r in chat_requests(upstream)[-3:])
+    assert first == retry == again
