@@ -125,4 +125,4 @@ class EventStreamServer:
         if self.client_started:
             await send_body(self.send, sse_error_event(error), more=False)
         else:
-            await send_error(self.send, error)
+            await send_error(self.send, error, headers=self.extra_headers)

@@ -76,7 +76,7 @@ class ApiHandler:
                     self.services, request, self.adapter.upstream_body(turn, offered)
                 )
             except ProxyError as error:
-                await send_error(send, error)
+                await send_error(send, error, headers=report)
                 return
             if first.status_code == 200 and is_event_stream(first):
                 await EventStreamServer(

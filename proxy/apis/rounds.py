@@ -58,7 +58,7 @@ async def serve_plain(
                 body = adapter.upstream_body(turn, offered)
                 response = await send_api_round(services, request, body)
             except ProxyError as error:
-                await send_error(send, error)
+                await send_error(send, error, headers=extra_headers)
                 return
         try:
             if response.status_code != 200:
@@ -66,7 +66,7 @@ async def serve_plain(
                 return
             raw = await read_decoded(response)
         except ProxyError as error:
-            await send_error(send, error)
+            await send_error(send, error, headers=extra_headers)
             return
         finally:
             await response.aclose()

@@ -152,7 +152,7 @@ class StreamClient(_Client):
         if self.started:
             await send_body(self.send, sse_error_event(error), more=False)
         else:
-            await send_error(self.send, error)
+            await send_error(self.send, error, headers=self.headers)
 
     async def fail_upstream(self, error: dict[str, Any]) -> None:
         """End the stream with the upstream's error object (an SSE ``error`` event, which
@@ -217,12 +217,13 @@ class PlainClient(_Client):
         await send_complete(self.send, 200, headers, json_bytes(body))
 
     async def fail(self, error: ProxyError) -> None:
-        await send_error(self.send, error)
+        await send_error(self.send, error, headers=self.headers)
 
     async def fail_upstream(self, error: dict[str, Any]) -> None:
         """Answer 502 with the upstream's error object (it failed mid-answer)."""
         body = json_bytes({"error": error})
-        await send_complete(self.send, 502, [(b"content-type", b"application/json")], body)
+        headers = [(b"content-type", b"application/json"), *self.headers]
+        await send_complete(self.send, 502, headers, body)
 
 
 def accumulate(message: dict[str, Any], delta: dict[str, Any]) -> None:

@@ -206,7 +206,7 @@ class _TurnServer:
         if self.client is not None:
             await self.client.fail(error)
         else:
-            await StreamClient(self.send, [], lambda: None).fail(error)
+            await StreamClient(self.send, self.extra_headers, lambda: None).fail(error)
 
 
 def _completion(raw: bytes) -> dict[str, Any] | None:

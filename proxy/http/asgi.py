@@ -8,7 +8,7 @@ that one task owns ``receive``: the disconnect watcher.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from starlette.types import Message, Receive, Send
 
@@ -122,13 +122,16 @@ async def send_complete(send: Send, status: int, headers: Headers, body: bytes) 
     await send_body(send, body, more=False)
 
 
-async def send_error(send: Send, error: ProxyError, *, close: bool = False) -> None:
+async def send_error(
+    send: Send, error: ProxyError, *, close: bool = False, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
     """Answer with the error's status and OpenAI-shaped JSON body; ``close`` asks the
-    server to close the connection after it (``Connection: close``)."""
-    headers = [(b"content-type", b"application/json")]
+    server to close the connection after it (``Connection: close``); ``headers``: more
+    response headers (a pruned request's report, ``X-Tool-Pruning-Tools``)."""
+    response_headers = [(b"content-type", b"application/json"), *headers]
     if close:
-        headers.append((b"connection", b"close"))
-    await send_complete(send, error.status_code, headers, error.body())
+        response_headers.append((b"connection", b"close"))
+    await send_complete(send, error.status_code, response_headers, error.body())
 
 
 async def _disconnected(receive: Receive) -> None:

@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.api_replies import Message, Responses
 from tests.support.data import REAL_CATALOGS
-from tests.support.upstream import Raw
+from tests.support.upstream import Hang, Raw
 
 CHAT_SHAPED: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: The Playwright MCP catalogue (69 tools) in each API's tool shape.
@@ -449,3 +449,20 @@ def test_an_answer_in_the_other_shape_hides_the_meta_round_too(
     end = "done" if stream else "response.completed" if path == "/responses" else "message_stop"
     assert end in response.text
     assert len(sent(upstream, path)) == 2
+
+
+@pytest.mark.parametrize("path", ["/responses", "/messages"])
+def test_a_pruned_request_the_upstream_times_out_says_what_was_pruned(
+    upstream: RunningUpstream, start_proxy: ProxyFactory, path: str
+) -> None:
+    proxy = start_proxy(max_tools=6, top_k=4, threshold=0.0, idle_timeout_s=0.3)
+    upstream.upstream.script(Hang(), path=path)
+    if path == "/responses":
+        body: dict[str, Any] = {"model": "m", "input": ASK, "tools": RESPONSES_TOOLS}
+    else:
+        body = {"model": "m", "max_tokens": 64, "tools": MESSAGES_TOOLS,
+                "messages": [{"role": "user", "content": ASK}]}
+    response = httpx.post(proxy + "/v1" + path, json=body, timeout=60)
+    assert response.status_code == 504
+    forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
+    assert offered == str(len(RESPONSES_TOOLS)) and 0 < int(forwarded) < len(RESPONSES_TOOLS)

@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.data import REAL_CATALOGS
 from tests.support.sse import chat_chunks, parse_sse
-from tests.support.upstream import SSE, Chat, Raw
+from tests.support.upstream import SSE, Chat, Hang, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
@@ -460,3 +460,15 @@ def test_a_retry_after_an_upstream_error_forwards_the_same_prompt(
     assert post(proxy, body).status_code == 200
     first, retry, again = (r.json() for r in chat_requests(upstream)[-3:])
     assert first == retry == again
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_pruned_request_the_upstream_times_out_says_what_was_pruned(
+    upstream: RunningUpstream, start_proxy: ProxyFactory, stream: bool
+) -> None:
+    proxy = start_proxy(idle_timeout_s=0.3)
+    upstream.upstream.script(Hang())
+    response = post(proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT, "stream": stream})
+    assert response.status_code == 504 and response.json()["error"]["code"] == "upstream_timeout"
+    forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
+    assert offered == str(len(PLAYWRIGHT)) and 0 < int(forwarded) < len(PLAYWRIGHT)
