@@ -81,22 +81,35 @@ def header(headers: Headers, name: bytes) -> bytes | None:
     return None
 
 
+def control_header(headers: Headers, name: bytes, label: str) -> bytes | None:
+    """The one value of the proxy's control header ``name`` (lower-case; ``label``: as
+    written in errors), or ``None``. Raises InvalidHeader when it is sent more than once
+    with different values: a singleton field (RFC 9110 §5.3) the proxy must not guess."""
+    values = {value for key, value in headers if key == name}
+    if len(values) > 1:
+        raise InvalidHeader(f"{label} was sent more than once with different values")
+    return next(iter(values), None)
+
+
 PRUNING_MODES = ("on", "off", "dry-run")
 #: Largest ``X-Tool-Pruning-Top-K`` accepted (the cap ``max_tools`` applies anyway).
 MAX_TOP_K = 10_000
 
 
 def pruning_mode(headers: Headers) -> str:
-    """``X-Tool-Pruning`` (case-insensitive; absent = ``on``). Raises InvalidHeader."""
-    value = (header(headers, b"x-tool-pruning") or b"on").decode("latin-1").strip().lower()
+    """``X-Tool-Pruning`` (case-insensitive; absent = ``on``). Raises InvalidHeader (also
+    when sent twice with different values)."""
+    raw = control_header(headers, b"x-tool-pruning", "X-Tool-Pruning")
+    value = (raw or b"on").decode("latin-1").strip().lower()
     if value not in PRUNING_MODES:
         raise InvalidHeader("X-Tool-Pruning must be one of: on, off, dry-run")
     return value
 
 
 def top_k_override(headers: Headers) -> int | None:
-    """``X-Tool-Pruning-Top-K`` (absent = None). Raises InvalidHeader."""
-    value = header(headers, b"x-tool-pruning-top-k")
+    """``X-Tool-Pruning-Top-K`` (absent = None). Raises InvalidHeader (also when sent twice
+    with different values)."""
+    value = control_header(headers, b"x-tool-pruning-top-k", "X-Tool-Pruning-Top-K")
     if value is None:
         return None
     text = value.decode("latin-1").strip()
@@ -113,8 +126,9 @@ CREDENTIAL_HEADERS = (b"authorization", b"api-key", b"x-api-key")
 
 
 def check_conversation_id(headers: Headers, max_bytes: int) -> None:
-    """Raises InvalidHeader when ``X-Conversation-Id`` is longer than ``max_bytes``."""
-    value = header(headers, b"x-conversation-id")
+    """Raises InvalidHeader when ``X-Conversation-Id`` is longer than ``max_bytes`` or sent
+    twice with different values."""
+    value = control_header(headers, b"x-conversation-id", "X-Conversation-Id")
     if value is not None and len(value) > max_bytes:
         raise InvalidHeader(f"X-Conversation-Id must be at most {max_bytes} bytes")
 

@@ -321,6 +321,26 @@ def test_invalid_toolprune_headers_get_a_clear_400(
     assert chat_requests(upstream) == []
 
 
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [("X-Tool-Pruning-Top-K", ("4", "abc")), ("X-Tool-Pruning", ("on", "off")),
+     ("X-Conversation-Id", ("a", "b"))],
+)
+def test_a_control_header_sent_twice_with_different_values_is_a_400(
+    upstream: RunningUpstream, pruning_proxy: str, name: str, values: tuple[str, str]
+) -> None:
+    body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
+    twice = [(name, value) for value in values]
+    response = httpx.post(pruning_proxy + "/v1/chat/completions", json=body, headers=twice, timeout=60)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_toolprune_header"
+    assert "more than once" in response.json()["error"]["message"]
+    same = [(name, values[0]), (name, values[0])]  # a repeated identical value is one value
+    response = httpx.post(pruning_proxy + "/v1/chat/completions", json=body, headers=same, timeout=60)
+    assert response.status_code == 200
+    assert len(chat_requests(upstream)) == 1
+
+
 def test_the_top_k_header_sets_this_requests_top_k(upstream: RunningUpstream, pruning_proxy: str) -> None:
     # Top-k is a token budget (k × the catalogue's mean tool tokens): at k = 2 the large
     # screenshot tool fills it alone; k = 8 admits more, k = 0 nothing.
