@@ -157,12 +157,15 @@ def catalog_tokens(catalog: Catalog) -> int:
 def expected_saving(catalog: Catalog, top_k: int, tier_size: int) -> float:
     """The share of ``catalog``'s schema tokens a pruned first turn is expected to save:
     1 − (``top_k`` tools at the catalogue's mean cost + the meta-tool's bound,
-    :func:`meta_reserve_tokens`) / :func:`catalog_tokens`. Negative when the pruned turn
-    would cost more than the whole catalogue; 0 for an empty one."""
+    :func:`meta_reserve_tokens`, its tier no longer than the tools left out) /
+    :func:`catalog_tokens`. Negative when the pruned turn would cost more than the whole
+    catalogue; 0 for an empty one."""
     total = catalog_tokens(catalog)
     if not len(catalog) or total <= 0:
         return 0.0
-    pruned = min(top_k, len(catalog)) * total / len(catalog) + meta_reserve_tokens(catalog, tier_size)
+    kept = min(top_k, len(catalog))
+    tier = min(tier_size, len(catalog) - kept)
+    pruned = kept * total / len(catalog) + meta_reserve_tokens(catalog, tier)
     return 1.0 - pruned / total
 
 
