@@ -48,18 +48,9 @@ class EventStreamServer:
         """Serve the turn; ``first``: the first round's response (:mod:`proxy.apis.handler`
         sends that round)."""
         max_rounds = self.services.max_meta_rounds
-        next_response: UpstreamResponse | None = first
+        response = first
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
-            if next_response is not None:
-                response, next_response = next_response, None
-            else:
-                try:
-                    body = self.adapter.upstream_body(self.turn, offered)
-                    response = await send_api_round(self.services, self.request, body)
-                except ProxyError as error:
-                    await self._fail(error)
-                    return
             try:
                 if not await self._begin(response):
                     return
@@ -77,6 +68,12 @@ class EventStreamServer:
                 results = await self.services.run_meta_calls(self.turn, reply.meta)
                 self.adapter.append_exchange(self.turn, reply, results)
                 self.turn.rounds += 1
+                try:
+                    body = self.adapter.upstream_body(self.turn, self.turn.offer_meta_now(max_rounds))
+                    response = await send_api_round(self.services, self.request, body)
+                except ProxyError as error:
+                    await self._fail(error)
+                    return
                 continue
             if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
                 await self.services.run_meta_calls(self.turn, reply.meta)

@@ -48,18 +48,9 @@ async def serve_plain(
     """Serve ``turn`` and send one response to the client. ``first``: the first round's
     response (:mod:`proxy.apis.handler` sends that round)."""
     usage: dict[str, Any] | None = None
-    next_response: UpstreamResponse | None = first
+    response = first
     while True:
         offered = turn.offer_meta_now(services.max_meta_rounds)
-        if next_response is not None:
-            response, next_response = next_response, None
-        else:
-            try:
-                body = adapter.upstream_body(turn, offered)
-                response = await send_api_round(services, request, body)
-            except ProxyError as error:
-                await send_error(send, error, headers=extra_headers)
-                return
         try:
             if response.status_code != 200:
                 await services.forwarder.relay(response, send, extra_headers)
@@ -88,6 +79,12 @@ async def serve_plain(
             results = await services.run_meta_calls(turn, reply.meta)
             adapter.append_exchange(turn, reply, results)
             turn.rounds += 1
+            try:
+                body = adapter.upstream_body(turn, turn.offer_meta_now(services.max_meta_rounds))
+                response = await send_api_round(services, request, body)
+            except ProxyError as error:
+                await send_error(send, error, headers=extra_headers)
+                return
             continue
         if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
             await services.run_meta_calls(turn, reply.meta)
