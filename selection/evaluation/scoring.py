@@ -66,9 +66,10 @@ class ScoredCase:
     """A case after scoring. ``mode``: ``select`` (pruned), ``small`` (a catalogue the
     policy forwards whole, :meth:`~selection.policy.Policy.forwards_whole`: passed
     through, though still scored so that its expected tools have ranks), ``fallback``
-    (unparseable catalogue or scorer error: passed through whole). ``scores`` (what ``select`` gets) is None when the case is not
-    pruned or had no query. ``ranks``: best rank of each requirement (1-based, None when
-    unranked). Embedding time counts pruned cases only, as the proxy spends it.
+    (unparseable catalogue or scorer error: passed through whole). ``scores`` (what
+    ``select`` gets) is None when the case is not pruned or had no query. ``ranks``: best
+    rank of each requirement (1-based, None when unranked). Embedding time counts pruned
+    cases only, as the proxy spends it.
     ``dense``: the cosines alone (the dense anchor ranks by them), when the scorer has them;
     ``named``: the tools a one-intent query names (:attr:`~selection.engine.Scores.named`)."""
 
