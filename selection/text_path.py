@@ -46,7 +46,7 @@ class TextFormat:
 PRESETS: tuple[TextFormat, ...] = (
     TextFormat(
         "hermes",
-        entry=re.compile(r'^\s*\{.*?"name"\s*:\s*"(?P<name>[^"]+)"', re.M),
+        entry=re.compile(r'^[ \t]*\{.*?"name"\s*:\s*"(?P<name>[^"]+)"', re.M),
         start=re.compile(r"<tools>\n?"),
         end=re.compile(r"</tools>"),
     ),
