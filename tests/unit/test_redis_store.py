@@ -121,6 +121,11 @@ async def test_unreadable_values_read_as_no_state(
         assert await store.get("bad") is None, value[:40]
         await store.put("bad", state("x"))  # the next write replaces it
         assert await store.get("bad") == state("x")
+    raw.delete("t:state:v1:bad")
+    raw.hset("t:state:v1:bad", "a", "b")  # another type at the key (WRONGTYPE to GET)
+    assert await store.get("bad") is None
+    await store.put("bad", state("x"))
+    assert await store.get("bad") == state("x")
     raw.close()
 
 
