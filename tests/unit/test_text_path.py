@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -295,6 +296,21 @@ def test_no_entry_starts_on_a_blank_line(fmt) -> None:  # type: ignore[no-untype
     for start in starts:
         line_end = text.find("\n", start)
         assert text[start:line_end].strip(), f"an entry of {fmt.name} starts on a blank line"
+
+
+def test_detecting_copies_no_text_per_block() -> None:
+    """Each block that ends at a stop line used to copy the rest of the text (a slice, to
+    look for a newline): quadratic in a prompt of many small blocks, on the event loop
+    (a 2.4 MB system prompt of 160,000 of them: about a minute). Memory is the clock-free
+    witness: beyond the text itself detection needs a few small objects at a time."""
+    text = "- ab_c: x\nstop\n" * 20_000
+    tracemalloc.start()
+    try:
+        detect(text, PRESETS, MIN_ENTRIES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text) // 10, f"detection held {peak} bytes for a {len(text)}-byte text"
 
 
 def test_markdown_tools_after_an_earlier_level_two_section_are_detected() -> None:
