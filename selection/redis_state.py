@@ -29,7 +29,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from selection.errors import StateStoreError
 from selection.state import ConversationState
@@ -99,8 +99,9 @@ class RedisStateStore:
 
     async def get(self, conversation_id: str) -> ConversationState | None:
         """The stored state, or None when absent, expired or unreadable (a value in another
-        format is overwritten by the next write). Raises StateStoreError."""
-        raw = await self._call("get", lambda: self._client.get(self.key(conversation_id)))
+        format, or of another Redis type, is overwritten by the next write). Raises
+        StateStoreError."""
+        raw = await self._call("get", lambda: self._get_string(self.key(conversation_id)))
         if raw is None:
             return None
         try:
@@ -111,6 +112,17 @@ class RedisStateStore:
                 extra={"fields": {"store": "redis", "error": str(error)[:200]}},
             )
             return None
+
+    async def _get_string(self, key: str) -> bytes | None:
+        """``GET key``; a key of another type (a hash, a list: WRONGTYPE) reads as an
+        unreadable value, not as Redis failing, so the next ``SET`` replaces it."""
+        try:
+            value: bytes | None = await self._client.get(key)
+        except ResponseError as error:
+            if str(error).startswith("WRONGTYPE"):
+                return b""
+            raise
+        return value
 
     async def put(self, conversation_id: str, state: ConversationState) -> None:
         """Replace the state and reset its TTL, in one ``SET … PX``. Raises StateStoreError."""

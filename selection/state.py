@@ -63,7 +63,8 @@ class ConversationState:
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> ConversationState:
-        """Raises ValueError (json.JSONDecodeError, KeyError as ValueError) on bad data."""
+        """Raises ValueError (json.JSONDecodeError, KeyError as ValueError) on bad data,
+        including numbers no int can hold (``1e999``) and nesting too deep to decode."""
         try:
             data = json.loads(raw)
             loaded = {str(n): LoadedTool(float(a), float(u)) for n, a, u in data["loaded"]}
@@ -78,7 +79,7 @@ class ConversationState:
                 None if holder is None else str(holder),
                 None if meta_at is None else int(meta_at),
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
 
     def copy(self) -> ConversationState:

@@ -46,7 +46,7 @@ class TextFormat:
 PRESETS: tuple[TextFormat, ...] = (
     TextFormat(
         "hermes",
-        entry=re.compile(r'^\s*\{.*?"name"\s*:\s*"(?P<name>[^"]+)"', re.M),
+        entry=re.compile(r'^[ \t]*\{.*?"name"\s*:\s*"(?P<name>[^"]+)"', re.M),
         start=re.compile(r"<tools>\n?"),
         end=re.compile(r"</tools>"),
     ),
@@ -209,7 +209,8 @@ def _stop_position(scan: str, fmt: TextFormat, first: int, limit: int) -> int:
     """Where the block ends: the first line after ``first`` that matches ``stop`` and does
     not start an entry (the end of the line before it), else ``limit``."""
     assert fmt.stop is not None
-    position = scan.index("\n", first) + 1 if "\n" in scan[first:limit] else limit
+    newline = scan.find("\n", first, limit)  # not a slice: a copy of the rest per block
+    position = newline + 1 if newline != -1 else limit
     while position < limit:
         line_end = scan.find("\n", position, limit)
         line_end = limit if line_end == -1 else line_end

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from proxy.chat.planner import PlanInput
 from proxy.chat.turn import MetaCall, Turn, json_bytes
+from proxy.http.forwarding import ClientRequest
 from proxy.http.sse import Event
 from selection.errors import SelectionError
 
@@ -95,6 +96,11 @@ class ApiAdapter(Protocol):
 
     #: The ``api`` label of metrics and the decision log.
     api: str
+
+    def continued(self, request: ClientRequest) -> ClientRequest:
+        """The request as the proxy plans and forwards it, pruned or not: the client's,
+        or with the ids of server-side state the proxy showed the client mapped to the
+        upstream's (Responses ``previous_response_id``)."""
 
     def read(self, body: dict[str, Any]) -> PlanInput:
         """What the planner needs of ``body``. Raises NothingToPrune (no function

@@ -66,6 +66,8 @@ class ApiHandler:
         )
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
+        request = self.adapter.continued(request)
+
         async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
             return await self.planner.plan_input(self.adapter.read(body), headers, top_k)
 

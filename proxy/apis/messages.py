@@ -29,6 +29,7 @@ from proxy.apis.tools import (
 from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import Turn, json_bytes
+from proxy.http.forwarding import ClientRequest
 from selection.history import ToolChoice
 
 
@@ -98,6 +99,11 @@ class MessagesAdapter:
     api = "messages"
 
     # --- request ----------------------------------------------------------------
+    def continued(self, request: ClientRequest) -> ClientRequest:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.continued`: the client's (Messages
+        keeps no state on the server)."""
+        return request
+
     def read(self, body: dict[str, Any]) -> PlanInput:
         """See :meth:`proxy.apis.adapter.ApiAdapter.read`."""
         if "tools" not in body:

@@ -12,8 +12,11 @@ meta-call to ``input``.
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections import OrderedDict
+from dataclasses import replace
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,12 +27,15 @@ from proxy.chat.calls import arguments_text
 from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import MetaCall, Turn, json_bytes
+from proxy.http.forwarding import ClientRequest
 from selection.history import KEEP, read_tool_choice
 
 #: Response ids remembered per process (response id → conversation id).
 CHAIN_ENTRIES = 10_000
 #: Output item types that are calls the client must answer.
 CLIENT_CALLS = ("function_call", "custom_tool_call")
+#: A ``previous_response_id`` value in a raw body (a cheap look before decoding it).
+_PREVIOUS_ID = re.compile(rb'"previous_response_id"\s*:\s*"([^"\\]{1,256})"')
 
 
 class ResponseChains:
@@ -38,8 +44,9 @@ class ResponseChains:
     are kept) and, for a streamed response that took several rounds, the upstream id of
     its last round (the stream shows the client the first round's id, as the SDKs
     require one id per stream; the last round's stored response is the one holding the
-    whole exchange). Bounded LRU, in process: an id this process did not serve starts a
-    conversation keyed on it and is forwarded as it is."""
+    whole exchange), which every continuation is forwarded with, pruned or not (both ids
+    name the conversation). Bounded LRU, in process: an id this process did not serve
+    starts a conversation keyed on it and is forwarded as it is."""
 
     def __init__(self, size: int = CHAIN_ENTRIES) -> None:
         self._size = size
@@ -51,8 +58,10 @@ class ResponseChains:
         if not isinstance(response_id, str) or not response_id:
             return
         stored = upstream_id if isinstance(upstream_id, str) and upstream_id else response_id
-        self._ids[response_id] = (conversation, stored)
-        self._ids.move_to_end(response_id)
+        # The stored id too: a continuation is planned after it is rewritten to it.
+        for known in dict.fromkeys((stored, response_id)):
+            self._ids[known] = (conversation, stored)
+            self._ids.move_to_end(known)
         while len(self._ids) > self._size:
             self._ids.popitem(last=False)
 
@@ -63,6 +72,24 @@ class ResponseChains:
     def upstream_id(self, response_id: str) -> str:
         known = self._ids.get(response_id)
         return known[1] if known else response_id
+
+    def continued(self, raw: bytes) -> bytes | None:
+        """``raw`` (a request body) with its ``previous_response_id`` replaced by the
+        stored id of that response when they differ, or None (nothing to replace). For
+        every request, pruned or forwarded as it is: the first round's stored response
+        holds the hidden meta-call and not the answer."""
+        found = {match.decode("latin-1") for match in _PREVIOUS_ID.findall(raw)}
+        if not any(self.upstream_id(value) != value for value in found):
+            return None
+        try:
+            body = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            return None
+        previous = body.get("previous_response_id") if isinstance(body, dict) else None
+        if not isinstance(previous, str) or self.upstream_id(previous) == previous:
+            return None
+        body["previous_response_id"] = self.upstream_id(previous)
+        return json_bytes(body)
 
 
 def input_items(value: Any) -> list[Any]:
@@ -129,6 +156,11 @@ class ResponsesAdapter:
         self.chains = chains or ResponseChains()
 
     # --- request ----------------------------------------------------------------
+    def continued(self, request: ClientRequest) -> ClientRequest:
+        """See :meth:`proxy.apis.adapter.ApiAdapter.continued` (:meth:`ResponseChains.continued`)."""
+        body = self.chains.continued(request.body)
+        return request if body is None else replace(request, body=body)
+
     def read(self, body: dict[str, Any]) -> PlanInput:
         """See :meth:`proxy.apis.adapter.ApiAdapter.read`."""
         if "tools" not in body:
@@ -156,8 +188,6 @@ class ResponsesAdapter:
             body["tool_choice"] = turn.tool_choice.forward
         if turn.extra_messages:
             body["input"] = [*input_items(body.get("input")), *turn.extra_messages]
-        if isinstance(body.get("previous_response_id"), str):
-            body["previous_response_id"] = self.chains.upstream_id(body["previous_response_id"])
         turn.add_llama_fields(body)
         return json_bytes(body)
 

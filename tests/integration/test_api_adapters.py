@@ -340,6 +340,32 @@ def test_a_streamed_response_keeps_one_id_and_continues_from_its_last_round(
     assert LOADED in tool_names(third["tools"])
 
 
+@pytest.mark.parametrize("continuation", ["off", "dry-run", "no tools"])
+def test_a_continuation_the_proxy_does_not_prune_also_continues_from_the_last_round(
+    upstream: RunningUpstream, proxy: str, continuation: str
+) -> None:
+    """The stream showed the first round's id; a continuation forwarded without pruning
+    must still name the stored response that holds the whole exchange: the first
+    round's holds the hidden load_tools call and no output for it."""
+    upstream.upstream.script(
+        Responses(text=None, calls=[load()], id="resp_round1"),
+        Responses(text="done", id="resp_round2"),
+        Responses(text="next"),
+        path="/responses",
+    )
+    client = openai_client(proxy)
+    list(client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS, stream=True))
+    body: dict[str, Any] = {"model": "m", "input": "Thanks", "previous_response_id": "resp_round1"}
+    headers = {"X-Tool-Pruning": continuation} if continuation != "no tools" else {}
+    if continuation != "no tools":
+        body["tools"] = RESPONSES_TOOLS
+    response = httpx.post(proxy + "/v1/responses", json=body, headers=headers, timeout=60)
+    assert response.status_code == 200
+    third = sent(upstream, "/responses")[2]
+    assert third["previous_response_id"] == "resp_round2"
+    assert third["input"] == "Thanks" and third.get("tools") == body.get("tools")
+
+
 def test_a_failed_reissue_ends_the_messages_stream_with_an_anthropic_error_event(
     upstream: RunningUpstream, proxy: str
 ) -> None:

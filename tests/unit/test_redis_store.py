@@ -115,9 +115,16 @@ async def test_unreadable_values_read_as_no_state(
     server: RedisServer, store: RedisStateStore
 ) -> None:
     raw = redis.Redis(port=server.port)
-    raw.set("t:state:v1:bad", b"\xff not json")
+    corrupt = [b"\xff not json", b'{"loaded":[],"turn":1e999,"meta_calls":0}', b"[" * 100_000]
+    for value in corrupt:
+        raw.set("t:state:v1:bad", value)
+        assert await store.get("bad") is None, value[:40]
+        await store.put("bad", state("x"))  # the next write replaces it
+        assert await store.get("bad") == state("x")
+    raw.delete("t:state:v1:bad")
+    raw.hset("t:state:v1:bad", "a", "b")  # another type at the key (WRONGTYPE to GET)
     assert await store.get("bad") is None
-    await store.put("bad", state("x"))  # the next write replaces it
+    await store.put("bad", state("x"))
     assert await store.get("bad") == state("x")
     raw.close()
 

@@ -100,6 +100,12 @@ def test_the_meta_tools_place_round_trips_and_copies() -> None:
         '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": -1}',
         '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": "x"}',
         b"\xff\xfe",
+        # Values JSON reads but int() cannot (OverflowError), and nesting json cannot
+        # (RecursionError): a corrupt Redis value must read as unreadable, not as a defect.
+        '{"loaded": [], "turn": 1e999, "meta_calls": 0}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "history_tokens": -1e999}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": 1e999}',
+        "[" * 100_000,
     ],
 )
 def test_invalid_state_json_raises_value_error(raw: str | bytes) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,41 @@ def test_hermes_prompt_that_names_the_tags_inline_is_detected() -> None:
     text = prompts.hermes_prompt(HERMES_TOOLS, inline_tag_mention=True)
     block = detected(text)
     assert block is not None and len(block.entries) == len(HERMES_TOOLS)
+
+
+@pytest.mark.parametrize("fmt", PRESETS, ids=lambda f: f.name)
+def test_no_entry_starts_on_a_blank_line(fmt) -> None:  # type: ignore[no-untyped-def]
+    """An entry starts on its own line: were a blank line allowed to start one (``^\\s*``
+    spans newlines), the search would restart at every blank line and rescan the ones
+    after it, quadratic in a block's blank lines (48 KB of them held the proxy's event
+    loop, every client with it, for 10 s). Blank lines between entries belong to the
+    entry before them."""
+    lines = prompts.hermes_lines(HERMES_TOOLS) if fmt.name == "hermes" else [
+        f"- {prompts.tool_name(t)}: does one thing" for t in LINES_TOOLS
+    ]
+    if fmt.name == "markdown":
+        lines = [f"## {prompts.tool_name(t)}\nDescription: does one thing" for t in LINES_TOOLS]
+    text = "<tools>\n\n \n" + "\n\n".join(lines) + "\n</tools>\n"
+    starts = [m.start() for m in fmt.entry.finditer(text)]
+    assert len(starts) == len(lines)
+    for start in starts:
+        line_end = text.find("\n", start)
+        assert text[start:line_end].strip(), f"an entry of {fmt.name} starts on a blank line"
+
+
+def test_detecting_copies_no_text_per_block() -> None:
+    """Each block that ends at a stop line used to copy the rest of the text (a slice, to
+    look for a newline): quadratic in a prompt of many small blocks, on the event loop
+    (a 2.4 MB system prompt of 160,000 of them: about a minute). Memory is the clock-free
+    witness: beyond the text itself detection needs a few small objects at a time."""
+    text = "- ab_c: x\nstop\n" * 20_000
+    tracemalloc.start()
+    try:
+        detect(text, PRESETS, MIN_ENTRIES)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(text) // 10, f"detection held {peak} bytes for a {len(text)}-byte text"
 
 
 def test_markdown_tools_after_an_earlier_level_two_section_are_detected() -> None:
