@@ -13,10 +13,27 @@ import time
 import traceback
 
 LOGGER_NAME = "toolprune"
+#: Longest string a log field keeps (client-chosen values such as tool names are
+#: otherwise unbounded: a catalogue may hold a name of 256 KiB); longer ones are cut
+#: and end with "…".
+MAX_FIELD_CHARS = 256
+
+
+def bounded(value: object) -> object:
+    """``value`` with every string in it (nested in lists, tuples and dicts too) cut to
+    :data:`MAX_FIELD_CHARS` characters."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_FIELD_CHARS else value[: MAX_FIELD_CHARS - 1] + "…"
+    if isinstance(value, dict):
+        return {bounded(key): bounded(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [bounded(item) for item in value]
+    return value
 
 
 class JsonFormatter(logging.Formatter):
-    """Formats a record as ``{"ts", "level", "logger", "event", **fields}``."""
+    """Formats a record as ``{"ts", "level", "logger", "event", **fields}``, each field's
+    strings cut to :data:`MAX_FIELD_CHARS` (:func:`bounded`)."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
@@ -25,7 +42,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "event": record.getMessage(),
         }
-        entry.update(getattr(record, "fields", {}))
+        fields: dict[str, object] = getattr(record, "fields", {})
+        entry.update({key: bounded(value) for key, value in fields.items()})
         if record.exc_info and record.exc_info[1] is not None:
             entry["exception"] = record.exc_info[1].__class__.__name__
             entry["at"] = where(record.exc_info[1])

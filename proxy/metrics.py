@@ -101,6 +101,11 @@ class Metrics:
             "toolprune_fallbacks_total", "Requests forwarded with the full catalogue after a "
             "failure, by reason.", ["reason"], registry=r,
         )
+        self.late_errors = Counter(
+            "toolprune_late_errors_total", "Selection failures after a request was planned "
+            "(saving a meta-tool's loads, a tool search), by reason; the request stays pruned.",
+            ["reason"], registry=r,
+        )
         self.schema_bytes_saved = Counter(
             "toolprune_tool_schema_bytes_saved_total",
             "JSON bytes of tool definitions not sent upstream (estimate of prefill saved).",

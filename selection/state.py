@@ -64,20 +64,22 @@ class ConversationState:
     @classmethod
     def from_json(cls, raw: str | bytes) -> ConversationState:
         """Raises ValueError (json.JSONDecodeError, KeyError as ValueError) on bad data,
-        including numbers no int can hold (``1e999``) and nesting too deep to decode."""
+        including negative counts, numbers no int can hold (``1e999``) and nesting too
+        deep to decode."""
         try:
             data = json.loads(raw)
             loaded = {str(n): LoadedTool(float(a), float(u)) for n, a, u in data["loaded"]}
             tier = [str(name) for name in data.get("tier", [])]
-            history = int(data.get("history_tokens", 0))
+            counts = [int(data[key]) for key in ("turn", "meta_calls")]
+            counts.append(int(data.get("history_tokens", 0)))
             holder = data.get("holder")
-            meta_at = data.get("meta_at")
-            if meta_at is not None and int(meta_at) < 0:
-                raise ValueError("meta_at is negative")
+            meta_at = None if data.get("meta_at") is None else int(data["meta_at"])
+            if min(counts) < 0 or (meta_at is not None and meta_at < 0):
+                raise ValueError("a count is negative")
+            turn, meta_calls, history = counts
             return cls(
-                loaded, int(data["turn"]), int(data["meta_calls"]), tier, history,
-                None if holder is None else str(holder),
-                None if meta_at is None else int(meta_at),
+                loaded, turn, meta_calls, tier, history,
+                None if holder is None else str(holder), meta_at,
             )
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc

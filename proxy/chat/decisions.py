@@ -207,17 +207,27 @@ class DecisionFlow:
     def count(self, decision: Decision, path: str = "none") -> None:
         self.metrics.decisions.labels(decision.value, path, self.api).inc()
 
-    def fallback(self, error: SelectionError, *, count: bool = True) -> None:
-        """Count (unless ``count`` is false: a failure after the decision was counted,
-        such as a meta-call's), record and log (rate-limited) a selection failure."""
-        if count:
-            self.count(Decision.FALLBACK)
-            if self.usage is not None:
-                self.usage.record_fallback(error.reason)
+    def fallback(self, error: SelectionError) -> None:
+        """Count, record and log (rate-limited) a selection failure that sends the
+        request with the full catalogue."""
+        self.count(Decision.FALLBACK)
+        if self.usage is not None:
+            self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()
         self.fallback_log.error(
             error.reason,
             "fallback_full_catalog",
             {"api": self.api, "reason": error.reason, "error": type(error).__name__,
              "detail": str(error)},
+        )
+
+    def late_error(self, error: SelectionError) -> None:
+        """Count and log (rate-limited) a selection failure after the request was planned
+        (saving a meta-tool's loads, a ``search_tools`` query): the request stays pruned,
+        so it is not a fallback. The planner is shared by the APIs, so no ``api`` field."""
+        self.metrics.late_errors.labels(error.reason).inc()
+        self.fallback_log.error(
+            f"late:{error.reason}",
+            "selection_error_after_planning",
+            {"reason": error.reason, "error": type(error).__name__, "detail": str(error)},
         )

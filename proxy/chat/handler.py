@@ -81,7 +81,7 @@ class ChatHandler:
             engine=engine,
             store=store,
             metrics=metrics,
-            on_late_error=lambda error: self.decisions.fallback(error, count=False),
+            on_late_error=self.decisions.late_error,
             clock=clock,
             upstream=upstream_info,
         )

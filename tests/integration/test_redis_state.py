@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +27,7 @@ from tests.support.redis_server import (
     redis_server,
 )
 from tests.support.sse import parse_sse
-from tests.support.upstream import Chat
+from tests.support.upstream import Chat, Slow
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 
@@ -156,6 +157,32 @@ def test_redis_down_serves_the_full_catalogue_and_stickiness_resumes_when_it_ret
     post(a, "conv-2")
     assert LOADED in last_forwarded(upstream)  # stickiness across replicas resumed
     assert metric(a, "toolprune_fallbacks_total", reason="state_store_error") == 1
+
+
+def test_redis_lost_during_a_meta_round_keeps_the_request_pruned_and_is_no_fallback(
+    upstream: RunningUpstream, replicas: tuple[str, str], redis: RedisServer
+) -> None:
+    a, _ = replicas
+    post(a, "conv-warm")  # embedder loaded, Redis connection pooled
+    answer = threading.Event()
+    upstream.upstream.script(
+        Slow(answer, Chat(content=None, tool_calls=[load_call(LOADED)])), Chat(content="loaded")
+    )
+    before = len(chat_requests(upstream))
+    responses: list[httpx.Response] = []
+    client = threading.Thread(target=lambda: responses.append(post(a, "conv-meta")))
+    client.start()
+    upstream.upstream.wait_for(lambda _: len(chat_requests(upstream)) > before)  # planned
+    redis.kill()
+    answer.set()  # the model calls load_tools: the meta round reads and saves the state
+    client.join(timeout=60)
+    (response,) = responses
+    assert response.json()["choices"][0]["message"]["content"] == "loaded"
+    assert TOOLS_HEADER in response.headers
+    first, second = chat_requests(upstream)[before:]
+    assert LOADED not in names(first.json()["tools"]) and LOADED in names(second.json()["tools"])
+    assert metric(a, "toolprune_fallbacks_total", reason="state_store_error") == 0
+    assert metric(a, "toolprune_late_errors_total", reason="state_store_error") == 2
 
 
 def test_a_redis_that_stops_answering_costs_a_request_about_the_timeout(

@@ -99,6 +99,9 @@ def test_the_meta_tools_place_round_trips_and_copies() -> None:
         '{"loaded": [], "turn": "one", "meta_calls": 0}',
         '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": -1}',
         '{"loaded": [], "turn": 1, "meta_calls": 0, "meta_at": "x"}',
+        '{"loaded": [], "turn": -4, "meta_calls": 0}',
+        '{"loaded": [], "turn": 1, "meta_calls": -1}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "history_tokens": -2}',
         b"\xff\xfe",
         # Values JSON reads but int() cannot (OverflowError), and nesting json cannot
         # (RecursionError): a corrupt Redis value must read as unreadable, not as a defect.
