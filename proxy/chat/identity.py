@@ -9,14 +9,19 @@ from typing import Any
 from selection.catalog import Catalog, fingerprint
 from selection.query import content_text
 
+#: What a conversation key built from ``X-Conversation-Id`` starts with.
+HEADER_ID_PREFIX = "id:"
+
 
 def conversation_id(
     header_value: bytes | None, body: Mapping[str, Any], catalog: Catalog
 ) -> str:
-    """The ``X-Conversation-Id`` header; else a hash of (model, catalogue fingerprint,
-    first system message, first user message), stable across the conversation's turns."""
+    """:data:`HEADER_ID_PREFIX` and the ``X-Conversation-Id`` header; else ``h:`` and a
+    hash of (model, catalogue fingerprint, first system message, first user message),
+    stable across the conversation's turns. The prefixes keep a client's id out of the
+    proxy's own keys (``agent:``, ``resp:``, ``conv:``, ``h:``) in the shared state store."""
     if header_value:
-        return header_value.decode("latin-1")
+        return HEADER_ID_PREFIX + header_value.decode("latin-1")
     messages = [m for m in body.get("messages", []) if isinstance(m, Mapping)]
 
     def first(role: str) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 from config.settings import Settings
 from proxy.chat.blocks import agent_block, start_block
 from proxy.chat.identity import conversation_id
-from proxy.chat.text_plan import TextPlan, find_text_plan
+from proxy.chat.text_plan import TextPlan, search_text_plan
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.http.headers import Headers, header, state_key
@@ -157,7 +157,7 @@ class Planner:
         text = None
         if self.policy.text_formats:
             min_entries = self.policy.min_catalog_tools + 1
-            text = find_text_plan(messages, self.policy.text_formats, min_entries)
+            text = await search_text_plan(messages, self.policy.text_formats, min_entries)
         request = PlanInput(body, native, messages, read_tool_choice(body), text)
         return await self.plan_input(request, headers, top_k)
 

@@ -3,7 +3,8 @@ is rewritten to keep only the selected entries (the text path)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import asyncio
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,26 +37,44 @@ class TextPlan:
         return [*messages[: self.message], message, *messages[self.message + 1 :]]
 
 
+#: System and developer texts longer than this (characters, in all) are searched for a
+#: tool block off the event loop: the search is linear, but megabytes of text would hold
+#: every other request of the process meanwhile (as request bodies over 256 KiB are
+#: decoded off it).
+SEARCH_IN_THREAD_CHARS = 256 * 1024
+
+
+def _system_texts(messages: Sequence[Any]) -> Iterator[tuple[int, int | None, str]]:
+    """``(message index, part index or None, text)`` of each system or developer text."""
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            yield index, None, content
+        elif isinstance(content, list):
+            for part, item in enumerate(content):
+                if isinstance(item, Mapping) and isinstance(item.get("text"), str):
+                    yield index, part, item["text"]
+
+
 def find_text_plan(
     messages: Sequence[Any], formats: Sequence[TextFormat], min_entries: int
 ) -> TextPlan | None:
     """The first tool block (with at least ``min_entries`` entries) in a system or
     developer message, or None."""
-    for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
-            continue
-        content = message.get("content")
-        texts: list[tuple[int | None, str]] = []
-        if isinstance(content, str):
-            texts.append((None, content))
-        elif isinstance(content, list):
-            texts.extend(
-                (i, part["text"])
-                for i, part in enumerate(content)
-                if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-            )
-        for part, text in texts:
-            block = detect(text, formats, min_entries)
-            if block is not None:
-                return TextPlan(index, part, text, block)
+    for index, part, text in _system_texts(messages):
+        block = detect(text, formats, min_entries)
+        if block is not None:
+            return TextPlan(index, part, text, block)
     return None
+
+
+async def search_text_plan(
+    messages: Sequence[Any], formats: Sequence[TextFormat], min_entries: int
+) -> TextPlan | None:
+    """:func:`find_text_plan`, in a worker thread when the texts are longer than
+    :data:`SEARCH_IN_THREAD_CHARS`."""
+    if sum(len(text) for _, _, text in _system_texts(messages)) > SEARCH_IN_THREAD_CHARS:
+        return await asyncio.to_thread(find_text_plan, messages, formats, min_entries)
+    return find_text_plan(messages, formats, min_entries)

@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--workers", type=_workers, default=1,
-        help="worker processes sharing the port (default: 1; more need TOOLPRUNE_STATE_URL)",
+        help="worker processes sharing the port (more than 1 needs TOOLPRUNE_STATE_URL)",
     )
     serve.add_argument(
         "--warm", nargs="+", type=Path, metavar="FILE",

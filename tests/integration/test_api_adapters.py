@@ -321,17 +321,26 @@ def test_hosted_tools_pass_through_and_tool_choice_none_offers_no_meta(
     assert forwarded["tool_choice"] == "none"
 
 
-def test_a_streamed_response_keeps_one_id_and_continues_from_its_last_round(
-    upstream: RunningUpstream, proxy: str
-) -> None:
+def stream_two_rounds(upstream: RunningUpstream, proxy: str) -> list[Any]:
+    """A streamed Responses answer that took a hidden load_tools round (upstream ids
+    ``resp_round1``, ``resp_round2``), with a third reply scripted for a continuation."""
     upstream.upstream.script(
         Responses(text=None, calls=[load()], id="resp_round1"),
         Responses(text="done", id="resp_round2"),
         Responses(text="next"),
         path="/responses",
     )
+    stream = openai_client(proxy).responses.create(
+        model="m", input=ASK, tools=RESPONSES_TOOLS, stream=True
+    )
+    return list(stream)
+
+
+def test_a_streamed_response_keeps_one_id_and_continues_from_its_last_round(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    events = stream_two_rounds(upstream, proxy)
     client = openai_client(proxy)
-    events = list(client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS, stream=True))
     assert {e.response.id for e in events if e.type.startswith("response.") and hasattr(e, "response")} == {"resp_round1"}
     client.responses.create(model="m", input="Set another cookie", tools=RESPONSES_TOOLS,
                             previous_response_id="resp_round1")
@@ -347,14 +356,7 @@ def test_a_continuation_the_proxy_does_not_prune_also_continues_from_the_last_ro
     """The stream showed the first round's id; a continuation forwarded without pruning
     must still name the stored response that holds the whole exchange: the first
     round's holds the hidden load_tools call and no output for it."""
-    upstream.upstream.script(
-        Responses(text=None, calls=[load()], id="resp_round1"),
-        Responses(text="done", id="resp_round2"),
-        Responses(text="next"),
-        path="/responses",
-    )
-    client = openai_client(proxy)
-    list(client.responses.create(model="m", input=ASK, tools=RESPONSES_TOOLS, stream=True))
+    stream_two_rounds(upstream, proxy)
     body: dict[str, Any] = {"model": "m", "input": "Thanks", "previous_response_id": "resp_round1"}
     headers = {"X-Tool-Pruning": continuation} if continuation != "no tools" else {}
     if continuation != "no tools":

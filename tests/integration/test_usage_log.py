@@ -27,7 +27,7 @@ import pytest
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.app import create_app
-from proxy.chat.identity import log_id
+from proxy.chat.identity import HEADER_ID_PREFIX, log_id
 from proxy.cli.main import main
 from proxy.components import build_embedder
 from proxy.usage.reader import read_usage
@@ -418,7 +418,7 @@ def test_text_is_not_stored_unless_asked(
                 assert message["content"].encode() not in raw
     conversation = steps[0].conversation
     assert conversation.encode() not in raw  # only its hash
-    assert {c.conversation for c in data.calls} == {log_id(conversation)}
+    assert {c.conversation for c in data.calls} == {log_id(HEADER_ID_PREFIX + conversation)}
 
 
 def test_history_only_calls_misses_dry_run_and_fallbacks(tmp_path: Path) -> None:

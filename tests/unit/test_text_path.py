@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import tracemalloc
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.chat.text_plan import find_text_plan
+from proxy.chat import text_plan
+from proxy.chat.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
 from selection.errors import PolicyError
 from selection.text_path import (
     PRESETS,
+    TextFormat,
     ToolBlock,
     custom_format,
     detect,
@@ -441,6 +445,29 @@ def test_find_text_plan_reads_system_and_developer_messages_and_content_parts() 
     assert parts[1]["content"][1]["text"] == text  # the client's messages are not mutated
     # A tool block in a user message is not the agent's tool list.
     assert find_text_plan([{"role": "user", "content": text}], PRESETS, MIN_ENTRIES) is None
+
+
+async def test_long_system_texts_are_searched_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    searched_in: list[int] = []
+
+    def recording_detect(
+        text: str, formats: Sequence[TextFormat], min_entries: int
+    ) -> ToolBlock | None:
+        searched_in.append(threading.get_ident())
+        return detect(text, formats, min_entries)
+
+    monkeypatch.setattr(text_plan, "detect", recording_detect)
+    text, _ = preset_prompt("markdown")
+    short = [{"role": "system", "content": text}]
+    long = [{"role": "system", "content": text + " " * SEARCH_IN_THREAD_CHARS}]
+    short_plan = await search_text_plan(short, PRESETS, MIN_ENTRIES)
+    long_plan = await search_text_plan(long, PRESETS, MIN_ENTRIES)
+    assert searched_in[0] == threading.get_ident()  # short: on the loop
+    assert searched_in[1] != threading.get_ident()  # long: in a worker thread
+    assert short_plan is not None and long_plan is not None
+    assert long_plan.block.entries == short_plan.block.entries
 
 
 # --- tool calls written as text ----------------------------------------------------
