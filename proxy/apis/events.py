@@ -15,7 +15,7 @@ import time
 from starlette.types import Send
 
 from proxy.apis.adapter import ApiAdapter
-from proxy.apis.rounds import send_api_round
+from proxy.apis.rounds import send_turn_round
 from proxy.chat.context import TurnServices
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_body, send_error, start_response
@@ -47,10 +47,9 @@ class EventStreamServer:
     async def run(self, first: UpstreamResponse) -> None:
         """Serve the turn; ``first``: the first round's response (:mod:`proxy.apis.handler`
         sends that round)."""
-        max_rounds = self.services.max_meta_rounds
         response = first
         while True:
-            offered = self.turn.offer_meta_now(max_rounds)
+            offered = self.turn.offer_meta_now(self.services.max_meta_rounds)
             try:
                 if not await self._begin(response):
                     return
@@ -69,8 +68,9 @@ class EventStreamServer:
                 self.adapter.append_exchange(self.turn, reply, results)
                 self.turn.rounds += 1
                 try:
-                    body = self.adapter.upstream_body(self.turn, self.turn.offer_meta_now(max_rounds))
-                    response = await send_api_round(self.services, self.request, body)
+                    response = await send_turn_round(
+                        self.services, self.adapter, self.turn, self.request
+                    )
                 except ProxyError as error:
                     await self._fail(error)
                     return

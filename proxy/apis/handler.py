@@ -19,7 +19,7 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.apis.adapter import ApiAdapter
 from proxy.apis.events import EventStreamServer
-from proxy.apis.rounds import send_api_round, serve_plain
+from proxy.apis.rounds import send_turn_round, serve_plain
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.decisions import DecisionFlow
 from proxy.chat.planner import Planner
@@ -72,11 +72,8 @@ class ApiHandler:
             return await self.planner.plan_input(self.adapter.read(body), headers, top_k)
 
         async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
-            offered = turn.offer_meta_now(self.services.max_meta_rounds)
             try:
-                first = await send_api_round(
-                    self.services, request, self.adapter.upstream_body(turn, offered)
-                )
+                first = await send_turn_round(self.services, self.adapter, turn, request)
             except ProxyError as error:
                 await send_error(send, error, headers=report)
                 return

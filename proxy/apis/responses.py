@@ -16,8 +16,8 @@ import json
 import re
 import uuid
 from collections import OrderedDict
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from proxy.apis.adapter import RoundReply, UnreadableRequest

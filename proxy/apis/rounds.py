@@ -41,6 +41,15 @@ async def send_api_round(
     return response
 
 
+async def send_turn_round(
+    services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest
+) -> UpstreamResponse:
+    """Send ``turn``'s next round: the body ``adapter`` builds for it, meta-tools offered
+    while re-issues remain (:meth:`Turn.offer_meta_now`). Raises as :func:`send_api_round`."""
+    offered = turn.offer_meta_now(services.max_meta_rounds)
+    return await send_api_round(services, request, adapter.upstream_body(turn, offered))
+
+
 async def serve_plain(
     services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest, send: Send,
     extra_headers: Headers, started: float, first: UpstreamResponse,
@@ -80,8 +89,7 @@ async def serve_plain(
             adapter.append_exchange(turn, reply, results)
             turn.rounds += 1
             try:
-                body = adapter.upstream_body(turn, turn.offer_meta_now(services.max_meta_rounds))
-                response = await send_api_round(services, request, body)
+                response = await send_turn_round(services, adapter, turn, request)
             except ProxyError as error:
                 await send_error(send, error, headers=extra_headers)
                 return
