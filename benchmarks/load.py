@@ -54,7 +54,7 @@ import numpy as np
 from benchmarks.processes import (
     HOST, REPO_ROOT, Server, clean_env, free_port, shared_state, start_server,
 )
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 CHAT = "/v1/chat/completions"

@@ -6,7 +6,7 @@ Run from the repository root::
     PYTHONPATH=. python benchmarks/overhead.py --workers 2 --no-pruned   # proxy with 2 workers
     PYTHONPATH=. python benchmarks/overhead.py --help
 
-The upstream (``tests.support.upstream.Upstream``, no inference: it answers ``"ok"`` at once)
+The upstream (``benchmarks.support.upstream.Upstream``, no inference: it answers ``"ok"`` at once)
 and the proxy (``python -m proxy.cli.main serve``) each run as their own uvicorn process, so the
 benchmark client (``httpx.AsyncClient``), the proxy and the upstream do not share a GIL.
 
@@ -47,7 +47,7 @@ import httpx
 import numpy as np
 
 from benchmarks.processes import HOST, Server, clean_env, free_port, shared_state, start_server
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 CHAT = "/v1/chat/completions"
@@ -60,7 +60,7 @@ STARTUP_TIMEOUT_S = 180.0
 UPSTREAM_MAIN = """
 import collections, sys
 import uvicorn
-from tests.support.upstream import Upstream
+from benchmarks.support.upstream import Upstream
 
 upstream = Upstream()
 upstream._records = collections.deque(maxlen=64)
@@ -431,7 +431,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                 f"toolprune overhead benchmark: python {platform.python_version()}, "
                 f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
             )
-            print(f"upstream {upstream.origin} (tests.support.upstream), proxy {proxy.origin} "
+            print(f"upstream {upstream.origin} (benchmarks.support.upstream), proxy {proxy.origin} "
                   f"(toolprune serve, {args.workers} worker(s), log level "
                   f"{args.proxy_log_level}); bodies: "
                   + ", ".join(f"{p.label} {len(p.body(False, 0)) / 1024:.1f} KiB"

@@ -42,7 +42,7 @@ from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.state import MemoryStateStore
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 QUERIES = [
     "List the open pull requests in octocat/hello-world and show me the failing checks.",

@@ -8,8 +8,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.redis_server import RedisServer
-from tests.support.servers import free_port
+from benchmarks.support.redis_server import RedisServer
+from benchmarks.support.servers import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"

@@ -51,7 +51,7 @@ from selection.policy import Policy
 from selection.query import build_query, query_parts
 from selection.selector import select
 from selection.state import ConversationState
-from tests.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
+from benchmarks.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
 
 TARGETS_MS = {100: 20.0, 4000: 40.0}
 

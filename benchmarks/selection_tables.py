@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from proxy.cli import eval as eval_cli
 from selection.evaluation.plot import plot_reports
-from tests.support.data import EVALUATION_DATA_VARIABLE
+from benchmarks.support.data import EVALUATION_DATA_VARIABLE
 
 WHOLE = ["livemcpbench_dev", "restbench_spotify", "toolbench_dev", "nestful", "apibank"]
 SAMPLED = ["bfcl_multi_turn", "bfcl_pooled", "metatool", "sealtools"]

@@ -57,8 +57,8 @@ import httpx
 from benchmarks.processes import Server, clean_env, free_port, start_server
 from benchmarks.ttft_llama import load_str, n, secs, table
 from benchmarks.ttft_requests import ProxyLog, Result, stream_chat, wait_ok
-from tests.support.data import REAL_CATALOGS
-from tests.support.llama import local_llama
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.llama import local_llama
 
 CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 MODEL = "SmolLM2-135M-Instruct"

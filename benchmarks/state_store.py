@@ -45,8 +45,8 @@ import redis
 
 from selection.redis_state import RedisStateStore
 from selection.state import ConversationState, LoadedTool, MemoryStateStore, StateStore
-from tests.support.data import REAL_CATALOGS
-from tests.support.redis_server import redis_server
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.redis_server import redis_server
 
 EXTRAPOLATE_TO = 100_000
 

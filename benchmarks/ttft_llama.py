@@ -59,8 +59,8 @@ from benchmarks.ttft_requests import (
     stream_chat,
     wait_ok,
 )
-from tests.support.data import REAL_CATALOGS
-from tests.support.llama import local_llama
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.llama import local_llama
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 

@@ -1,8 +1,9 @@
 """Process settings, read from ``TOOLPRUNE_*`` environment variables (pydantic-settings).
 
-Units are in the field names (``_s`` seconds, ``_bytes``, ``_chars``). Every field is
-documented in the README's settings table; ``tests/unit/test_settings_documented.py``
-fails when one is missing there.
+Units are in the field names (``_s`` seconds, ``_bytes``, ``_chars``). Each field's
+description is its documentation: ``python -m scripts.gen_reference`` writes them to
+``docs/reference/settings.md``, and ``tests/unit/test_reference_docs.py`` fails when that page
+is out of date.
 """
 
 from __future__ import annotations
@@ -107,11 +108,16 @@ class Settings(BaseSettings):
         0.1,
         ge=-1.0,
         le=1.0,
-        description="τ: least cosine score (inclusive) for admission (calibrated: "
-        "benchmarks/README.md).",
+        description="τ: least cosine score (inclusive) for admission (calibrated on public "
+        "tool-selection benchmarks: docs/measured.md).",
     )
     max_tools: int = Field(
-        16, ge=1, description="Cap on forwarded client tools, CORE and pinned excepted."
+        16,
+        ge=1,
+        description="Cap on forwarded client tools, CORE and pinned excepted; a block at the "
+        "cap evicts its least recently used tool to admit another. On an upstream without "
+        "chunk reuse (vLLM, Ollama) set `context_tokens` and a higher cap (e.g. 64) to let "
+        "the token budget govern.",
     )
     min_catalog_tools: int = Field(
         8, ge=0, description="Catalogues of at most this many tools are never pruned."

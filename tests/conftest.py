@@ -11,8 +11,8 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
-from tests.support.servers import serve_in_thread
-from tests.support.upstream import Upstream
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import Upstream
 
 
 @dataclass

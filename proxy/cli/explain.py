@@ -82,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a request body of POST /v1/chat/completions, /v1/responses or "
                         "/v1/messages")
     parser.add_argument("--api", choices=APIS, default="auto",
-                        help="the request's API (default: auto, guessed from the body)")
+                        help="the request's API; auto: guessed from the body")
     parser.add_argument("--top-k", type=int, metavar="K",
                         help=f"semantic matches admitted, as X-Tool-Pruning-Top-K would set "
                         f"{from_setting('top_k')}")

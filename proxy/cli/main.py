@@ -71,7 +71,7 @@ examples:
   toolprune eval cases.jsonl --k 4,8                    measure selection on labelled cases
   toolprune usage report --since 7d                     what the usage log says
 
-Settings come from TOOLPRUNE_* environment variables (README.md, "Settings").
+Settings come from TOOLPRUNE_* environment variables (docs/reference/settings.md).
 """
 
 

@@ -16,9 +16,9 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.api_replies import Message, Responses
-from tests.support.data import REAL_CATALOGS
-from tests.support.upstream import Hang, Raw
+from benchmarks.support.api_replies import Message, Responses
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.upstream import Hang, Raw
 
 CHAT_SHAPED: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: The Playwright MCP catalogue (69 tools) in each API's tool shape.

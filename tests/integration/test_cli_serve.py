@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from tests.conftest import RunningUpstream
-from tests.support.servers import free_port
-from tests.support.upstream import SSE, Hang
+from benchmarks.support.servers import free_port
+from benchmarks.support.upstream import SSE, Hang
 
 STARTUP_DEADLINE_S = 60.0
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 CATALOG = REAL_CATALOGS / "playwright_mcp.json"
 PLAYWRIGHT: list[dict[str, Any]] = json.loads(CATALOG.read_text())

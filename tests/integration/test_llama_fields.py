@@ -18,7 +18,7 @@ from tests.integration.test_api_adapters import (
     sent,
     tool_names,
 )
-from tests.support.api_replies import Responses
+from benchmarks.support.api_replies import Responses
 
 
 @pytest.fixture

@@ -13,9 +13,9 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.servers import free_port
+from benchmarks.support.servers import free_port
 from tests.support.sse import chat_chunks, parse_sse
-from tests.support.upstream import SSE, Chat, Hang, Raw
+from benchmarks.support.upstream import SSE, Chat, Hang, Raw
 
 MESSAGES = [{"role": "user", "content": "Say hi"}]
 

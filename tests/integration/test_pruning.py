@@ -15,9 +15,9 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from tests.support.sse import chat_chunks, parse_sse
-from tests.support.upstream import SSE, Chat, Hang, Raw
+from benchmarks.support.upstream import SSE, Chat, Hang, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
@@ -212,7 +212,7 @@ def test_small_catalogues_and_n_above_one_pass_through(upstream: RunningUpstream
 
 
 def test_embedder_failure_forwards_the_full_catalogue(upstream: RunningUpstream, start_proxy: ProxyFactory) -> None:
-    from tests.support.upstream import Raw
+    from benchmarks.support.upstream import Raw
 
     proxy = start_proxy(embedder="upstream", embedder_model="e")
     upstream.upstream.script(Raw(500, {"error": {"message": "no embedding model"}}), path="/embeddings")
@@ -360,7 +360,7 @@ def test_the_top_k_header_sets_this_requests_top_k(upstream: RunningUpstream, pr
 def test_meta_call_arguments_sent_as_an_object_are_understood(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:
-    from tests.support.upstream import Raw
+    from benchmarks.support.upstream import Raw
 
     call = {"id": "m1", "type": "function",
             "function": {"name": "load_tools", "arguments": {"names": ["browser_pdf_save"]}}}
@@ -378,7 +378,7 @@ def test_meta_call_arguments_sent_as_an_object_are_understood(
 def test_an_upstream_answer_the_proxy_cannot_read_is_relayed_as_is(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:
-    from tests.support.upstream import Raw
+    from benchmarks.support.upstream import Raw
 
     odd = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": "plain text"}]}
     upstream.upstream.script(Raw(200, odd))
@@ -406,7 +406,7 @@ def test_concurrent_turns_of_one_conversation_keep_each_others_loads(
     different tool. The second to save must not overwrite the first's load."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from tests.support.upstream import Slow
+    from benchmarks.support.upstream import Slow
 
     conversation = {"X-Conversation-Id": "concurrent"}
     body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}

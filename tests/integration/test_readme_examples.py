@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import RunningUpstream
-from tests.support.upstream import Chat
+from benchmarks.support.upstream import Chat
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()

@@ -18,9 +18,9 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
-from tests.support.data import REAL_CATALOGS
-from tests.support.llama import llama_server
-from tests.support.servers import serve_in_thread
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.llama import llama_server
+from benchmarks.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.real_upstream
 

@@ -19,15 +19,15 @@ import httpx
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.data import REAL_CATALOGS
-from tests.support.redis_server import (
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
     RedisServer,
     redis_server,
 )
 from tests.support.sse import parse_sse
-from tests.support.upstream import Chat, Slow
+from benchmarks.support.upstream import Chat, Slow
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 

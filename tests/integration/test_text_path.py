@@ -22,7 +22,7 @@ import pytest
 from selection.text_path import PRESETS, ToolBlock, detect, others_line
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support import agent_prompts as prompts
-from tests.support.upstream import SSE, Raw
+from benchmarks.support.upstream import SSE, Raw
 
 PLAYWRIGHT = prompts.load_catalog("playwright_mcp")
 GITHUB = prompts.load_catalog("github_mcp_server")

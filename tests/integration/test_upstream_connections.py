@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 
 from tests.conftest import RunningUpstream
-from tests.support.data import REAL_CATALOGS
-from tests.support.upstream import SSE
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.upstream import SSE
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 CHAT = "/v1/chat/completions"

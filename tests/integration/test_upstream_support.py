@@ -11,9 +11,9 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from tests.support.servers import serve_in_thread
+from benchmarks.support.servers import serve_in_thread
 from tests.support.sse import chat_chunks, parse_sse
-from tests.support.upstream import SSE, Chat, Hang, Raw, Slow, Upstream, unit_vector
+from benchmarks.support.upstream import SSE, Chat, Hang, Raw, Slow, Upstream, unit_vector
 
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

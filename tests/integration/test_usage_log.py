@@ -34,9 +34,9 @@ from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
 from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
-from tests.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
-from tests.support.servers import serve_in_thread
-from tests.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
+from benchmarks.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
 
 BFCL = BFCL_TRADINGBOT
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())

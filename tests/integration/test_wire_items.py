@@ -16,9 +16,9 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from tests.support.openai_schema import check_completion, check_stream
-from tests.support.upstream import SSE, Chat, Raw
+from benchmarks.support.upstream import SSE, Chat, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]

@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from tests.conftest import RunningUpstream
-from tests.support.data import REAL_CATALOGS
-from tests.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
-from tests.support.servers import free_port
-from tests.support.upstream import Chat
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
+from benchmarks.support.servers import free_port
+from benchmarks.support.upstream import Chat
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 

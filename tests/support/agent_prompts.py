@@ -20,7 +20,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 Schema = dict[str, Any]
 

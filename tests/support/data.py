@@ -1,11 +1,7 @@
-"""Data the tests read.
-
-``DATA`` (``tests/data``, in the repository; sources and licences in its NOTICE.md): the real
-tool catalogues and a small BFCL multi-turn set. ``evaluation_set(name)``: one set of the
-larger evaluation data, an optional input outside the repository named by
-``TOOLPRUNE_SHARED_DATA`` (format: docs/eval-format.md); a test that needs it is skipped,
-with the reason, when it is absent.
-"""
+"""``evaluation_set(name)``: one set of the larger evaluation data, an optional input outside
+the repository named by ``TOOLPRUNE_SHARED_DATA`` (format: docs/eval-format.md); a test that
+needs it is skipped, with the reason, when it is absent. The paths of the data in the
+repository are in ``benchmarks.support.data``."""
 
 from __future__ import annotations
 
@@ -14,12 +10,7 @@ from pathlib import Path
 
 import pytest
 
-DATA = Path(__file__).resolve().parents[1] / "data"
-REAL_CATALOGS = DATA / "real_catalogs"
-#: The 96 steps of BFCL multi-turn's TradingBot conversations (cases.jsonl, catalogs/).
-BFCL_TRADINGBOT = DATA / "bfcl_multi_turn_tradingbot"
-#: The environment variable naming the folder of the optional evaluation data.
-EVALUATION_DATA_VARIABLE = "TOOLPRUNE_SHARED_DATA"
+from benchmarks.support.data import EVALUATION_DATA_VARIABLE
 
 
 def evaluation_set(name: str) -> Path:

@@ -25,7 +25,7 @@ import pytest
 from config.settings import Settings
 from proxy.app import create_app
 from proxy.cli.main import build_parser
-from tests.support.servers import serve_in_thread
+from benchmarks.support.servers import serve_in_thread
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of tokenizers' hub client)")
 

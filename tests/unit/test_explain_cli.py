@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from proxy.cli.main import main
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 PLAYWRIGHT = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 

@@ -21,7 +21,7 @@ from selection.meta_tools import (
     short_purpose,
 )
 from selection.policy import Bundle, Policy, catalog_bundles
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB = REAL_CATALOGS / "github_mcp_server.json"
 

@@ -10,7 +10,7 @@ import pytest
 
 from selection.catalog import parse_tools
 from selection.name_match import NameIndex, fold, one_intent, words
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
 REQUEST = "List the open pull requests in octo/widgets"

@@ -20,7 +20,7 @@ from selection.ranking import (
     token_budget,
 )
 from selection.tokens import tool_tokens
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
 

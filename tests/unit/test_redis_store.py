@@ -17,13 +17,13 @@ from proxy.components import build_state_store
 from selection.errors import StateStoreError
 from selection.redis_state import RedisStateStore
 from selection.state import ConversationState, LoadedTool, MemoryStateStore
-from tests.support.redis_server import (
+from benchmarks.support.redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
     RedisServer,
     redis_server,
 )
-from tests.support.servers import free_port
+from benchmarks.support.servers import free_port
 
 F = TypeVar("F", bound=Callable[..., Any])
 

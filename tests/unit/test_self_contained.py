@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.data import BFCL_TRADINGBOT, DATA, REAL_CATALOGS
+from benchmarks.support.data import BFCL_TRADINGBOT, DATA, REAL_CATALOGS
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Text that names a place outside the repository (the project workspace's layout).

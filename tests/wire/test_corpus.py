@@ -24,11 +24,11 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from tests.support.openai_schema import StreamReport, check_completion, check_stream
-from tests.support.servers import serve_in_thread
+from benchmarks.support.servers import serve_in_thread
 from tests.support.sse import chat_chunks
-from tests.support.upstream import Chat, Recorded, Upstream, replay
+from benchmarks.support.upstream import Chat, Recorded, Upstream, replay
 
 CORPUS = Path(__file__).parent / "corpus"
 INDEX: dict[str, dict[str, str]] = tomllib.loads((CORPUS / "index.toml").read_text())

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.support.servers import free_port
+from benchmarks.support.servers import free_port
 
 REDIS_SERVER = shutil.which("redis-server")
 SKIP_REASON = (

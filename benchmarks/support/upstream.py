@@ -1,6 +1,6 @@
 """A scriptable OpenAI-compatible upstream for integration tests.
 
-Serve ``Upstream().app`` with :func:`tests.support.servers.serve_in_thread`. Every request is
+Serve ``Upstream().app`` with :func:`benchmarks.support.servers.serve_in_thread`. Every request is
 recorded (raw bytes and headers) before its reply is produced; replies come from a FIFO
 script per path suffix, else from built-in defaults. Each record notes whether the client
 went away before the reply completed (``cancelled``) or the reply was fully sent
@@ -31,8 +31,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message, Receive, Scope, Send
 
-from tests.support.api_replies import Message as AnthropicMessage
-from tests.support.api_replies import Responses
+from benchmarks.support.api_replies import Message as AnthropicMessage
+from benchmarks.support.api_replies import Responses
 
 CHAT_PATH = "/chat/completions"
 EMBEDDING_DIM = 8

@@ -13,7 +13,7 @@ from types import ModuleType
 
 import httpx
 
-from tests.support.servers import free_port
+from benchmarks.support.servers import free_port
 
 LOCAL_LLAMA = Path(__file__).resolve().parents[2] / "deploy" / "local_llama.py"
 #: Model load takes about a second; a cold page cache or a busy machine takes longer.
