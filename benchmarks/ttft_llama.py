@@ -26,7 +26,7 @@ then measures, on prefixes of the GitHub MCP server catalogue (117 tools):
   cache on): per turn the tokens llama-server evaluated (``timings.prompt_n``) against
   the cached prefix (``timings.cache_n``), including a turn that needs a new tool.
 
-See benchmarks/README.md ("TTFT against llama-server") for what the columns mean.
+What the columns mean: docs/performance.md and benchmarks/README.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ parts; text parts are ``{"type": "text", "text": ...}``).
 :func:`query_parts` adds the query's parts — the sentences of its user messages and each
 trailing tool result — so that a tool can be scored by its best part: one vector for a
 request that asks for several things lands among the tools of its dominant intent
-(benchmarks/README.md, "Selection quality").
+(docs/measured.md, "Thresholds and the query").
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``toolprune eval`` on a set of the optional evaluation data (``TOOLPRUNE_SHARED_DATA``;
-skipped, with the reason, without it), as the README's "Measuring selection" runs it."""
+skipped, with the reason, without it), as docs/measuring-selection.md runs it."""
 
 from __future__ import annotations
 
