@@ -117,7 +117,7 @@ class OnnxEmbedder:
     ``intra_op_spinning``: whether onnxruntime's intra-op worker threads (``intra_op_threads``
     > 1) busy-wait for work between operators (``session.intra_op.allow_spinning``); off by
     default: on 2 busy cores spinning threads take CPU from the event loop
-    (docs/measured.md, "Query embedding").
+    (docs/measured.md, "Speed and memory").
     The default model runs in its lean form (same vectors, 35 MiB less memory), derived
     once into ``cache_dir`` (:func:`~selection.model_prep.runnable_model`).
     """
