@@ -48,6 +48,7 @@ from proxy.http.errors import (
     ERROR_SHAPE,
     BodyTimeout,
     InternalError,
+    InvalidPath,
     RequestHeadersTooLarge,
     RequestTooLarge,
     ShuttingDown,
@@ -55,7 +56,7 @@ from proxy.http.errors import (
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
-from proxy.http.upstream import Upstream, create_session
+from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector
 from proxy.usage.writer import UsageLog
@@ -119,10 +120,13 @@ class ProxyEndpoint:
             ERROR_SHAPE.set("anthropic")
         try:
             check_headers(headers, settings.max_header_count, settings.max_header_bytes)
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            if not is_normalised(raw_path):
+                raise InvalidPath("the request path is not a normalised absolute path")
             body = await read_body(
                 receive, headers, settings.max_request_bytes, settings.body_timeout_s
             )
-        except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout) as error:
+        except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
             await send_error(send, error, close=isinstance(error, BodyTimeout))
             return
         except ClientDisconnected:
@@ -130,7 +134,7 @@ class ProxyEndpoint:
         request = ClientRequest(
             method=scope["method"],
             path=scope["path"],
-            raw_path=scope.get("raw_path") or scope["path"].encode(),
+            raw_path=raw_path,
             query_string=scope.get("query_string", b""),
             headers=headers,
             body=body,

@@ -7,7 +7,10 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
 ``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
 ``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
-``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``.
+``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
+``rejected`` (a body nested deeper than the proxy can read, write or select from:
+400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
+never a RecursionError).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from proxy.chat.identity import log_id
 from proxy.chat.planner import NothingToPrune, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
-from proxy.http.errors import InvalidHeader
+from proxy.http.errors import InvalidHeader, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import (
     TOOLS_HEADER,
@@ -60,6 +63,7 @@ class Decision(StrEnum):
     SMALL_CATALOG = "small_catalog"
     FALLBACK = "fallback"
     DRY_RUN = "dry_run"
+    REJECTED = "rejected"
 
 
 def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
@@ -154,12 +158,16 @@ class DecisionFlow:
             self.count(Decision.DISABLED)
             await self.forwarder.forward(request, send)
             return
-        body = await read_body(request.body)
+        try:
+            body = await read_body(request.body)
+            turn = None if body is None else await self._plan(plan, body, request.headers, top_k)
+        except RecursionError:
+            await self.reject_too_deep(request, send)
+            return
         if body is None:
             self.count(Decision.PASSTHROUGH)
             await self.forwarder.forward(request, send)
             return
-        turn = await self._plan(plan, body, request.headers, top_k)
         if turn is None:
             await self.forwarder.forward(request, send)
             return
@@ -171,7 +179,7 @@ class DecisionFlow:
         if turn.lexical_only:
             report.append((INDEX_HEADER, b"building"))
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
-        self.count(decision, turn.path)
+        too_deep = False
         try:
             if decision is Decision.DRY_RUN:
                 await self.forwarder.forward(request, send, extra_response_headers=report)
@@ -179,13 +187,36 @@ class DecisionFlow:
             self.metrics.tools_offered.observe(turn.offered)
             self.metrics.tools_forwarded.observe(len(turn.selection.tools))
             self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
-            await serve(turn, body, report, started)
+            try:
+                await serve(turn, body, report, started)
+            except RecursionError:  # writing the rewritten body, before any byte was sent
+                if getattr(send, "started", True):
+                    raise
+                too_deep = True
         finally:
-            if decision is Decision.PRUNED:
-                self.metrics.meta_rounds.observe(turn.rounds)
-            log_decision(turn, decision, selection_s, self.api)
-            if self.usage is not None:
-                self.usage.record(turn, decision.value)
+            if not too_deep:  # counted when served (or cut), so a refused body is not
+                self.count(decision, turn.path)
+                if decision is Decision.PRUNED:
+                    self.metrics.meta_rounds.observe(turn.rounds)
+                log_decision(turn, decision, selection_s, self.api)
+                if self.usage is not None:
+                    self.usage.record(turn, decision.value)
+        if too_deep:
+            await self.reject_too_deep(request, send)
+
+    async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
+        """Refuse a body nested too deeply to read: 400, counted and logged as decision
+        ``rejected`` with reason ``json_too_deep``."""
+        self.count(Decision.REJECTED)
+        logger.info(
+            "pruning_decision",
+            extra={"fields": {"api": self.api, "decision": Decision.REJECTED.value,
+                              "reason": "json_too_deep",
+                              "request_id": request.request_id.decode("latin-1")}},
+        )
+        await send_error(send, RequestTooDeep(
+            "the request body nests JSON deeper than the proxy can read (about 900 levels)"
+        ))
 
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], headers: Headers, top_k: int | None
@@ -200,6 +231,8 @@ class DecisionFlow:
             self.metrics.tools_offered.observe(small.size)
         except SelectionError as error:
             self.fallback(error)
+        except RecursionError:
+            raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # a defect must cost the pruning, never the request
             self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"))
         return None

@@ -16,6 +16,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import aiohttp
 from yarl import URL
@@ -142,11 +143,27 @@ def _header_text(value: bytes) -> str:
         return value.decode("latin-1")
 
 
+def is_normalised(raw_path: bytes) -> bool:
+    """Whether a request path (as sent, percent-encoded or not) is a normalised absolute
+    path: it starts with ``/`` and, percent-decoded, has no ``.`` or ``..`` segment, no
+    empty segment (``//``; a trailing ``/`` aside) and no backslash. Only such paths are
+    forwarded (RFC 3986 §6.2.2.3: a server may resolve dot segments the proxy did not,
+    and ``//host`` reads as an authority), so what reaches the upstream stays under its
+    base URL or origin as :meth:`Upstream.url_for` maps it."""
+    path = unquote(raw_path.decode("latin-1"))
+    if not path.startswith("/") or "\\" in path:
+        return False
+    segments = path[1:].split("/")
+    inner, last = segments[:-1], segments[-1]
+    return all(segment not in ("", ".", "..") for segment in inner) and last not in (".", "..")
+
+
 class Upstream:
     """Sends requests to the configured upstream and maps its failures.
 
     ``/v1/<rest>`` maps to ``{upstream_url}/<rest>``; any other path maps to the same
     path on the upstream's origin (llama-server's ``/health``, ``/tokenize``, ``/props``).
+    Paths are checked first (:func:`is_normalised`; the app answers 400 otherwise).
     """
 
     def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
