@@ -56,9 +56,10 @@ from proxy.http.errors import (
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
+from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
-from proxy.metrics import Metrics, QueryEmbeddingCollector
+from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -114,10 +115,23 @@ class ProxyEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services: Services = scope["app"].state.services
-        settings = services.settings
-        headers = scope["headers"]
         if scope["path"] == MESSAGES_PATH or scope["path"].startswith(MESSAGES_PATH + "/"):
             ERROR_SHAPE.set("anthropic")
+        tracked = TrackedSend(send)
+        log = RequestLog()
+        try:
+            await self._serve(services, scope, receive, tracked, log)
+        finally:
+            log.emit(request_id=scope[REQUEST_ID_SCOPE_KEY], method=scope["method"],
+                     route=route_label(scope["path"]), status=tracked.status,
+                     complete=tracked.complete)
+
+    async def _serve(
+        self, services: Services, scope: Scope, receive: Receive, tracked: TrackedSend,
+        log: RequestLog,
+    ) -> None:
+        settings = services.settings
+        headers = scope["headers"]
         try:
             check_headers(headers, settings.max_header_count, settings.max_header_bytes)
             raw_path = scope.get("raw_path") or scope["path"].encode()
@@ -127,7 +141,7 @@ class ProxyEndpoint:
                 receive, headers, settings.max_request_bytes, settings.body_timeout_s
             )
         except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
-            await send_error(send, error, close=isinstance(error, BodyTimeout))
+            await send_error(tracked, error, close=isinstance(error, BodyTimeout))
             return
         except ClientDisconnected:
             return
@@ -139,6 +153,7 @@ class ProxyEndpoint:
             headers=headers,
             body=body,
             request_id=scope[REQUEST_ID_SCOPE_KEY],
+            log=log,
         )
         if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
             handler = services.chat.handle
@@ -146,7 +161,6 @@ class ProxyEndpoint:
             handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
-        tracked = TrackedSend(send)
         task = asyncio.current_task()
         services.in_flight.add(task)
         try:

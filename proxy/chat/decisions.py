@@ -30,6 +30,7 @@ from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.request_log import RequestLog
 from proxy.http.headers import (
     TOOLS_HEADER,
     Headers,
@@ -66,15 +67,19 @@ class Decision(StrEnum):
     REJECTED = "rejected"
 
 
-def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
+def log_decision(
+    turn: Turn, decision: Decision, selection_s: float, api: str, request_id: bytes = b""
+) -> None:
     """The one structured log line of an acting request (no message content): what was
     offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
-    ``messages``). ``selection_s``: seconds spent planning."""
+    ``messages``). ``selection_s``: seconds spent planning; ``request_id``: the request's
+    ``X-Request-Id`` (the ``request`` line's, :mod:`proxy.http.request_log`)."""
     selection = turn.selection
     logger.info(
         "pruning_decision",
         extra={
             "fields": {
+                "request_id": request_id.decode("latin-1"),
                 "api": api,
                 "decision": decision.value,
                 "path": turn.path,
@@ -155,17 +160,17 @@ class DecisionFlow:
             await send_error(send, error)
             return
         if not self.settings.enabled or mode == "off":
-            self.count(Decision.DISABLED)
+            self.count(Decision.DISABLED, log=request.log)
             await self.forwarder.forward(request, send)
             return
         try:
             body = await read_body(request.body)
-            turn = None if body is None else await self._plan(plan, body, request.headers, top_k)
+            turn = None if body is None else await self._plan(plan, body, request, top_k)
         except RecursionError:
             await self.reject_too_deep(request, send)
             return
         if body is None:
-            self.count(Decision.PASSTHROUGH)
+            self.count(Decision.PASSTHROUGH, log=request.log)
             await self.forwarder.forward(request, send)
             return
         if turn is None:
@@ -195,10 +200,10 @@ class DecisionFlow:
                 too_deep = True
         finally:
             if not too_deep:  # counted when served (or cut), so a refused body is not
-                self.count(decision, turn.path)
+                self.count(decision, turn.path, request.log)
                 if decision is Decision.PRUNED:
                     self.metrics.meta_rounds.observe(turn.rounds)
-                log_decision(turn, decision, selection_s, self.api)
+                log_decision(turn, decision, selection_s, self.api, request.request_id)
                 if self.usage is not None:
                     self.usage.record(turn, decision.value)
         if too_deep:
@@ -207,7 +212,7 @@ class DecisionFlow:
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
         """Refuse a body nested too deeply to read: 400, counted and logged as decision
         ``rejected`` with reason ``json_too_deep``."""
-        self.count(Decision.REJECTED)
+        self.count(Decision.REJECTED, log=request.log)
         logger.info(
             "pruning_decision",
             extra={"fields": {"api": self.api, "decision": Decision.REJECTED.value,
@@ -219,31 +224,34 @@ class DecisionFlow:
         ))
 
     async def _plan(
-        self, plan: TurnPlanner, body: dict[str, Any], headers: Headers, top_k: int | None
+        self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest, top_k: int | None
     ) -> Turn | None:
         """The planned turn, or None (counted) when the request is to be forwarded as is."""
         try:
-            return await plan(body, headers, top_k)
+            return await plan(body, request.headers, top_k)
         except NothingToPrune:
-            self.count(Decision.PASSTHROUGH)
+            self.count(Decision.PASSTHROUGH, log=request.log)
         except SmallCatalog as small:
-            self.count(Decision.SMALL_CATALOG, small.path)
+            self.count(Decision.SMALL_CATALOG, small.path, request.log)
             self.metrics.tools_offered.observe(small.size)
         except SelectionError as error:
-            self.fallback(error)
+            self.fallback(error, request.log)
         except RecursionError:
             raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # a defect must cost the pruning, never the request
-            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"))
+            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
         return None
 
-    def count(self, decision: Decision, path: str = "none") -> None:
+    def count(self, decision: Decision, path: str = "none", log: RequestLog | None = None) -> None:
+        """Count ``decision``; ``log``: the request's log line, which names it too."""
         self.metrics.decisions.labels(decision.value, path, self.api).inc()
+        if log is not None:
+            log.decision = decision.value
 
-    def fallback(self, error: SelectionError) -> None:
+    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> None:
         """Count, record and log (rate-limited) a selection failure that sends the
         request with the full catalogue."""
-        self.count(Decision.FALLBACK)
+        self.count(Decision.FALLBACK, log=log)
         if self.usage is not None:
             self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()

@@ -75,6 +75,8 @@ class TrackedSend:
 
     def __init__(self, send: Send) -> None:
         self._send = send
+        #: The response's status (0 until it started).
+        self.status = 0
         self.started = False
         self.complete = False
         self.content_type = b""
@@ -82,6 +84,7 @@ class TrackedSend:
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.started = True
+            self.status = message["status"]
             self.content_type = header(message.get("headers", []), b"content-type") or b""
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.complete = True

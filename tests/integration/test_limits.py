@@ -11,7 +11,6 @@ guarded protocol), in front of the scripted upstream.
 from __future__ import annotations
 
 import json
-import logging
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -26,34 +25,10 @@ from proxy.http.server import configure
 from tests.conftest import RunningUpstream
 from tests.integration.test_stream_faults import APIS, PATHS, SUFFIX, request_body
 from tests.support.fault_matrix import proves
+from tests.support.logs import Lines
 from tests.support.servers import serve_in_thread
 
 SOCKET_TIMEOUT_S = 30.0
-
-
-class Lines(logging.Handler):
-    """The proxy's log records: (event, fields)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append((record.getMessage(), dict(getattr(record, "fields", {}))))
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        return [fields for event, fields in self.lines if event == name]
-
-
-@pytest.fixture
-def log_lines() -> Iterator[Lines]:
-    handler = Lines()
-    logger = logging.getLogger("toolprune")
-    logger.addHandler(handler)
-    try:
-        yield handler
-    finally:
-        logger.removeHandler(handler)
 
 
 @pytest.fixture
@@ -176,8 +151,10 @@ def test_a_body_nested_too_deep_gets_a_400_with_a_logged_reason(
     else:
         assert response.json()["error"]["code"] == "request_too_deeply_nested"
     assert [r for r in upstream.upstream.requests if r.path.endswith(SUFFIX[api])] == []
-    decisions = log_lines.events("pruning_decision")
-    assert [(d["decision"], d["reason"]) for d in decisions] == [("rejected", "json_too_deep")]
+    request_id = response.headers["x-request-id"]
+    decision = log_lines.wait_for("pruning_decision", request_id)
+    assert (decision["decision"], decision["reason"]) == ("rejected", "json_too_deep")
+    assert len(log_lines.events("pruning_decision")) == 1
     assert not [f for e, f in log_lines.lines if e in ("internal_error", "fallback_full_catalog")]
 
 

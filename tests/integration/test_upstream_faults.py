@@ -1,7 +1,7 @@
-"""Upstream answers the proxy cannot interpret never crash an acting request: they are
-served, never a crash (a tool-call delta with an object for ``index``, an event nested
-50,000 deep; a plain answer nested 50,000 deep is relayed as it came, as with pruning
-off). How odd events are framed or dropped is the serving loop's own contract."""
+"""Upstream answers the proxy cannot interpret never crash an acting request (a tool-call
+delta with an object for ``index`` is served; an event nested 50,000 deep ends the stream
+with an error event that says so; a plain answer nested 50,000 deep is relayed as it came,
+as with pruning off)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_a_tool_call_delta_with_an_object_index_is_relayed(
     assert response.content.endswith(b"data: [DONE]\n\n")
 
 
-def test_an_event_nested_50000_deep_does_not_crash_the_stream(
+def test_an_event_nested_50000_deep_ends_the_stream_with_an_error_event(
     upstream: RunningUpstream, proxy: str
 ) -> None:
     deep = b"data: " + DEEP.encode() + b"\n\n"
@@ -55,7 +55,9 @@ def test_an_event_nested_50000_deep_does_not_crash_the_stream(
     response = stream(proxy)
     assert response.status_code == 200
     assert b"proxy_internal_error" not in response.content  # never a crash
-    assert response.content.endswith(b"data: [DONE]\n\n")
+    # an event the proxy cannot read is said so, never silently dropped
+    assert response.content.endswith(b"\n\n") and b"[DONE]" not in response.content
+    assert b'"code": "upstream_invalid_response"' in response.content.rsplit(b"event: error", 1)[1]
 
 
 def test_a_plain_answer_nested_50000_deep_is_relayed_as_it_came(
