@@ -257,10 +257,15 @@ class Settings(BaseSettings):
         description="Seconds between fetches of the upstream's `/props`; also how long an "
         "upstream without `/props` or `/tokenize` is not asked again (tokens are estimated).",
     )
-    upstream_stream: bool = Field(
-        True,
-        description="`false`: streaming requests are sent upstream without streaming and the "
-        "client's SSE is made from the JSON answer (upstreams that cannot stream tool calls).",
+    upstream_stream: bool | None = Field(
+        None,
+        description="Whether acting chat-completions requests that stream are sent upstream "
+        "streaming. `false`: sent without streaming, the client's SSE made from the JSON "
+        "answer (upstreams that drop streamed tool calls: the answer ends `stop` with no "
+        "content). Unset: `false` for an upstream that names itself Ollama before v0.8.0 at "
+        "`GET /api/version`, else `true`. A streamed answer to a request with tools that ends "
+        "`stop` with no content nor call is logged (`upstream_suspicious_stop`) and counted "
+        "(`toolprune_upstream_suspicious_stops_total`).",
     )
     max_meta_rounds: int = Field(
         3, ge=0, description="Upstream re-issues after meta-tool calls, per client request."

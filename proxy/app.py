@@ -260,6 +260,7 @@ def create_app(settings: Settings) -> Starlette:
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
+            await chat.streaming.aclose()
             await engine.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()

@@ -92,6 +92,10 @@ class EventRelay(ABC):
         """The round's meta-calls, client calls and output, once its stream ended."""
 
     @abstractmethod
+    def ended_normally(self) -> bool:
+        """Whether the last round ended as a finished answer (not cut, not failed)."""
+
+    @abstractmethod
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         """The events that end the client's stream (``only_meta``: the last round made
         meta-calls only, all hidden)."""

@@ -80,6 +80,8 @@ class EventStreamServer:
             if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
                 await self.services.run_meta_calls(self.turn, reply.meta)
             self.turn.response_calls = reply.real_calls
+            if not reply.meta and not reply.real_calls and not self.relay.first_token and self.relay.ended_normally():
+                self.services.suspicious_stop(self.adapter.api, self.request.request_id)
             only_meta = bool(reply.meta) and not reply.real_calls
             await send_body(self.send, self.relay.finish_bytes(only_meta), more=False)
             return

@@ -131,6 +131,10 @@ class MessagesRelay(EventRelay):
         ordered = sorted(self.blocks.items(), key=lambda entry: _order(entry[0]))
         return self.adapter.split_content(self.turn, [block.final() for _, block in ordered])
 
+    def ended_normally(self) -> bool:
+        delta = self.delta.get("delta") if self.delta else None
+        return isinstance(delta, Mapping) and delta.get("stop_reason") == END_TURN
+
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         if self.delta is None:
             return []  # the upstream ended without its message_delta: so does the client

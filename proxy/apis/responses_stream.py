@@ -185,6 +185,9 @@ class ResponsesRelay(EventRelay):
         self.output += [item for item in output if not self.adapter.is_meta_item(self.turn, item)]
         return self.adapter.split_output(self.turn, output)
 
+    def ended_normally(self) -> bool:
+        return self.terminal is not None and self.terminal.get("type") == "response.completed"
+
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         if self.terminal is None or not isinstance(self.terminal.get("response"), Mapping):
             return []  # the upstream ended without a terminal event: so does the client

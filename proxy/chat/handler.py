@@ -21,6 +21,7 @@ from proxy.chat.planner import Planner
 from proxy.chat.serving import serve_turn
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
+from proxy.chat.upstream_kind import StreamingSupport
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
@@ -85,12 +86,13 @@ class ChatHandler:
             clock=clock,
             upstream=upstream_info,
         )
+        self.streaming = StreamingSupport(settings, forwarder.upstream)
         self.services = TurnServices(
             forwarder=forwarder,
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=self.run_meta_calls,
-            upstream_stream=settings.upstream_stream,
+            upstream_stream=self.streaming.streams_tool_calls,
         )
 
     # --- entry ------------------------------------------------------------------

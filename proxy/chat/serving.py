@@ -86,12 +86,15 @@ class _TurnServer:
 
     async def run(self) -> None:
         max_rounds = self.services.max_meta_rounds
+        streams = self.services.upstream_stream
+        asks_stream = self.turn.body.get("stream") is True
+        stream_upstream = True if streams is None or not asks_stream else await streams()
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
                 response = await send_round(
                     self.services.forwarder.upstream, self.services.metrics, self.request,
-                    self.turn, max_rounds, stream_upstream=self.services.upstream_stream,
+                    self.turn, max_rounds, stream_upstream=stream_upstream,
                 )
             except ProxyError as error:
                 await self._fail(error)
@@ -140,6 +143,8 @@ class _TurnServer:
         if meta and not real and not client.shown_output:
             note = empty_answer_note(self.turn.rounds, finish or "stop")
             await client.choices([{"index": 0, "delta": {"content": note}}])
+        elif reader.streamed and finish == "stop" and not meta and not real and not client.shown_output:
+            self.services.suspicious_stop("chat_completions", self.request.request_id)
         self.turn.response_calls = reader.real_call_names()
         await client.finish(reader.finish, self.usage, reader.extras)
         return False
