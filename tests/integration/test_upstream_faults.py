@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.fault_matrix import proves
 from tests.support.data import REAL_CATALOGS
 from tests.support.upstream import SSE, Raw
 
@@ -46,6 +47,11 @@ def test_a_tool_call_delta_with_an_object_index_is_relayed(
     assert response.content.endswith(b"data: [DONE]\n\n")
 
 
+@proves(
+    fault="an event nested 50,000 deep",
+    phase="while the answer streams",
+    client="the error event `upstream_invalid_response`; never an internal error",
+)
 def test_an_event_nested_50000_deep_ends_the_stream_with_an_error_event(
     upstream: RunningUpstream, proxy: str
 ) -> None:
@@ -60,6 +66,11 @@ def test_an_event_nested_50000_deep_ends_the_stream_with_an_error_event(
     assert b'"code": "upstream_invalid_response"' in response.content.rsplit(b"event: error", 1)[1]
 
 
+@proves(
+    fault="a plain answer nested 50,000 deep (not a completion the proxy can read)",
+    phase="in a plain answer",
+    client="the answer relayed as it came, as with pruning off",
+)
 def test_a_plain_answer_nested_50000_deep_is_relayed_as_it_came(
     upstream: RunningUpstream, proxy: str
 ) -> None:
