@@ -67,8 +67,14 @@ class Settings(BaseSettings):
         "(else 408 and the connection is closed).",
     )
     body_timeout_s: float = Field(
-        60.0, gt=0, description="A request body must be complete this long after its headers "
-        "(else 408).",
+        20.0, gt=0, description="A request body must be complete this long after its headers, "
+        "plus one second per `body_min_rate` bytes received (else 408 and the connection is "
+        "closed): Apache httpd's mod_reqtimeout rule and defaults (`body=20,MinRate=500`).",
+    )
+    body_min_rate: float = Field(
+        500.0, ge=0, description="Bytes per second of request body that extend "
+        "`body_timeout_s` by one second each (0: no extension). A body that trickles "
+        "slower gets 408; one sent steadily at least this fast is read whatever its size.",
     )
     max_connections: int = Field(
         1000, ge=1, description="Open client connections per process; one more is answered 503 "

@@ -138,7 +138,8 @@ class ProxyEndpoint:
             if not is_normalised(raw_path):
                 raise InvalidPath("the request path is not a normalised absolute path")
             body = await read_body(
-                receive, headers, settings.max_request_bytes, settings.body_timeout_s
+                receive, headers, settings.max_request_bytes, settings.body_timeout_s,
+                settings.body_min_rate,
             )
         except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
             await send_error(tracked, error, close=isinstance(error, BodyTimeout))
