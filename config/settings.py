@@ -68,13 +68,10 @@ class Settings(BaseSettings):
     )
     body_timeout_s: float = Field(
         20.0, gt=0, description="A request body must be complete this long after its headers, "
-        "plus one second per `body_min_rate` bytes received (else 408 and the connection is "
-        "closed): Apache httpd's mod_reqtimeout rule and defaults (`body=20,MinRate=500`).",
-    )
-    body_min_rate: float = Field(
-        500.0, ge=0, description="Bytes per second of request body that extend "
-        "`body_timeout_s` by one second each (0: no extension). A body that trickles "
-        "slower gets 408; one sent steadily at least this fast is read whatever its size.",
+        "plus one second per 500 bytes received (else 408 and the connection is closed): "
+        "Apache httpd's mod_reqtimeout rule and defaults (`body=20,MinRate=500`), so a body "
+        "that trickles is refused within about this long and one sent steadily at 500 B/s or "
+        "more is read whatever its size.",
     )
     max_connections: int = Field(
         1000, ge=1, description="Open client connections per process; one more is answered 503 "

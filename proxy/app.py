@@ -29,6 +29,7 @@ from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.handler import ChatHandler
+from proxy.chat.upstream_kind import StreamingSupport
 from proxy.components import (
     build_engine,
     build_state_store,
@@ -37,6 +38,7 @@ from proxy.components import (
     warm_catalogs,
 )
 from proxy.http.asgi import (
+    BODY_MIN_RATE,
     ClientDisconnected,
     TrackedSend,
     check_headers,
@@ -139,7 +141,7 @@ class ProxyEndpoint:
                 raise InvalidPath("the request path is not a normalised absolute path")
             body = await read_body(
                 receive, headers, settings.max_request_bytes, settings.body_timeout_s,
-                settings.body_min_rate,
+                BODY_MIN_RATE,
             )
         except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
             await send_error(tracked, error, close=isinstance(error, BodyTimeout))
@@ -225,6 +227,7 @@ def create_app(settings: Settings) -> Starlette:
             else None
         )
         upstream_info = UpstreamInfo(settings, upstream)
+        streaming = StreamingSupport(settings, upstream)
         chat = ChatHandler(
             settings=settings,
             policy=policy,
@@ -234,6 +237,7 @@ def create_app(settings: Settings) -> Starlette:
             metrics=metrics,
             usage=usage,
             upstream_info=upstream_info,
+            streaming=streaming,
         )
         apis = {
             path: ApiHandler(
@@ -261,7 +265,7 @@ def create_app(settings: Settings) -> Starlette:
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
-            await chat.streaming.aclose()
+            await streaming.aclose()
             await engine.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()

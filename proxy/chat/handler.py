@@ -65,7 +65,9 @@ class ChatHandler:
         usage: UsageRecorder | None = None,
         catalogs: CatalogCache | None = None,
         upstream_info: UpstreamInfo | None = None,
+        streaming: StreamingSupport | None = None,
     ) -> None:
+        """``streaming``: whether streamed turns go upstream streamed (None: always)."""
         self.forwarder = forwarder
         self.decisions = DecisionFlow(
             api="chat_completions", settings=settings, forwarder=forwarder, metrics=metrics,
@@ -86,13 +88,12 @@ class ChatHandler:
             clock=clock,
             upstream=upstream_info,
         )
-        self.streaming = StreamingSupport(settings, forwarder.upstream)
         self.services = TurnServices(
             forwarder=forwarder,
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=self.run_meta_calls,
-            upstream_stream=self.streaming.streams_tool_calls,
+            upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
         )
 
     # --- entry ------------------------------------------------------------------

@@ -35,6 +35,11 @@ def check_headers(headers: Headers, max_count: int, max_bytes: int) -> None:
         raise RequestHeadersTooLarge(f"request headers exceed {max_bytes} bytes")
 
 
+#: Bytes of request body that extend its deadline by one second (mod_reqtimeout's
+#: ``MinRate`` default).
+BODY_MIN_RATE = 500.0
+
+
 async def read_body(
     receive: Receive, headers: Headers, limit_bytes: int, timeout_s: float | None = None,
     min_rate: float = 0.0,
