@@ -21,7 +21,7 @@ from tests.conftest import ProxyFactory, RunningUpstream
 from tests.integration.test_stream_faults import APIS, PATHS, SUFFIX, request_body
 from tests.support.api_replies import Message, Responses
 from tests.support.fault_matrix import proves
-from tests.support.upstream import SSE, Chat, Raw, Recorded, Slow, _chat_stream
+from tests.support.upstream import SSE, Chat, Raw, Slow, chat_events
 
 LOADED = "browser_cookie_set"
 
@@ -43,8 +43,7 @@ def load_reply(api: str) -> Any:
 def events_of(reply: Any, api: str, body: dict[str, Any]) -> list[bytes]:
     """The SSE events the scripted upstream would play for ``reply``."""
     if api == "chat":
-        record = Recorded("POST", "/v1/chat/completions", "", [], json.dumps(body).encode())
-        return _chat_stream(reply, record, body).events
+        return chat_events(reply, body)
     return reply.render(body, 100)
 
 
