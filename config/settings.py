@@ -68,8 +68,11 @@ class Settings(BaseSettings):
         "(else 408 and the connection is closed).",
     )
     body_timeout_s: float = Field(
-        60.0, gt=0, description="A request body must be complete this long after its headers "
-        "(else 408).",
+        20.0, gt=0, description="A request body must be complete this long after its headers, "
+        "plus one second per 500 bytes received (else 408 and the connection is closed): "
+        "Apache httpd's mod_reqtimeout rule and defaults (`body=20,MinRate=500`), so a body "
+        "that trickles is refused within about this long and one sent steadily at 500 B/s or "
+        "more is read whatever its size.",
     )
     max_connections: int = Field(
         1000, ge=1, description="Open client connections per process; one more is answered 503 "
@@ -263,10 +266,15 @@ class Settings(BaseSettings):
         description="Seconds between fetches of the upstream's `/props`; also how long an "
         "upstream without `/props` or `/tokenize` is not asked again (tokens are estimated).",
     )
-    upstream_stream: bool = Field(
-        True,
-        description="`false`: streaming requests are sent upstream without streaming and the "
-        "client's SSE is made from the JSON answer (upstreams that cannot stream tool calls).",
+    upstream_stream: bool | None = Field(
+        None,
+        description="Whether acting chat-completions requests that stream are sent upstream "
+        "streaming. `false`: sent without streaming, the client's SSE made from the JSON "
+        "answer (upstreams that drop streamed tool calls: the answer ends `stop` with no "
+        "content). Unset: `false` for an upstream that names itself Ollama before v0.8.0 at "
+        "`GET /api/version`, else `true`. A streamed answer to a request with tools that ends "
+        "`stop` with no content nor call is logged (`upstream_suspicious_stop`) and counted "
+        "(`toolprune_upstream_suspicious_stops_total`).",
     )
     max_meta_rounds: int = Field(
         3, ge=0, description="Upstream re-issues after meta-tool calls, per client request."

@@ -29,6 +29,7 @@ from proxy.apis.messages import MessagesAdapter
 from proxy.apis.responses import ResponsesAdapter
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.handler import ChatHandler
+from proxy.chat.upstream_kind import StreamingSupport
 from proxy.components import (
     build_engine,
     build_state_store,
@@ -37,6 +38,7 @@ from proxy.components import (
     warm_catalogs,
 )
 from proxy.http.asgi import (
+    BODY_MIN_RATE,
     ClientDisconnected,
     TrackedSend,
     check_headers,
@@ -48,6 +50,7 @@ from proxy.http.errors import (
     ERROR_SHAPE,
     BodyTimeout,
     InternalError,
+    InvalidPath,
     RequestHeadersTooLarge,
     RequestTooLarge,
     ShuttingDown,
@@ -55,9 +58,10 @@ from proxy.http.errors import (
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
 from proxy.http.server import configure
-from proxy.http.upstream import Upstream, create_session
+from proxy.http.request_log import RequestLog
+from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
-from proxy.metrics import Metrics, QueryEmbeddingCollector
+from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -113,28 +117,46 @@ class ProxyEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         services: Services = scope["app"].state.services
-        settings = services.settings
-        headers = scope["headers"]
         if scope["path"] == MESSAGES_PATH or scope["path"].startswith(MESSAGES_PATH + "/"):
             ERROR_SHAPE.set("anthropic")
+        tracked = TrackedSend(send)
+        log = RequestLog()
+        try:
+            await self._serve(services, scope, receive, tracked, log)
+        finally:
+            log.emit(request_id=scope[REQUEST_ID_SCOPE_KEY], method=scope["method"],
+                     route=route_label(scope["path"]), status=tracked.status,
+                     complete=tracked.complete)
+
+    async def _serve(
+        self, services: Services, scope: Scope, receive: Receive, tracked: TrackedSend,
+        log: RequestLog,
+    ) -> None:
+        settings = services.settings
+        headers = scope["headers"]
         try:
             check_headers(headers, settings.max_header_count, settings.max_header_bytes)
+            raw_path = scope.get("raw_path") or scope["path"].encode()
+            if not is_normalised(raw_path):
+                raise InvalidPath("the request path is not a normalised absolute path")
             body = await read_body(
-                receive, headers, settings.max_request_bytes, settings.body_timeout_s
+                receive, headers, settings.max_request_bytes, settings.body_timeout_s,
+                BODY_MIN_RATE,
             )
-        except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout) as error:
-            await send_error(send, error, close=isinstance(error, BodyTimeout))
+        except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
+            await send_error(tracked, error, close=isinstance(error, BodyTimeout))
             return
         except ClientDisconnected:
             return
         request = ClientRequest(
             method=scope["method"],
             path=scope["path"],
-            raw_path=scope.get("raw_path") or scope["path"].encode(),
+            raw_path=raw_path,
             query_string=scope.get("query_string", b""),
             headers=headers,
             body=body,
             request_id=scope[REQUEST_ID_SCOPE_KEY],
+            log=log,
         )
         if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
             handler = services.chat.handle
@@ -142,7 +164,6 @@ class ProxyEndpoint:
             handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
-        tracked = TrackedSend(send)
         task = asyncio.current_task()
         services.in_flight.add(task)
         try:
@@ -206,6 +227,7 @@ def create_app(settings: Settings) -> Starlette:
             else None
         )
         upstream_info = UpstreamInfo(settings, upstream)
+        streaming = StreamingSupport(settings, upstream)
         chat = ChatHandler(
             settings=settings,
             policy=policy,
@@ -215,6 +237,7 @@ def create_app(settings: Settings) -> Starlette:
             metrics=metrics,
             usage=usage,
             upstream_info=upstream_info,
+            streaming=streaming,
         )
         apis = {
             path: ApiHandler(
@@ -242,6 +265,7 @@ def create_app(settings: Settings) -> Starlette:
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
+            await streaming.aclose()
             await engine.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()

@@ -59,8 +59,25 @@ class Metrics:
             "toolprune_http_in_flight_requests", "Requests being answered.", registry=r
         )
         self.upstream_latency = Histogram(
-            "toolprune_upstream_seconds", "Time until the upstream answered with headers.",
+            "toolprune_upstream_seconds", "Time until the upstream answered with headers, per "
+            "upstream request (near zero for streams: see the first- and last-byte histograms; "
+            "kept under its name for existing dashboards).",
             ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.upstream_first_byte = Histogram(
+            "toolprune_upstream_first_byte_seconds", "Time from sending an upstream request to "
+            "the first byte of its answer's body (TTFT of a stream), per upstream round.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.upstream_last_byte = Histogram(
+            "toolprune_upstream_last_byte_seconds", "Time from sending an upstream request to "
+            "the last byte of its answer's body the proxy read, per upstream round.",
+            ["route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )
+        self.suspicious_stops = Counter(
+            "toolprune_upstream_suspicious_stops_total", "Streamed answers to requests with "
+            "tools that ended `stop` with no content and no call (a server that drops streamed "
+            "tool calls; see `upstream_stream`), by API.", ["api"], registry=r,
         )
         self.decisions = Counter(
             "toolprune_requests_total",

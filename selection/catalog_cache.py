@@ -74,6 +74,7 @@ class CatalogCache:
     def decode_body(self, raw: bytes) -> dict[str, Any] | None:
         """The body as ``json.loads`` would decode it, or None when it is not a JSON
         object (or not UTF-8 JSON at all); ``tools``/``functions`` from the cache.
+        Raises RecursionError for a body nested deeper than ``json.loads`` follows.
 
         Shape: ``dict[str, Any]``; the catalogue member is the shared cached list.
         """
@@ -159,8 +160,9 @@ class CatalogCache:
 
 
 def _decode_whole(raw: bytes) -> dict[str, Any] | None:
+    """Raises RecursionError for a body nested deeper than the decoder follows."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return body if isinstance(body, dict) else None

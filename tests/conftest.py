@@ -3,6 +3,7 @@ loopback."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
+from tests.support.logs import Lines
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Upstream
 
@@ -58,3 +60,15 @@ def start_proxy(upstream: RunningUpstream) -> Iterator[ProxyFactory]:
 def proxy(start_proxy: ProxyFactory) -> str:
     """A proxy with default settings in front of the test upstream."""
     return start_proxy()
+
+
+@pytest.fixture
+def log_lines() -> Iterator[Lines]:
+    """The records the ``toolprune`` logger writes during the test."""
+    handler = Lines()
+    logger = logging.getLogger("toolprune")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)

@@ -368,6 +368,13 @@ def _chat_completion(reply: Chat, record: Recorded) -> dict[str, Any]:
     }
 
 
+def chat_events(reply: Chat, request: dict[str, Any]) -> list[bytes]:
+    """The SSE events this upstream plays for ``reply`` to a streamed ``request`` (to
+    script them with a gate: ``SSE(chat_events(...), gate=...)``)."""
+    record = Recorded("POST", CHAT_PATH, "", [], _json_bytes(request))
+    return _chat_stream(reply, record, request).events
+
+
 def _chat_stream(reply: Chat, record: Recorded, request: dict[str, Any]) -> SSE:
     options = request.get("stream_options")
     include_usage = isinstance(options, dict) and options.get("include_usage") is True

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from proxy.chat.planner import PlanInput
 from proxy.chat.turn import MetaCall, Turn, json_bytes
+from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.forwarding import ClientRequest
 from proxy.http.sse import Event
 from selection.errors import SelectionError
@@ -53,9 +54,12 @@ class EventRelay(ABC):
         #: The upstream ended its stream with ``data: [DONE]``.
         self.done_marker = False
         self.round = 0
+        #: Why the stream cannot be relayed further (an event that cannot be interpreted:
+        #: it may carry part of a hidden call, so it is neither relayed nor guessed at).
+        self.problem: str | None = None
 
     def feed(self, event: Event) -> list[bytes]:
-        """Bytes to send the client for one upstream event."""
+        """Bytes to send the client for one upstream event (none once ``problem`` is set)."""
         if event.data is None:
             return [event.raw]  # comments (keep-alives)
         if event.data.strip() == "[DONE]":
@@ -63,11 +67,17 @@ class EventRelay(ABC):
             return []
         try:
             data = json.loads(event.data)
-        except json.JSONDecodeError:
-            return [event.raw]
+        except (json.JSONDecodeError, RecursionError):
+            data = None
         if not isinstance(data, dict):
-            return [event.raw]
+            self.problem = "the upstream sent an event that is not a JSON object"
+            return []
         return [typed_event(payload) for payload in self.on_event(data)]
+
+    def error_event(self, error: ProxyError) -> bytes:
+        """The event that ends the client's stream with ``error``, in the API's shape
+        (:func:`proxy.http.errors.sse_error_event`: OpenAI's, Anthropic's on Messages)."""
+        return sse_error_event(error)
 
     def start_round(self) -> None:
         """Called before each upstream round's events."""
@@ -80,6 +90,10 @@ class EventRelay(ABC):
     @abstractmethod
     def end_round(self) -> RoundReply:
         """The round's meta-calls, client calls and output, once its stream ended."""
+
+    @abstractmethod
+    def ended_normally(self) -> bool:
+        """Whether the last round ended as a finished answer (not cut, not failed)."""
 
     @abstractmethod
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ An :class:`proxy.apis.adapter.EventRelay` (one per API) decides, event by event,
 hidden meta-call items are dropped, indexes renumbered, the round's terminal events
 held back. When a round ends with meta-calls only, the calls are answered and the
 request re-issued; the next round's stream continues the same client response. The
-relay then ends the stream with one terminal event describing what the client saw.
+relay then ends the stream with one terminal event describing what the client saw. An
+event the relay cannot interpret (``EventRelay.problem``) ends the stream with the API's
+error event (``upstream_invalid_response``); no meta-call of that round runs.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from proxy.apis.rounds import send_turn_round
 from proxy.chat.context import TurnServices
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_body, send_error, start_response
-from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
+from proxy.http.errors import ProxyError, UpstreamResponseInvalid
 from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.http.headers import Headers
 from proxy.http.sse import EventSplitter
@@ -78,6 +80,8 @@ class EventStreamServer:
             if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
                 await self.services.run_meta_calls(self.turn, reply.meta)
             self.turn.response_calls = reply.real_calls
+            if not reply.meta and not reply.real_calls and not self.relay.first_token and self.relay.ended_normally():
+                self.services.suspicious_stop(self.adapter.api, self.request.request_id)
             only_meta = bool(reply.meta) and not reply.real_calls
             await send_body(self.send, self.relay.finish_bytes(only_meta), more=False)
             return
@@ -112,6 +116,11 @@ class EventStreamServer:
             await self._emit(self.relay.feed(event))
 
     async def _emit(self, payloads: list[bytes]) -> None:
+        if self.relay.problem is not None:
+            raise UpstreamResponseInvalid(self.relay.problem)
+        await self._send(payloads)
+
+    async def _send(self, payloads: list[bytes]) -> None:
         for payload in payloads:
             await send_body(self.send, payload)
         if self.relay.first_token and not self.ttft_observed:
@@ -120,6 +129,6 @@ class EventStreamServer:
 
     async def _fail(self, error: ProxyError) -> None:
         if self.client_started:
-            await send_body(self.send, sse_error_event(error), more=False)
+            await send_body(self.send, self.relay.error_event(error), more=False)
         else:
             await send_error(self.send, error, headers=self.extra_headers)

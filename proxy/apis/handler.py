@@ -32,9 +32,11 @@ from proxy.metrics import Metrics
 
 
 async def _json_object(raw: bytes) -> dict[str, Any] | None:
+    """The body as a JSON object, or None. Raises RecursionError for one nested deeper
+    than ``json.loads`` follows (:class:`proxy.chat.decisions.DecisionFlow` refuses it)."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return body if isinstance(body, dict) else None
 

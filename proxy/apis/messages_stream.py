@@ -111,6 +111,10 @@ class MessagesRelay(EventRelay):
             self.next_index += 1
         block = self.blocks.get(data.get("index")) if "index" in data else None
         if block is None:
+            if "index" in data and any(known.hidden for known in self.blocks.values()):
+                # It may belong to the hidden call: neither relayed nor guessed at.
+                self.problem = "the upstream sent an event about a content block it never started"
+                return []
             return [data]  # ping, and events this relay does not know
         if kind == "content_block_delta" and isinstance(data.get("delta"), Mapping):
             block.add(data["delta"])
@@ -126,6 +130,10 @@ class MessagesRelay(EventRelay):
         self.usage = add_usage(self.usage, usage)
         ordered = sorted(self.blocks.items(), key=lambda entry: _order(entry[0]))
         return self.adapter.split_content(self.turn, [block.final() for _, block in ordered])
+
+    def ended_normally(self) -> bool:
+        delta = self.delta.get("delta") if self.delta else None
+        return isinstance(delta, Mapping) and delta.get("stop_reason") == END_TURN
 
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         if self.delta is None:

@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proxy.apis.adapter import EventRelay, RoundReply
+from proxy.apis.adapter import EventRelay, RoundReply, typed_event
 from proxy.chat.turn import Turn, add_usage
+from proxy.http.errors import ProxyError
 
 LIFECYCLE = ("response.created", "response.in_progress", "response.queued")
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -99,6 +100,10 @@ class ResponsesRelay(EventRelay):
             return [self._numbered(data)]
         item = self._item_of(data)
         if item is None:
+            if _names_an_item(data) and any(known.hidden for known in self.items):
+                # It may belong to the hidden call: neither relayed nor guessed at.
+                self.problem = "the upstream sent an event about an output item it never opened"
+                return []
             return [self._numbered(data)]
         if item.hidden:
             self._collect(item, data)
@@ -108,6 +113,18 @@ class ResponsesRelay(EventRelay):
         if kind in TOKEN_EVENTS and data.get("delta"):
             self.first_token = True
         return [self._numbered(data)]
+
+    def error_event(self, error: ProxyError) -> bytes:
+        """The Responses ``error`` event (``code``, ``message``, ``param``,
+        ``sequence_number``), with the OpenAI error object as ``error`` too: the
+        ``openai`` SDKs raise ``APIError`` on an event that carries one."""
+        payload = {
+            "type": "error", "code": error.code, "message": error.message, "param": None,
+            "sequence_number": self.sequence,
+            "error": {"message": error.message, "type": error.error_type, "param": None, "code": error.code},
+        }
+        self.sequence += 1
+        return typed_event(payload)
 
     def _numbered(self, data: dict[str, Any]) -> dict[str, Any]:
         if "sequence_number" not in data:
@@ -168,6 +185,9 @@ class ResponsesRelay(EventRelay):
         self.output += [item for item in output if not self.adapter.is_meta_item(self.turn, item)]
         return self.adapter.split_output(self.turn, output)
 
+    def ended_normally(self) -> bool:
+        return self.terminal is not None and self.terminal.get("type") == "response.completed"
+
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         if self.terminal is None or not isinstance(self.terminal.get("response"), Mapping):
             return []  # the upstream ended without a terminal event: so does the client
@@ -175,3 +195,9 @@ class ResponsesRelay(EventRelay):
             self.turn, dict(self.terminal["response"]), self.output, self.usage, self.client_id
         )
         return [self._numbered({**self.terminal, "response": response})]
+
+
+def _names_an_item(data: Mapping[str, Any]) -> bool:
+    """Whether an event is about one output item (by index, id, or its arguments)."""
+    kind = str(data.get("type"))
+    return "output_index" in data or "item_id" in data or kind.startswith("response.function_call_arguments")

@@ -38,6 +38,7 @@ async def send_api_round(
     url = upstream.url_for(request.raw_path, request.query_string)
     response, waited_s = await upstream.send(request.method, url, headers, body)
     services.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
+    request.log.track(response, services.metrics, route_label(request.path))
     return response
 
 

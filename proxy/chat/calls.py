@@ -28,8 +28,9 @@ llama-server put it before May 2025). An id or name that is null or ``""`` is ab
 The client sees each real call once its name is known: an opening item (``index``
 renumbered from 0 in the order calls were named, ``id`` — synthesised when the upstream
 gave none —, ``type``, ``function.name``, the arguments so far), then argument fragments
-only. Meta-calls are never shown. A call whose name never came is shown, nameless, at the
-end of the round (forwarded as the upstream wrote it).
+only. Meta-calls are never shown. A call whose name never came is never shown: the proxy
+does not invent a name, nor tell it from the tail of a hidden call, so the round cannot be
+served (:meth:`CallAssembler.unnamed`).
 """
 
 from __future__ import annotations
@@ -129,21 +130,9 @@ class CallAssembler:
         self._add(call, function_call)
         return self._shown_legacy(call)
 
-    def flush(self) -> list[tuple[int, dict[str, Any]]]:
-        """At the end of the round: calls whose name never came are shown as they are.
-        Returns (choice, delta fields) pairs."""
-        shown = []
-        for call in self.calls:
-            if call.meta is None:
-                call.meta = False
-                self._number(call)
-                if call.legacy:
-                    item = self._shown_legacy(call)
-                    if item is not None:
-                        shown.append((call.choice, {"function_call": item}))
-                else:
-                    shown.append((call.choice, {"tool_calls": self._shown_items(call)}))
-        return shown
+    def unnamed(self) -> list[Call]:
+        """At the end of the round: the calls whose name never came (never shown)."""
+        return [call for call in self.calls if call.meta is None]
 
     def meta_calls(self) -> list[Call]:
         return [call for call in self.calls if call.meta]

@@ -13,7 +13,10 @@ from typing import Protocol
 
 from proxy.chat.turn import MetaCall, Turn
 from proxy.http.forwarding import Forwarder
+from proxy.log import get_logger
 from proxy.metrics import Metrics
+
+logger = get_logger("serving")
 
 #: Executes the meta-tool calls of a turn and returns one result text per call, in order.
 MetaCallRunner = Callable[[Turn, Sequence[MetaCall]], Awaitable[list[str]]]
@@ -26,13 +29,23 @@ class TurnServices:
     allowed after meta-tool calls (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``:
     answers meta-tool calls and updates the conversation's state; ``upstream_stream``:
     whether streaming requests are sent upstream as streaming
-    (``TOOLPRUNE_UPSTREAM_STREAM``)."""
+    (:class:`proxy.chat.upstream_kind.StreamingSupport`; None: always)."""
 
     forwarder: Forwarder
     metrics: Metrics
     max_meta_rounds: int
     run_meta_calls: MetaCallRunner
-    upstream_stream: bool = True
+    upstream_stream: Callable[[], Awaitable[bool]] | None = None
+
+    def suspicious_stop(self, api: str, request_id: bytes) -> None:
+        """A streamed answer to a request with tools ended normally (``stop``,
+        ``end_turn``, ``response.completed``) with no content nor call: what a server
+        that drops streamed tool calls sends (see ``TOOLPRUNE_UPSTREAM_STREAM``). One
+        log line and ``toolprune_upstream_suspicious_stops_total``."""
+        self.metrics.suspicious_stops.labels(api).inc()
+        logger.warning("upstream_suspicious_stop", extra={"fields": {
+            "api": api, "request_id": request_id.decode("latin-1"),
+            "hint": "the upstream may drop streamed tool calls; see TOOLPRUNE_UPSTREAM_STREAM"}})
 
 
 class UsageRecorder(Protocol):

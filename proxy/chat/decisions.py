@@ -7,7 +7,10 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
 ``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
 ``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
-``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``.
+``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
+``rejected`` (a body nested deeper than the proxy can read, write or select from:
+400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
+never a RecursionError).
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from proxy.chat.identity import log_id
 from proxy.chat.planner import NothingToPrune, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
-from proxy.http.errors import InvalidHeader
+from proxy.http.errors import InvalidHeader, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.request_log import RequestLog
 from proxy.http.headers import (
     TOOLS_HEADER,
     Headers,
@@ -60,17 +64,22 @@ class Decision(StrEnum):
     SMALL_CATALOG = "small_catalog"
     FALLBACK = "fallback"
     DRY_RUN = "dry_run"
+    REJECTED = "rejected"
 
 
-def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
+def log_decision(
+    turn: Turn, decision: Decision, selection_s: float, api: str, request_id: bytes = b""
+) -> None:
     """The one structured log line of an acting request (no message content): what was
     offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
-    ``messages``). ``selection_s``: seconds spent planning."""
+    ``messages``). ``selection_s``: seconds spent planning; ``request_id``: the request's
+    ``X-Request-Id`` (the ``request`` line's, :mod:`proxy.http.request_log`)."""
     selection = turn.selection
     logger.info(
         "pruning_decision",
         extra={
             "fields": {
+                "request_id": request_id.decode("latin-1"),
                 "api": api,
                 "decision": decision.value,
                 "path": turn.path,
@@ -151,15 +160,19 @@ class DecisionFlow:
             await send_error(send, error)
             return
         if not self.settings.enabled or mode == "off":
-            self.count(Decision.DISABLED)
+            self.count(Decision.DISABLED, log=request.log)
             await self.forwarder.forward(request, send)
             return
-        body = await read_body(request.body)
+        try:
+            body = await read_body(request.body)
+            turn = None if body is None else await self._plan(plan, body, request, top_k)
+        except RecursionError:
+            await self.reject_too_deep(request, send)
+            return
         if body is None:
-            self.count(Decision.PASSTHROUGH)
+            self.count(Decision.PASSTHROUGH, log=request.log)
             await self.forwarder.forward(request, send)
             return
-        turn = await self._plan(plan, body, request.headers, top_k)
         if turn is None:
             await self.forwarder.forward(request, send)
             return
@@ -171,7 +184,7 @@ class DecisionFlow:
         if turn.lexical_only:
             report.append((INDEX_HEADER, b"building"))
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
-        self.count(decision, turn.path)
+        too_deep = False
         try:
             if decision is Decision.DRY_RUN:
                 await self.forwarder.forward(request, send, extra_response_headers=report)
@@ -179,38 +192,66 @@ class DecisionFlow:
             self.metrics.tools_offered.observe(turn.offered)
             self.metrics.tools_forwarded.observe(len(turn.selection.tools))
             self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
-            await serve(turn, body, report, started)
+            try:
+                await serve(turn, body, report, started)
+            except RecursionError:  # writing the rewritten body, before any byte was sent
+                if getattr(send, "started", True):
+                    raise
+                too_deep = True
         finally:
-            if decision is Decision.PRUNED:
-                self.metrics.meta_rounds.observe(turn.rounds)
-            log_decision(turn, decision, selection_s, self.api)
-            if self.usage is not None:
-                self.usage.record(turn, decision.value)
+            if not too_deep:  # counted when served (or cut), so a refused body is not
+                self.count(decision, turn.path, request.log)
+                if decision is Decision.PRUNED:
+                    self.metrics.meta_rounds.observe(turn.rounds)
+                log_decision(turn, decision, selection_s, self.api, request.request_id)
+                if self.usage is not None:
+                    self.usage.record(turn, decision.value)
+        if too_deep:
+            await self.reject_too_deep(request, send)
+
+    async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
+        """Refuse a body nested too deeply to read: 400, counted and logged as decision
+        ``rejected`` with reason ``json_too_deep``."""
+        self.count(Decision.REJECTED, log=request.log)
+        logger.info(
+            "pruning_decision",
+            extra={"fields": {"api": self.api, "decision": Decision.REJECTED.value,
+                              "reason": "json_too_deep",
+                              "request_id": request.request_id.decode("latin-1")}},
+        )
+        await send_error(send, RequestTooDeep(
+            "the request body nests JSON deeper than the proxy can read (about 900 levels)"
+        ))
 
     async def _plan(
-        self, plan: TurnPlanner, body: dict[str, Any], headers: Headers, top_k: int | None
+        self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest, top_k: int | None
     ) -> Turn | None:
         """The planned turn, or None (counted) when the request is to be forwarded as is."""
         try:
-            return await plan(body, headers, top_k)
+            return await plan(body, request.headers, top_k)
         except NothingToPrune:
-            self.count(Decision.PASSTHROUGH)
+            self.count(Decision.PASSTHROUGH, log=request.log)
         except SmallCatalog as small:
-            self.count(Decision.SMALL_CATALOG, small.path)
+            self.count(Decision.SMALL_CATALOG, small.path, request.log)
             self.metrics.tools_offered.observe(small.size)
         except SelectionError as error:
-            self.fallback(error)
+            self.fallback(error, request.log)
+        except RecursionError:
+            raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # a defect must cost the pruning, never the request
-            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"))
+            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
         return None
 
-    def count(self, decision: Decision, path: str = "none") -> None:
+    def count(self, decision: Decision, path: str = "none", log: RequestLog | None = None) -> None:
+        """Count ``decision``; ``log``: the request's log line, which names it too."""
         self.metrics.decisions.labels(decision.value, path, self.api).inc()
+        if log is not None:
+            log.decision = decision.value
 
-    def fallback(self, error: SelectionError) -> None:
+    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> None:
         """Count, record and log (rate-limited) a selection failure that sends the
         request with the full catalogue."""
-        self.count(Decision.FALLBACK)
+        self.count(Decision.FALLBACK, log=log)
         if self.usage is not None:
             self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()

@@ -21,6 +21,7 @@ from proxy.chat.planner import Planner
 from proxy.chat.serving import serve_turn
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
+from proxy.chat.upstream_kind import StreamingSupport
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
@@ -64,7 +65,9 @@ class ChatHandler:
         usage: UsageRecorder | None = None,
         catalogs: CatalogCache | None = None,
         upstream_info: UpstreamInfo | None = None,
+        streaming: StreamingSupport | None = None,
     ) -> None:
+        """``streaming``: whether streamed turns go upstream streamed (None: always)."""
         self.forwarder = forwarder
         self.decisions = DecisionFlow(
             api="chat_completions", settings=settings, forwarder=forwarder, metrics=metrics,
@@ -90,7 +93,7 @@ class ChatHandler:
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=self.run_meta_calls,
-            upstream_stream=settings.upstream_stream,
+            upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
         )
 
     # --- entry ------------------------------------------------------------------

@@ -9,6 +9,10 @@ meta-calls written as text taken out of ``content`` (:mod:`proxy.chat.text_calls
 other fields (``reasoning_content``, ``logprobs``…) passed on. ``finish_reason`` is
 kept, not shown: the round's outcome decides what the client is told.
 
+What cannot be interpreted is never guessed at: an event that is not a chunk, or a tool
+call whose name never came, makes the round's ``problem`` (the client is told, with the
+API's error, instead of being shown an invented call or the tail of a hidden one).
+
 Within a round, ``usage`` is the last one the upstream sent (vLLM's
 ``continuous_usage_stats`` and some servers put a cumulative ``usage`` on every chunk);
 rounds are added up by the caller.
@@ -51,7 +55,7 @@ class RoundReader:
     of its first chunk), ``usage`` (the last one), ``finish`` (choice index →
     ``finish_reason``), ``error`` (an error object the upstream sent mid-stream),
     ``extras`` (other top-level fields, latest value), ``content`` (choice index → the
-    text shown).
+    text shown), ``problem`` (why the round cannot be served, or None).
     """
 
     def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
@@ -66,6 +70,7 @@ class RoundReader:
         self.done = False
         #: Whether the round was an SSE stream (not one JSON body).
         self.streamed = False
+        self.problem: str | None = None
         self._filters: dict[int, TextCallFilter] = {}
 
     def read_chunk(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
@@ -104,17 +109,25 @@ class RoundReader:
                 choices.append({**choice, "delta": delta})
         return self.read_chunk({**data, "choices": choices})
 
+    def unreadable_event(self) -> None:
+        """The stream had an event that is not a ``chat.completion.chunk`` (not JSON, or
+        not an object): it may have carried any part of any call, so the round ends."""
+        self.problem = "the upstream sent an event that is not a chat.completion.chunk (not a JSON object)"
+
     def end(self) -> list[dict[str, Any]]:
-        """The round's stream ended: text held back and nameless calls are shown."""
+        """The round's stream ended: text held back is shown; a call whose name never came
+        makes the round's ``problem`` (nothing more is shown then)."""
+        if self.problem is not None:
+            return []
+        if self.calls.unnamed():
+            self.problem = "the upstream's answer has a tool call without a name"
+            return []
         shown = []
         for index, text_filter in self._filters.items():
             text = text_filter.end()
             if text:
                 self.content.setdefault(index, []).append(text)
                 shown.append({"index": index, "delta": {"content": text}})
-        for index, fields in self.calls.flush():
-            if any(fields.values()):
-                shown.append({"index": index, "delta": fields})
         return shown
 
     def meta_calls(self) -> list[MetaCall]:

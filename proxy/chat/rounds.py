@@ -41,4 +41,5 @@ async def send_round(
     url = upstream.url_for(request.raw_path, request.query_string)
     response, waited_s = await upstream.send(request.method, url, headers, body)
     metrics.upstream_latency.labels("chat_completions").observe(waited_s)
+    request.log.track(response, metrics, "chat_completions")
     return response

@@ -15,7 +15,10 @@ read (:mod:`proxy.chat.client`). Then the round's outcome:
   effect next turn); real calls go to the client; with none, ``finish_reason`` is
   ``stop`` and, if nothing at all was shown, a note says what happened;
 - an upstream error (a non-200 answer to a re-issue, an error event mid-stream): the
-  client gets the upstream's error object — its own status when nothing was shown yet.
+  client gets the upstream's error object — its own status when nothing was shown yet;
+- an answer the proxy cannot interpret (an event that is not a chunk, a call without a
+  name: ``RoundReader.problem``): the client gets ``upstream_invalid_response`` (an SSE
+  error event, or 502), nothing of the round's calls, and no meta-call runs.
 """
 
 from __future__ import annotations
@@ -83,12 +86,15 @@ class _TurnServer:
 
     async def run(self) -> None:
         max_rounds = self.services.max_meta_rounds
+        streams = self.services.upstream_stream
+        asks_stream = self.turn.body.get("stream") is True
+        stream_upstream = True if streams is None or not asks_stream else await streams()
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
                 response = await send_round(
                     self.services.forwarder.upstream, self.services.metrics, self.request,
-                    self.turn, max_rounds, stream_upstream=self.services.upstream_stream,
+                    self.turn, max_rounds, stream_upstream=stream_upstream,
                 )
             except ProxyError as error:
                 await self._fail(error)
@@ -113,6 +119,9 @@ class _TurnServer:
         if reader.error is not None:
             await client.fail_upstream(_error_object(reader.error))
             return False
+        if reader.problem is not None:
+            await client.fail(UpstreamResponseInvalid(reader.problem))
+            return False
         meta = reader.meta_calls()
         finish = reader.finish.get(0)
         real = reader.has_real_calls()
@@ -134,6 +143,8 @@ class _TurnServer:
         if meta and not real and not client.shown_output:
             note = empty_answer_note(self.turn.rounds, finish or "stop")
             await client.choices([{"index": 0, "delta": {"content": note}}])
+        elif reader.streamed and finish == "stop" and not meta and not real and not client.shown_output:
+            self.services.suspicious_stop("chat_completions", self.request.request_id)
         self.turn.response_calls = reader.real_call_names()
         await client.finish(reader.finish, self.usage, reader.extras)
         return False
@@ -158,7 +169,8 @@ class _TurnServer:
                 for event in splitter.feed(data):
                     reading = reading and await self._read_event(event, reader, client)
                 if not reading:
-                    await response.drain()
+                    if reader.done:
+                        await response.drain()
                     break
             if reading:
                 for event in splitter.flush():
@@ -191,9 +203,10 @@ class _TurnServer:
         try:
             chunk = json.loads(event.data)
         except (json.JSONDecodeError, RecursionError):
-            return True  # not a chunk: nothing a client could read
+            chunk = None
         if not isinstance(chunk, dict):
-            return True
+            reader.unreadable_event()
+            return False
         if event.event == "error" and not chunk.get("error"):
             chunk = {"error": chunk}
         shown = reader.read_chunk(chunk)

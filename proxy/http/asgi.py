@@ -35,10 +35,19 @@ def check_headers(headers: Headers, max_count: int, max_bytes: int) -> None:
         raise RequestHeadersTooLarge(f"request headers exceed {max_bytes} bytes")
 
 
+#: Bytes of request body that extend its deadline by one second (mod_reqtimeout's
+#: ``MinRate`` default).
+BODY_MIN_RATE = 500.0
+
+
 async def read_body(
-    receive: Receive, headers: Headers, limit_bytes: int, timeout_s: float | None = None
+    receive: Receive, headers: Headers, limit_bytes: int, timeout_s: float | None = None,
+    min_rate: float = 0.0,
 ) -> bytes:
-    """Read the whole request body, within ``timeout_s`` seconds in total (None: no limit).
+    """Read the whole request body within ``timeout_s`` seconds (None: no limit), extended
+    by one second per ``min_rate`` bytes received (0: not extended): the rule of Apache
+    httpd's ``RequestReadTimeout body=20,MinRate=500`` (mod_reqtimeout), so a large body
+    sent steadily is read, and one that trickles is not held for long.
 
     Raises: RequestTooLarge (declared or actual size over ``limit_bytes``), BodyTimeout,
     ClientDisconnected.
@@ -47,13 +56,20 @@ async def read_body(
     if declared is not None and declared.isdigit() and int(declared) > limit_bytes:
         raise RequestTooLarge(f"request body exceeds {limit_bytes} bytes")
     try:
-        async with asyncio.timeout(timeout_s):
-            return await _read_chunks(receive, limit_bytes)
+        async with asyncio.timeout(timeout_s) as deadline:
+            started = asyncio.get_running_loop().time()
+
+            def received(size: int) -> None:
+                if timeout_s is not None and min_rate > 0:
+                    deadline.reschedule(started + timeout_s + size / min_rate)
+
+            return await _read_chunks(receive, limit_bytes, received)
     except TimeoutError:
-        raise BodyTimeout(f"request body not received within {timeout_s} s") from None
+        raise BodyTimeout(f"request body not received in time ({timeout_s} s, "
+                          f"then 1 s per {min_rate:g} bytes)") from None
 
 
-async def _read_chunks(receive: Receive, limit_bytes: int) -> bytes:
+async def _read_chunks(receive: Receive, limit_bytes: int, received: Callable[[int], None]) -> bytes:
     parts: list[bytes] = []
     size = 0
     while True:
@@ -67,6 +83,7 @@ async def _read_chunks(receive: Receive, limit_bytes: int) -> bytes:
         parts.append(chunk)
         if not message.get("more_body", False):
             return b"".join(parts)
+        received(size)
 
 
 class TrackedSend:
@@ -75,6 +92,8 @@ class TrackedSend:
 
     def __init__(self, send: Send) -> None:
         self._send = send
+        #: The response's status (0 until it started).
+        self.status = 0
         self.started = False
         self.complete = False
         self.content_type = b""
@@ -82,6 +101,7 @@ class TrackedSend:
     async def __call__(self, message: Message) -> None:
         if message["type"] == "http.response.start":
             self.started = True
+            self.status = message["status"]
             self.content_type = header(message.get("headers", []), b"content-type") or b""
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.complete = True

@@ -117,6 +117,21 @@ class BodyTimeout(RequestTimeout):
     """The request's body did not arrive within ``body_timeout_s``: HTTP 408."""
 
 
+class RequestTooDeep(InvalidRequest):
+    """The request body nests JSON deeper than the proxy's decoder, selection or encoder
+    follow (Python's recursion limit: about 900 levels; real requests nest a few dozen):
+    HTTP 400. Never forwarded, since the proxy cannot read what it would forward."""
+
+    code = "request_too_deeply_nested"
+
+
+class InvalidPath(InvalidRequest):
+    """The request path is not a normalised absolute path (``.`` or ``..`` segments,
+    empty segments such as ``//``, backslashes, percent-encoded or not): HTTP 400."""
+
+    code = "invalid_path"
+
+
 class InvalidHeader(InvalidRequest):
     """A toolprune request header has a value the proxy does not understand: HTTP 400."""
 

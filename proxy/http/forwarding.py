@@ -3,13 +3,14 @@ arrives (chunk by chunk, with the server's back-pressure)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.types import Send
 
 from proxy.http.asgi import send_body, send_error, start_response
 from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.headers import Headers, end_to_end, upstream_request_headers
+from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, UpstreamResponse, raw_chunks
 from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
@@ -19,7 +20,7 @@ logger = get_logger("forwarding")
 
 @dataclass(frozen=True)
 class ClientRequest:
-    """One client request, its body read in full."""
+    """One client request, its body read in full; ``log``: what its log line will say."""
 
     method: str
     path: str
@@ -28,6 +29,7 @@ class ClientRequest:
     headers: Headers
     body: bytes
     request_id: bytes
+    log: RequestLog = field(default_factory=RequestLog, compare=False)
 
 
 def response_headers(response: UpstreamResponse) -> Headers:
@@ -68,6 +70,7 @@ class Forwarder:
             await send_error(send, error)
             return
         self.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
+        request.log.track(response, self.metrics, route_label(request.path))
         try:
             await self.relay(response, send, extra_response_headers)
         finally:

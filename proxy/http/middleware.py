@@ -1,4 +1,5 @@
-"""ASGI middleware: request ids, request metrics, and a debug access line per request."""
+"""ASGI middleware: request ids and request metrics (each proxied request's log line is
+:mod:`proxy.http.request_log`'s)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,7 @@ import time
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from proxy.http.headers import REQUEST_ID, request_id
-from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
-
-logger = get_logger("access")
 
 #: ASGI scope key under which the request id (bytes) is kept for the handlers.
 REQUEST_ID_SCOPE_KEY = "toolprune.request_id"
@@ -51,15 +49,3 @@ class ObservabilityMiddleware:
             label = str(status) if status else "disconnected"
             self.metrics.http_requests.labels(route, label).inc()
             self.metrics.http_latency.labels(route).observe(elapsed)
-            logger.debug(
-                "request",
-                extra={
-                    "fields": {
-                        "request_id": rid.decode("latin-1"),
-                        "method": scope["method"],
-                        "route": route,
-                        "status": status,
-                        "duration_ms": round(elapsed * 1000, 2),
-                    }
-                },
-            )

@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import SimpleNamespace
+from urllib.parse import unquote
 
 import aiohttp
 from yarl import URL
@@ -104,12 +105,27 @@ class UpstreamResponse:
     stops the upstream's work on an abandoned stream).
     """
 
-    __slots__ = ("_response", "status_code", "headers")
+    __slots__ = ("_response", "status_code", "headers", "sent_at", "first_byte_at",
+                 "last_byte_at", "on_close")
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, sent_at: float | None = None) -> None:
         self._response = response
         self.status_code = response.status
         self.headers: Headers = [(name.lower(), value) for name, value in response.raw_headers]
+        #: ``time.perf_counter()`` when the request was sent, when its body's first byte
+        #: and the last byte read so far arrived (None: none yet).
+        self.sent_at = time.perf_counter() if sent_at is None else sent_at
+        self.first_byte_at: float | None = None
+        self.last_byte_at: float | None = None
+        #: Called once by :meth:`aclose` (:class:`proxy.http.request_log.RequestLog`).
+        self.on_close: Callable[[UpstreamResponse], None] | None = None
+
+    def _read(self, chunk: bytes) -> None:
+        """Note the time of a body chunk (the empty one: the body's end)."""
+        now = time.perf_counter()
+        if self.first_byte_at is None:
+            self.first_byte_at = now
+        self.last_byte_at = now
 
     def header(self, name: bytes) -> bytes | None:
         """First value of ``name`` (lower-case), or ``None``."""
@@ -127,11 +143,15 @@ class UpstreamResponse:
             async with asyncio.timeout(DRAIN_TIMEOUT_S):
                 while left > 0 and (chunk := await self._response.content.readany()):
                     left -= len(chunk)
+                    self._read(chunk)
         except (TimeoutError, aiohttp.ClientError):
             pass
 
     async def aclose(self) -> None:
         self._response.close()
+        on_close, self.on_close = self.on_close, None
+        if on_close is not None:
+            on_close(self)
 
 
 def _header_text(value: bytes) -> str:
@@ -142,11 +162,27 @@ def _header_text(value: bytes) -> str:
         return value.decode("latin-1")
 
 
+def is_normalised(raw_path: bytes) -> bool:
+    """Whether a request path (as sent, percent-encoded or not) is a normalised absolute
+    path: it starts with ``/`` and, percent-decoded, has no ``.`` or ``..`` segment, no
+    empty segment (``//``; a trailing ``/`` aside) and no backslash. Only such paths are
+    forwarded (RFC 3986 §6.2.2.3: a server may resolve dot segments the proxy did not,
+    and ``//host`` reads as an authority), so what reaches the upstream stays under its
+    base URL or origin as :meth:`Upstream.url_for` maps it."""
+    path = unquote(raw_path.decode("latin-1"))
+    if not path.startswith("/") or "\\" in path:
+        return False
+    segments = path[1:].split("/")
+    inner, last = segments[:-1], segments[-1]
+    return all(segment not in ("", ".", "..") for segment in inner) and last not in (".", "..")
+
+
 class Upstream:
     """Sends requests to the configured upstream and maps its failures.
 
     ``/v1/<rest>`` maps to ``{upstream_url}/<rest>``; any other path maps to the same
     path on the upstream's origin (llama-server's ``/health``, ``/tokenize``, ``/props``).
+    Paths are checked first (:func:`is_normalised`; the app answers 400 otherwise).
     """
 
     def __init__(self, settings: Settings, session: aiohttp.ClientSession) -> None:
@@ -215,7 +251,7 @@ class Upstream:
                 raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
             except aiohttp.ClientError as exc:
                 raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
-            return UpstreamResponse(response), time.perf_counter() - started
+            return UpstreamResponse(response, started), time.perf_counter() - started
 
     async def probe(self, timeout_s: float) -> bool:
         """True when ``GET {upstream_url}/models`` answers with any status below 500."""
@@ -243,6 +279,7 @@ async def raw_chunks(response: UpstreamResponse) -> AsyncIterator[bytes]:
             raise UpstreamStreamBroken(f"upstream stream broke: {type(exc).__name__}") from exc
         if not chunk:
             return
+        response._read(chunk)
         yield chunk
 
 

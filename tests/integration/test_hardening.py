@@ -23,7 +23,8 @@ from config.settings import Settings
 from proxy.app import create_app
 from proxy.http.server import configure
 from tests.conftest import RunningUpstream
-from benchmarks.support.data import REAL_CATALOGS
+from tests.support.fault_matrix import proves
+from tests.support.data import REAL_CATALOGS
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Chat
 
@@ -77,6 +78,11 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
 
 
 # --- 1. headers ---------------------------------------------------------------------------
+@proves(
+    fault="more request headers, or header bytes, than the limits",
+    phase="request",
+    client="431 `request_headers_too_large`; nothing forwarded",
+)
 def test_too_many_headers_are_refused_with_431_before_forwarding(
     upstream: RunningUpstream, start_guarded: Any
 ) -> None:
@@ -104,6 +110,11 @@ def test_an_oversized_conversation_id_is_a_400(
 
 
 # --- 5. slow clients ----------------------------------------------------------------------
+@proves(
+    fault="request headers that trickle past `header_timeout_s`",
+    phase="request",
+    client="408 `request_timeout`, and the connection closed",
+)
 def test_headers_that_trickle_past_the_deadline_get_408_and_the_connection_closes(
     start_guarded: Any,
 ) -> None:
@@ -126,6 +137,11 @@ def test_a_body_that_trickles_past_the_deadline_gets_408(
     assert upstream.upstream.requests == []
 
 
+@proves(
+    fault="a connection beyond `max_connections`",
+    phase="request",
+    client="503 `too_many_connections`, and the connection closed",
+)
 def test_connections_past_the_bound_are_answered_503_and_closed(start_guarded: Any) -> None:
     proxy = start_guarded(max_connections=3)
     host, port = proxy.removeprefix("http://").split(":")
@@ -214,6 +230,11 @@ class ClosingUpstream:
         self._server.close()
 
 
+@proves(
+    fault="the upstream closed a pooled connection as the proxy reused it (no response byte)",
+    phase="before the upstream answers",
+    client="the answer: the request is sent again once, on a new connection",
+)
 def test_a_request_on_a_pooled_connection_the_upstream_closed_is_sent_again_once() -> None:
     closing = ClosingUpstream()
     try:

@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.fault_matrix import proves
 from benchmarks.support.servers import free_port
 from tests.support.sse import chat_chunks, parse_sse
 from benchmarks.support.upstream import SSE, Chat, Hang, Raw
@@ -164,6 +165,11 @@ def test_request_id_is_forwarded_or_generated(upstream: RunningUpstream, proxy: 
     assert upstream.upstream.requests[-1].header("x-request-id") == generated.headers["x-request-id"]
 
 
+@proves(
+    fault="an upstream error status (4xx, 5xx) before any byte was relayed",
+    phase="before the upstream answers",
+    client="the upstream's status, headers and body unchanged",
+)
 def test_upstream_errors_pass_through_with_status_headers_and_body(
     upstream: RunningUpstream, proxy: str
 ) -> None:
@@ -180,6 +186,11 @@ def test_upstream_errors_pass_through_with_status_headers_and_body(
         )
 
 
+@proves(
+    fault="the upstream cannot be reached",
+    phase="before the upstream answers",
+    client="502 `upstream_unavailable` in the API's error shape",
+)
 def test_unreachable_upstream_is_a_502_in_openai_error_shape(start_proxy: ProxyFactory) -> None:
     proxy = start_proxy(upstream_url=f"http://127.0.0.1:{free_port()}/v1", connect_retries=0)
     response = httpx.post(proxy + "/v1/chat/completions", json={"model": "m", "messages": MESSAGES})
@@ -192,6 +203,11 @@ def test_unreachable_upstream_is_a_502_in_openai_error_shape(start_proxy: ProxyF
     assert ready.json()["checks"]["upstream"] is False
 
 
+@proves(
+    fault="the upstream sends nothing for `idle_timeout_s`",
+    phase="before the upstream answers",
+    client="504 `upstream_timeout`; the upstream request is closed",
+)
 def test_upstream_idle_timeout_is_a_504_and_cancels_the_upstream_request(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
@@ -230,6 +246,11 @@ def test_sse_is_relayed_chunk_by_chunk_with_comments(upstream: RunningUpstream, 
     assert received == b": ping\n\n" + first + b"data: [DONE]\n\n"
 
 
+@proves(
+    fault="the upstream's stream breaks (connection lost mid-body)",
+    phase="while the answer streams",
+    client="what was relayed, then the error event `upstream_stream_broken`; never `[DONE]`",
+)
 def test_a_stream_that_breaks_ends_with_an_error_event_and_no_done(
     upstream: RunningUpstream, proxy: str
 ) -> None:
@@ -245,6 +266,11 @@ def test_a_stream_that_breaks_ends_with_an_error_event_and_no_done(
     assert b"event: error" in response.content
 
 
+@proves(
+    fault="the client leaves mid-stream",
+    phase="after the client left",
+    client="nothing more; the upstream request is closed",
+)
 def test_client_disconnect_mid_stream_cancels_the_upstream(upstream: RunningUpstream, proxy: str) -> None:
     gate = threading.Event()  # never set: the upstream holds the stream open
     first = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
@@ -256,6 +282,11 @@ def test_client_disconnect_mid_stream_cancels_the_upstream(upstream: RunningUpst
     assert upstream.upstream.wait_cancelled(0)
 
 
+@proves(
+    fault="the client leaves while waiting for a plain answer",
+    phase="after the client left",
+    client="nothing; the upstream request is closed",
+)
 def test_client_disconnect_while_waiting_for_a_plain_answer_cancels_the_upstream(
     upstream: RunningUpstream, proxy: str
 ) -> None:

@@ -1,7 +1,7 @@
-"""Upstream answers the proxy cannot interpret never crash an acting request: they are
-served, never a crash (a tool-call delta with an object for ``index``, an event nested
-50,000 deep; a plain answer nested 50,000 deep is relayed as it came, as with pruning
-off). How odd events are framed or dropped is the serving loop's own contract."""
+"""Upstream answers the proxy cannot interpret never crash an acting request (a tool-call
+delta with an object for ``index`` is served; an event nested 50,000 deep ends the stream
+with an error event that says so; a plain answer nested 50,000 deep is relayed as it came,
+as with pruning off)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 import httpx
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from benchmarks.support.data import REAL_CATALOGS
+from tests.support.fault_matrix import proves
+from tests.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import SSE, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
@@ -46,7 +47,12 @@ def test_a_tool_call_delta_with_an_object_index_is_relayed(
     assert response.content.endswith(b"data: [DONE]\n\n")
 
 
-def test_an_event_nested_50000_deep_does_not_crash_the_stream(
+@proves(
+    fault="an event nested 50,000 deep",
+    phase="while the answer streams",
+    client="the error event `upstream_invalid_response`; never an internal error",
+)
+def test_an_event_nested_50000_deep_ends_the_stream_with_an_error_event(
     upstream: RunningUpstream, proxy: str
 ) -> None:
     deep = b"data: " + DEEP.encode() + b"\n\n"
@@ -55,9 +61,16 @@ def test_an_event_nested_50000_deep_does_not_crash_the_stream(
     response = stream(proxy)
     assert response.status_code == 200
     assert b"proxy_internal_error" not in response.content  # never a crash
-    assert response.content.endswith(b"data: [DONE]\n\n")
+    # an event the proxy cannot read is said so, never silently dropped
+    assert response.content.endswith(b"\n\n") and b"[DONE]" not in response.content
+    assert b'"code": "upstream_invalid_response"' in response.content.rsplit(b"event: error", 1)[1]
 
 
+@proves(
+    fault="a plain answer nested 50,000 deep (not a completion the proxy can read)",
+    phase="in a plain answer",
+    client="the answer relayed as it came, as with pruning off",
+)
 def test_a_plain_answer_nested_50000_deep_is_relayed_as_it_came(
     upstream: RunningUpstream, proxy: str
 ) -> None:

@@ -105,9 +105,10 @@ def test_arguments_before_the_name_are_held_then_shown_whole() -> None:
     assert shown == [{"index": 0, "id": "a", "type": "function", "function": {"name": "g", "arguments": '{"x": 1}'}}]
 
 
-def test_a_call_whose_name_never_came_is_shown_at_the_end() -> None:
+def test_a_call_whose_name_never_came_is_never_shown() -> None:
     calls, shown = assemble([item(0, "a", None, "{}")])
-    assert shown == [] and calls.flush()[0][1]["tool_calls"][0]["function"] == {"name": "", "arguments": "{}"}
+    assert shown == [] and [call.upstream_id for call in calls.unnamed()] == ["a"]
+    assert calls.real_calls() == [] and calls.meta_calls() == []
 
 
 @pytest.mark.parametrize(

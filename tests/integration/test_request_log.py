@@ -1,0 +1,98 @@
+"""One log line per proxied request at ``info`` (issue #27, item 4): request id, route,
+decision, status and the upstream's time to first and to last byte — for pruned,
+pruning-off and pass-through requests and upstream errors alike — and the first- and
+last-byte histograms beside ``toolprune_upstream_seconds`` (time to headers).
+
+Real servers on loopback: the proxy under uvicorn in front of the scripted upstream;
+the proxy's log records are collected from the ``toolprune`` logger.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.integration.test_stream_faults import PATHS, request_body
+from tests.support.logs import Lines
+from tests.support.sse import chat_chunks
+from benchmarks.support.upstream import Chat, Raw
+
+FIELDS = {"request_id", "method", "route", "decision", "status", "complete", "duration_ms",
+          "upstream_rounds", "upstream_first_byte_ms", "upstream_last_byte_ms"}
+
+
+@pytest.fixture
+def proxy(start_proxy: ProxyFactory) -> str:
+    return start_proxy(max_tools=6, top_k=4, threshold=0.0)
+
+
+def line_of(lines: Lines, request_id: str) -> dict[str, Any]:
+    line = lines.wait_for("request", request_id)
+    assert set(line) == FIELDS
+    return line
+
+
+def test_a_pruned_stream_logs_one_line_with_its_upstream_times(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    load = json.dumps({"names": ["browser_cookie_set"]})
+    upstream.upstream.script(Chat(content=None, tool_calls=[{"id": "m", "name": "load_tools", "arguments": load}]),
+                             Chat(content="done"))
+    response = httpx.post(proxy + PATHS["chat"], json=request_body("chat"), timeout=300,
+                          headers={"X-Request-Id": "req-pruned-1"})
+    assert response.status_code == 200
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chat_chunks(response.content) if c["choices"]) == "done"
+    line = line_of(log_lines, "req-pruned-1")
+    assert (line["method"], line["route"], line["decision"], line["status"], line["complete"]) == (
+        "POST", "chat_completions", "pruned", 200, True)
+    assert line["upstream_rounds"] == 2
+    assert 0 <= line["upstream_first_byte_ms"] <= line["upstream_last_byte_ms"] <= line["duration_ms"]
+    assert log_lines.wait_for("pruning_decision", "req-pruned-1")["decision"] == "pruned"
+    metrics = httpx.get(proxy + "/metrics").text
+    for name in ("toolprune_upstream_first_byte_seconds", "toolprune_upstream_last_byte_seconds",
+                 "toolprune_upstream_seconds"):
+        assert f'{name}_count{{route="chat_completions"}} 2.0' in metrics
+
+
+@pytest.mark.parametrize(
+    ("headers", "path", "method", "decision", "route"),
+    [
+        ({"X-Tool-Pruning": "off"}, "/v1/chat/completions", "POST", "disabled", "chat_completions"),
+        ({}, "/v1/models", "GET", None, "models"),
+        ({}, "/v1/messages", "POST", "passthrough", "messages"),
+    ],
+)
+def test_requests_not_pruned_log_their_line_too(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines,
+    headers: dict[str, str], path: str, method: str, decision: str | None, route: str,
+) -> None:
+    body = {"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "hi"}]}
+    response = httpx.request(method, proxy + path, json=body if method == "POST" else None,
+                             headers={**headers, "X-Request-Id": "req-x"}, timeout=60)
+    assert response.status_code == 200
+    line = line_of(log_lines, "req-x")
+    assert (line["route"], line["decision"], line["status"], line["upstream_rounds"]) == (route, decision, 200, 1)
+    assert line["upstream_last_byte_ms"] is not None
+
+
+@pytest.mark.parametrize("status", [400, 502])
+def test_upstream_errors_log_their_status(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines, status: int
+) -> None:
+    upstream.upstream.script(Raw(status, {"error": {"message": "no", "type": "x", "param": None, "code": None}}))
+    body = {**request_body("chat"), "stream": False}
+    response = httpx.post(proxy + PATHS["chat"], json=body, timeout=300, headers={"X-Request-Id": "req-e"})
+    assert response.status_code == status
+    line = line_of(log_lines, "req-e")
+    assert (line["decision"], line["status"], line["upstream_rounds"]) == ("pruned", status, 1)
+
+
+def test_a_refused_request_logs_its_line(proxy: str, log_lines: Lines) -> None:
+    response = httpx.get(proxy + "/v1//models", headers={"X-Request-Id": "req-p"})
+    assert response.status_code == 400
+    line = line_of(log_lines, "req-p")
+    assert (line["status"], line["upstream_rounds"], line["upstream_first_byte_ms"]) == (400, 0, None)
