@@ -81,6 +81,13 @@ class EventRelay(ABC):
     def end_round(self) -> RoundReply:
         """The round's meta-calls, client calls and output, once its stream ended."""
 
+    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+        """Payloads to relay once ``reply``'s meta-calls have run (before the next round,
+        or before the stream ends): what the client's API shows of the calls the proxy
+        ran for it, such as the client's own search tool (``turn.searches``). None by
+        default: meta-calls are hidden."""
+        return []
+
     @abstractmethod
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         """The events that end the client's stream (``only_meta``: the last round made

@@ -7,7 +7,13 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
 ``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
 ``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
-``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``.
+``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
+``rejected`` (tools that break their API's deferral or tool-search contract: a 400 in the
+API's error shape, :class:`~proxy.chat.planner.InvalidToolRequest`).
+
+``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
+client deferred tools or brought its search tool) it goes on with where the forwarded
+tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
 """
 
 from __future__ import annotations
@@ -22,10 +28,10 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.chat.context import UsageRecorder
 from proxy.chat.identity import log_id
-from proxy.chat.planner import NothingToPrune, SmallCatalog
+from proxy.chat.planner import InvalidToolRequest, NothingToPrune, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
-from proxy.http.errors import InvalidHeader
+from proxy.http.errors import InvalidHeader, InvalidRequest
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import (
     TOOLS_HEADER,
@@ -60,6 +66,22 @@ class Decision(StrEnum):
     SMALL_CATALOG = "small_catalog"
     FALLBACK = "fallback"
     DRY_RUN = "dry_run"
+    REJECTED = "rejected"
+
+
+class InvalidTools(InvalidRequest):
+    """The request's tools break their API's deferral / tool-search contract: HTTP 400."""
+
+    code = "invalid_tools"
+
+
+def tools_header(turn: Turn) -> bytes:
+    """The ``X-Tool-Pruning-Tools`` value (see the module docstring)."""
+    value = f"{len(turn.selection.tools)}/{turn.offered}"
+    if turn.deferral:
+        origins = list(turn.selection.provenance.values())
+        value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
+    return value.encode()
 
 
 def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -> None:
@@ -81,6 +103,7 @@ def log_decision(turn: Turn, decision: Decision, selection_s: float, api: str) -
                 "admitted": turn.admitted(),
                 "evicted": list(selection.evicted),
                 "reasons": {t.name: t.reason for t in selection.tools},
+                "provenance": selection.provenance,
                 "dependency_of": dict(selection.parents),
                 "tier": list(selection.tier),
                 "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
@@ -159,15 +182,18 @@ class DecisionFlow:
             self.count(Decision.PASSTHROUGH)
             await self.forwarder.forward(request, send)
             return
-        turn = await self._plan(plan, body, request.headers, top_k)
+        try:
+            turn = await self._plan(plan, body, request.headers, top_k)
+        except InvalidToolRequest as invalid:
+            self.count(Decision.REJECTED)
+            await send_error(send, InvalidTools(invalid.message))
+            return
         if turn is None:
             await self.forwarder.forward(request, send)
             return
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
-        report: Headers = [
-            (TOOLS_HEADER.encode(), f"{len(turn.selection.tools)}/{turn.offered}".encode())
-        ]
+        report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
         if turn.lexical_only:
             report.append((INDEX_HEADER, b"building"))
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
@@ -190,9 +216,12 @@ class DecisionFlow:
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], headers: Headers, top_k: int | None
     ) -> Turn | None:
-        """The planned turn, or None (counted) when the request is to be forwarded as is."""
+        """The planned turn, or None (counted) when the request is to be forwarded as is.
+        Raises InvalidToolRequest (the request is answered 400)."""
         try:
             return await plan(body, headers, top_k)
+        except InvalidToolRequest:
+            raise
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH)
         except SmallCatalog as small:
