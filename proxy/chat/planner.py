@@ -365,7 +365,10 @@ class Planner:
             self.metrics.meta_calls.labels(label).inc()
             forwarded.update(outcome.admit)
             outcomes.append(outcome)
-            turn.meta_events.append({"tool": label, "loaded": list(outcome.admit)})
+            event: dict[str, Any] = {"tool": label, "loaded": list(outcome.admit)}
+            if label == "client_search":
+                event.update(found=list(result.found), error=result.error)
+            turn.meta_events.append(event)
         admit = [name for outcome in outcomes for name in outcome.admit]
         state = await self._latest_state(turn)
         state.meta_calls += len(calls)
