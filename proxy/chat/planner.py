@@ -108,7 +108,6 @@ class PlanInput:
     offered a function for it instead of ``load_tools`` / ``search_tools``); None: none.
     ``found``: tools earlier searches found, read from the conversation (Anthropic
     ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
-    ``api_view``: what the adapter read beyond these fields (its type), as ``Turn.api_view``.
     """
 
     body: dict[str, Any]
@@ -120,7 +119,7 @@ class PlanInput:
     llama_fields: bool = True
     search: ClientSearch | None = None
     found: tuple[str, ...] = ()
-    api_view: Any = None
+    api_view: Any = None  # what the adapter read beyond these fields: Turn.api_view
 
 
 class Planner:
@@ -307,7 +306,6 @@ class Planner:
         turn.block_start = start.kind
         turn.cache_reuse = reuse
         turn.search, turn.deferral, turn.preload = request.search, deferral, preload
-        turn.api_view = request.api_view
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:

@@ -97,8 +97,8 @@ class Turn:
     #: What the client sees of rounds before the last, in its API's shape (the client's
     #: search tool's exchanges with the text around them), for a plain response.
     shown: list[Any] = field(default_factory=list)
-    #: What the request's API adapter read of it beyond :class:`~proxy.chat.planner.PlanInput`'s
-    #: fields, in the adapter's own type (the Responses adapter's tool layout), or None.
+    #: What the request's API adapter read of it beyond the planner's input (``PlanInput``),
+    #: in the adapter's own type (the Responses adapter's tool layout), or None.
     api_view: Any = None
 
     @property
