@@ -315,3 +315,27 @@ def test_codex_client_search_history_loads_what_it_returned(
     search, result = request["input"][2:4]
     assert (search["name"], search["call_id"], result["call_id"]) == (
         "tool_search", "call_Ts9k", "call_Ts9k")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_search_made_beside_a_client_call_is_shown_and_loads_next_turn(
+    upstream: RunningUpstream, proxy: str, stream: bool
+) -> None:
+    both = [{"call_id": "ts_9", "name": "tool_search", "arguments": QUERY},
+            {"call_id": "c_9", "name": "get_me", "arguments": "{}"}]
+    upstream.upstream.script(Responses(text=None, calls=both), Responses(text="ok"),
+                             path="/responses")
+    client = client_of(proxy)
+    headers = {"X-Conversation-Id": f"mixed-{stream}"}
+    if stream:
+        with client.responses.stream(model="m", input=ASK, tools=HOSTED_TOOLS,
+                                     extra_headers=headers) as events:
+            result = events.get_final_response()
+    else:
+        result = client.responses.create(model="m", input=ASK, tools=HOSTED_TOOLS,
+                                         extra_headers=headers)
+    assert sorted(item.type for item in result.output) == [
+        "function_call", "tool_search_call", "tool_search_output"]
+    assert len(sent(upstream)) == 1  # a client call ends the response: no hidden round
+    client.responses.create(model="m", input=ASK, tools=HOSTED_TOOLS, extra_headers=headers)
+    assert "issues__create_issue" in names(sent(upstream)[1]["tools"])
