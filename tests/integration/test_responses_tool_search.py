@@ -10,7 +10,6 @@ OpenAI-compatible server takes (no ``defer_loading``, ``namespace``, ``tool_sear
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,26 +18,16 @@ import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.api_replies import Responses
-from tests.support.data import REAL_CATALOGS
+from tests.support.responses_requests import (
+    ASK,
+    FIXTURES,
+    GITHUB,
+    HOSTED_TOOLS,
+    ISSUES,
+    KEPT,
+    TOP_LEVEL,
+)
 
-GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "codex_responses"
-#: The client's CORE: the tools it does not defer.
-KEPT = ("get_me", "search_repositories")
-#: Tools the client groups in the ``issues`` namespace (deferred with the rest).
-NAMESPACED = ("create_issue", "list_issues", "update_issue_body", "update_issue_labels",
-              "update_issue_state", "update_issue_title", "update_issue_assignees",
-              "update_issue_milestone", "update_issue_type", "add_issue_comment")
-ISSUES = {"type": "namespace", "name": "issues", "description": "Issues of a repository.",
-          "tools": [{"type": "function", **tool["function"], "defer_loading": True}
-                    for tool in GITHUB if tool["function"]["name"] in NAMESPACED]}
-TOP_LEVEL = [
-    {"type": "function", **tool["function"],
-     **({} if tool["function"]["name"] in KEPT else {"defer_loading": True})}
-    for tool in GITHUB if tool["function"]["name"] not in NAMESPACED
-]
-HOSTED_TOOLS = [*TOP_LEVEL, ISSUES, {"type": "tool_search"}]
-ASK = "Open an issue in acme/shop saying that the checkout test is flaky"
 QUERY = json.dumps({"query": "create a new issue in a GitHub repository"})
 CREATE = json.dumps({"owner": "acme", "repo": "shop", "title": "Flaky checkout test"})
 
