@@ -272,6 +272,10 @@ class ResponsesAdapter:
                 shown.append(client_item(layout, item))
         return shown
 
+    def client_name(self, turn: Turn, name: str) -> str:
+        """The name the client knows an upstream tool by (a namespace member's own)."""
+        return view_of(turn).client_name(name)[0]
+
     def is_hosted_search(self, turn: Turn, item: Any) -> bool:
         return (
             turn.meta is not None and turn.meta.client_search is not None

@@ -46,6 +46,8 @@ class OutputReader(Protocol):
 
     def client_items(self, turn: Turn, items: list[Any]) -> list[Any]: ...
 
+    def client_name(self, turn: Turn, name: str) -> str: ...
+
     def split_output(self, turn: Turn, output: list[Any]) -> RoundReply: ...
 
     def client_response(
@@ -115,9 +117,8 @@ class ResponsesRelay(EventRelay):
             data = {**data, "item": self.adapter.client_items(self.turn, [data["item"]])[0]}
         elif self.adapter.is_client_search(self.turn, item.item):
             return []  # a tool_search_call has no argument events
-        elif isinstance(data.get("name"), str):
-            data = {**data, "name": self.adapter.client_items(
-                self.turn, [{**item.item, "name": data["name"]}])[0].get("name")}
+        elif isinstance(data.get("name"), str):  # some servers name the item's tool
+            data = {**data, "name": self.adapter.client_name(self.turn, data["name"])}
         if "output_index" in data:
             data = {**data, "output_index": item.client_index}
         if kind in TOKEN_EVENTS and data.get("delta"):

@@ -23,7 +23,8 @@ searched here; the others always reach the upstream, so none is lost). Rejected 
 clear message (:class:`ToolsRejected`, answered 400): an ``execution`` other than
 ``server``/``client``, an unknown ``tool_search…`` type, a search tool marked deferred
 or given twice, a malformed namespace or one holding an unknown type, and two tools
-that flatten to one name.
+that reach the upstream under one name. A function without a valid name is left to the
+catalogue (:class:`~selection.errors.CatalogError`: forwarded unchanged, as before).
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ class _Reader:
             return  # the catalogue reports non-object entries
         kind = entry.get("type")
         if kind == "function":
-            self.claim(_name(entry, "a function tool"), Member(entry["name"], None, entry))
+            if isinstance(entry.get("name"), str):  # no name: the catalogue reports it
+                self.claim(entry["name"], Member(entry["name"], None, entry))
             self.layout.functions.append(dict(entry))
         elif kind == "namespace":
             self.namespace(entry)

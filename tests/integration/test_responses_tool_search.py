@@ -144,6 +144,8 @@ def test_hosted_search_streamed(upstream: RunningUpstream, proxy: str) -> None:
     added = [(e.output_index, e.item.type) for e in events if e.type == "response.output_item.added"]
     assert added == [(0, "tool_search_call"), (1, "tool_search_output"), (2, "function_call")]
     done = [e.item for e in events if e.type == "response.output_item.done"]
+    shown = json.dumps([event.model_dump() for event in events])
+    assert "issues__" not in shown  # upstream names stay upstream, in every event
     found = assert_hosted_rounds(upstream)
     assert_client_view(done, found)
     assert_client_view(events[-1].response.output, found)
