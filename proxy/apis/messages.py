@@ -31,6 +31,7 @@ from proxy.apis.adapter import RoundReply, UnreadableRequest
 from proxy.apis.messages_search import (
     client_blocks,
     history_found,
+    is_search_call,
     is_search_tool,
     read_search_tool,
     server_id,
@@ -153,7 +154,8 @@ class MessagesAdapter:
             *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
-        body["messages"] = [*upstream_messages(body["messages"], turn.catalog), *turn.extra_messages]
+        messages = upstream_messages(body["messages"], turn.catalog)
+        body["messages"] = [*messages, *turn.extra_messages]
         return json_bytes(body)
 
     def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:
@@ -164,7 +166,8 @@ class MessagesAdapter:
         ]
         turn.extra_messages.append({"role": "assistant", "content": reply.items})
         turn.extra_messages.append({"role": "user", "content": answers})
-        turn.shown += client_blocks(turn, reply.items)  # a plain response shows them
+        if any(is_search_call(turn, block) for block in reply.items):
+            turn.shown += client_blocks(turn, reply.items)  # a plain response shows them
 
     # --- response ---------------------------------------------------------------
     def is_meta_block(self, turn: Turn, block: Any) -> bool:

@@ -109,6 +109,12 @@ def _references(content: Any) -> list[str]:
     ]
 
 
+def _search_references(block: Mapping[str, Any]) -> list[str]:
+    """Tool names a ``tool_search_tool_result`` block references (none for an error)."""
+    content = _content(block)
+    return _references(content.get("tool_references") if isinstance(content, Mapping) else None)
+
+
 def _result_of(block: Mapping[str, Any], kind: str) -> SearchResult:
     """A ``tool_search_tool_result`` block as the search result it reports."""
     content = _content(block)
@@ -117,8 +123,7 @@ def _result_of(block: Mapping[str, Any], kind: str) -> SearchResult:
         message = content.get("error_message")
         return SearchResult(kind, None, error=code,  # type: ignore[arg-type]
                             message=str(message) if message else code)
-    references = content.get("tool_references") if isinstance(content, Mapping) else None
-    return SearchResult(kind, None, tuple(_references(references)))  # type: ignore[arg-type]
+    return SearchResult(kind, None, tuple(_search_references(block)))  # type: ignore[arg-type]
 
 
 def _blocks_of(messages: Any) -> list[tuple[str, Mapping[str, Any]]]:
@@ -140,8 +145,7 @@ def history_found(messages: Any, catalog: Catalog) -> tuple[str, ...]:
     for where, block in _blocks_of(messages):
         kind = block.get("type")
         if kind == SEARCH_RESULT:
-            content = _content(block)
-            names = _references(content.get("tool_references") if isinstance(content, Mapping) else None)
+            names = _search_references(block)
         elif kind == "tool_result":
             names = _references(_content(block))
         else:
@@ -187,7 +191,7 @@ def upstream_messages(messages: list[Any], catalog: Catalog) -> list[Any]:
         segment: list[Any] = []
         for block in content:
             kind = block.get("type") if isinstance(block, Mapping) else None
-            if kind == SERVER_TOOL_USE and str(block.get("name", "")).startswith("tool_search_tool"):
+            if kind == SERVER_TOOL_USE and block.get("name") in SEARCH_NAMES.values():
                 kinds[block.get("id")] = _kind_of(block.get("name"))
                 segment.append({"type": "tool_use", "id": block.get("id"),
                                 "name": function_name(str(block.get("name")), catalog),
@@ -217,7 +221,7 @@ def _flush(pending: list[dict[str, Any]], message: Any) -> list[Any]:
         return [] if message is None else [message]
     if isinstance(message, Mapping) and message.get("role") == "user":
         content = message.get("content")
-        rest = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        rest = [{"type": "text", "text": content}] if isinstance(content, str) else [*(content or [])]
         return [{**message, "content": [*owed, *rest]}]
     return [{"role": "user", "content": owed}, *([] if message is None else [message])]
 
@@ -227,9 +231,11 @@ def _user_blocks(content: list[Any], catalog: Catalog) -> list[Any]:
     the text of the search result they report (other blocks of the result kept)."""
     out = []
     for block in content:
-        names = _references(_content(block)) if isinstance(block, Mapping) and block.get("type") == "tool_result" else []
+        is_result = isinstance(block, Mapping) and block.get("type") == "tool_result"
+        names = _references(_content(block)) if is_result else []
         if names:
-            kept = [b for b in block["content"] if not (isinstance(b, Mapping) and b.get("type") == TOOL_REFERENCE)]
+            kept = [b for b in block["content"]
+                    if not (isinstance(b, Mapping) and b.get("type") == TOOL_REFERENCE)]
             text = SearchResult("query", None, tuple(names)).content(catalog)
             block = {**block, "content": [*kept, {"type": "text", "text": text}]}
         out.append(block)
@@ -280,8 +286,8 @@ def search_pair(turn: Turn, block: Mapping[str, Any]) -> list[dict[str, Any]]:
         content: dict[str, Any] = {"type": "tool_search_tool_result_error",
                                    "error_code": result.error, "error_message": result.message}
     else:
-        content = {"type": "tool_search_tool_search_result",
-                   "tool_references": [{"type": TOOL_REFERENCE, "tool_name": n} for n in result.found]}
+        references = [{"type": TOOL_REFERENCE, "tool_name": name} for name in result.found]
+        content = {"type": "tool_search_tool_search_result", "tool_references": references}
     return [
         {"type": SERVER_TOOL_USE, "id": call_id, "name": turn.search.name,
          "input": block.get("input", {})},

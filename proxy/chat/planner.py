@@ -64,10 +64,8 @@ class SmallCatalog(Exception):
 
 
 class InvalidToolRequest(Exception):
-    """The request's tools break the deferral / tool-search contract of its API (a search
-    tool marked deferred, an unknown version of a search tool, a tool reference to a tool
-    the request lacks...): answered 400 in the API's error shape, never forwarded.
-    ``message`` says what and where."""
+    """The request breaks its API's deferral / tool-search contract (a deferred or unknown
+    search tool, a reference to a tool it lacks…): a 400 in the API's error shape."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -343,37 +341,38 @@ class Planner:
         kept for the conversation (``ConversationState.found``)."""
         forwarded = {tool.name for tool in turn.selection.tools}
         outcomes: list[LoadOutcome] = []
+        found: list[str] = []  # what the model's searches and loads asked for
+        late = self.on_late_error
         for call in calls:
             assert turn.meta is not None
+            event: dict[str, Any] = {}
             if call.name == turn.meta.client_search:
-                result = await client_search(self.engine, self.policy, turn, call.arguments,
-                                             self.on_late_error)
+                result = await client_search(self.engine, self.policy, turn, call.arguments, late)
                 turn.searches[call.id] = result
                 admit = tuple(name for name in result.found if name not in forwarded)
                 outcome = LoadOutcome(admit, result.content(turn.catalog))
                 label = "client_search"
+                found += result.found
+                event = {"found": list(result.found), "error": result.error}
             elif call.name == turn.meta.load_name:
                 outcome = execute_load(requested_names(call.arguments), turn.catalog, forwarded)
                 label = "load_tools"
             else:
-                outcome = await search_tools(self.engine, self.policy, turn,
-                                             search_query(call.arguments), forwarded,
-                                             self.on_late_error)
+                query = search_query(call.arguments)
+                outcome = await search_tools(self.engine, self.policy, turn, query, forwarded, late)
                 label = "search_tools"
             self.metrics.meta_calls.labels(label).inc()
             forwarded.update(outcome.admit)
+            found += outcome.admit
             outcomes.append(outcome)
-            event: dict[str, Any] = {"tool": label, "loaded": list(outcome.admit)}
-            if label == "client_search":
-                event.update(found=list(result.found), error=result.error)
-            turn.meta_events.append(event)
+            turn.meta_events.append({"tool": label, "loaded": list(outcome.admit), **event})
         admit = [name for outcome in outcomes for name in outcome.admit]
         state = await self._latest_state(turn)
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
             pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
-            found=[*turn.selection.state.found, *(admit if turn.deferral else ())],
+            found=[*turn.selection.state.found, *(found if turn.deferral else ())],
             preload=turn.preload,
         )
         try:
