@@ -330,3 +330,32 @@ def test_a_search_made_beside_a_client_call_is_shown_and_loads_next_turn(
     assert len(sent(upstream)) == 1  # a client call ends the response: no hidden round
     client.responses.create(model="m", input=ASK, tools=HOSTED_TOOLS, extra_headers=headers)
     assert "issues__create_issue" in names(sent(upstream)[1]["tools"])
+
+
+def test_with_preloading_toolprune_adds_its_best_deferred_tools_beside_the_search(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    upstream.upstream.script(Responses(text="ok"), path="/responses")
+    raw = client_of(start_proxy()).responses.with_raw_response.create(
+        model="m", input=ASK, tools=HOSTED_TOOLS
+    )
+    raw.parse()
+    (request,) = sent(upstream)
+    assert_plain_server_shapes(request)
+    forwarded = names(request["tools"])
+    assert forwarded[:2] == list(KEPT) and "tool_search" in forwarded
+    assert "load_tools" not in forwarded and "search_tools" not in forwarded  # one discovery
+    preloaded = len(forwarded) - 3
+    assert preloaded > 0
+    header = raw.headers["x-tool-pruning-tools"]
+    assert header.startswith(f"{2 + preloaded}/117") and f"toolprune={preloaded}" in header
+
+
+def test_deferred_functions_without_a_search_tool_get_toolprunes_own(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    upstream.upstream.script(Responses(text="ok"), path="/responses")
+    client_of(proxy).responses.create(model="m", input=ASK, tools=[*TOP_LEVEL, ISSUES])
+    (request,) = sent(upstream)
+    assert_plain_server_shapes(request)
+    assert names(request["tools"]) == [*KEPT, "search_tools"]  # 117 tools: the search variant
