@@ -6,7 +6,7 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
 
 * ``tool_search_call`` ``{"call_id", "execution", "arguments": {…}}`` → a ``function_call``
   of the function that stands for the search (``arguments`` as JSON text, as the proxy
-  hands the model's call back on a re-issued round). A hosted (``server``) call has
+  hands the model's call back on a re-issued round; text a client sent is kept). A hosted (``server``) call has
   ``call_id`` null: its id is read from the item ``id`` the proxy gave it
   (:func:`search_call_id`), else numbered by its place among the input's hosted calls.
 * ``tool_search_output`` ``{"call_id", "tools": [definitions]}`` → the
@@ -135,11 +135,11 @@ class _Translator:
             name = self.layout.hosted_name
             if item.get("execution") == "client" and self.layout.client_search_name:
                 name = self.layout.client_search_name
-            return [{
-                "type": "function_call", "call_id": self.call_id(item), "name": name,
-                "arguments": json.dumps(arguments if arguments is not None else {},
-                                        ensure_ascii=False),
-            }]
+            if not isinstance(arguments, str):  # the API's object; some clients send text
+                arguments = json.dumps(arguments if arguments is not None else {},
+                                       ensure_ascii=False)
+            return [{"type": "function_call", "call_id": self.call_id(item), "name": name,
+                     "arguments": arguments}]
         if kind == SEARCH_OUTPUT:
             names = tuple(name for name, _, _ in _definitions(item.get("tools")))
             content = SearchResult("query", None, names).content(self.catalog)

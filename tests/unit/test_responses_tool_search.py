@@ -140,6 +140,8 @@ def test_history_search_items_become_a_function_call_and_its_output() -> None:
                              "name": "crm__list_orders", "arguments": "{}"}
     assert len(translated) == 6  # additional_tools is not an item a plain server takes
     assert upstream_items(items, layout, catalog) == translated  # the same every turn
+    as_text = {**hosted[0], "arguments": '{"query":"orders"}'}
+    assert upstream_items([as_text], layout, catalog)[0]["arguments"] == '{"query":"orders"}'
 
 
 def test_client_executed_search_items_round_trip() -> None:
