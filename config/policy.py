@@ -12,6 +12,7 @@ Policy file shape::
     max_tools = 16
     min_catalog_tools = 8
     min_saving = 0.0                   # share of tool tokens pruning must save
+    preload_deferred = true            # rank-load from the client's deferred tools
     derive_bundles = true              # group `server__tool` names by server
     max_bundle_size = 4
 
@@ -44,7 +45,9 @@ from selection.policy import Bundle, Policy
 from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat, custom_format
 
-_KNOBS = ("top_k", "threshold", "max_tools", "min_catalog_tools", "min_saving")
+_KNOBS = (
+    "top_k", "threshold", "max_tools", "min_catalog_tools", "min_saving", "preload_deferred"
+)
 
 
 class _StrictModel(BaseModel):
@@ -77,6 +80,7 @@ class PolicyFile(_StrictModel):
     max_tools: int | None = Field(None, ge=1)
     min_catalog_tools: int | None = Field(None, ge=0)
     min_saving: float | None = Field(None, le=1.0)
+    preload_deferred: bool | None = None
     derive_bundles: bool = True
     max_bundle_size: int = Field(4, ge=1)
     bundles: list[BundleEntry] = []

@@ -204,6 +204,13 @@ class Settings(BaseSettings):
         ge=1,
         description="Catalogues larger than this get `search_tools` instead of the listed menu.",
     )
+    preload_deferred: bool = Field(
+        True,
+        description="When the client defers tools (`defer_loading`), toolprune also loads "
+        "the best of them by its own ranking, within the token budget. `false`: only tools "
+        "a search finds (or the history calls) load; the tools the client did not defer "
+        "are forwarded either way.",
+    )
     refresh_rank: int = Field(
         4,
         ge=0,

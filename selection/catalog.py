@@ -4,6 +4,12 @@ Follows OpenAI's Chat Completions API reference: ``tools`` is a list of
 ``{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}``;
 the legacy ``functions`` is a list of the inner function objects. Entries whose type is
 not ``function`` are kept as they are and never pruned.
+
+Deferral (the client's own, every API): a tool whose entry carries ``"defer_loading":
+true`` (at its top level, as Anthropic's Messages and OpenAI's Responses put it, or in a
+Chat Completions entry's ``function`` object) is one the client leaves for a search to
+load; the others are the client's CORE (:attr:`Catalog.kept`). The flag is for the
+client's API only: :attr:`Tool.forwarded_definition` is the entry without it.
 """
 
 from __future__ import annotations
@@ -34,6 +40,33 @@ def fingerprint(value: Any) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()
 
 
+#: The field by which a client defers a tool (Anthropic Messages, OpenAI Responses and
+#: Chat Completions tool entries).
+DEFER_LOADING = "defer_loading"
+
+
+def defers_loading(definition: Mapping[str, Any]) -> bool:
+    """Whether a tool entry is deferred by its client: ``defer_loading`` is ``true`` on the
+    entry or, in a Chat Completions entry, on its ``function`` object."""
+    if definition.get(DEFER_LOADING) is True:
+        return True
+    function = definition.get("function")
+    return isinstance(function, Mapping) and function.get(DEFER_LOADING) is True
+
+
+def without_deferral(definition: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``definition`` without its ``defer_loading`` fields (a copy; the same object when it
+    has none): what an upstream that knows no deferral accepts."""
+    function = definition.get("function")
+    nested = isinstance(function, Mapping) and DEFER_LOADING in function
+    if DEFER_LOADING not in definition and not nested:
+        return definition
+    copy = {key: value for key, value in definition.items() if key != DEFER_LOADING}
+    if nested:
+        copy["function"] = {k: v for k, v in function.items() if k != DEFER_LOADING}
+    return copy
+
+
 def name_words(name: str) -> str:
     """A tool name as words: ``get_pull_request`` / ``getPullRequest`` /
     ``github__get_pr`` → ``get pull request`` / ``get Pull Request`` / ``github get pr``."""
@@ -56,6 +89,17 @@ class Tool:
     definition: Mapping[str, Any]
     fingerprint: str
     size_bytes: int
+
+    @cached_property
+    def deferred(self) -> bool:
+        """Whether the client deferred this tool (:func:`defers_loading`)."""
+        return defers_loading(self.definition)
+
+    @cached_property
+    def forwarded_definition(self) -> Mapping[str, Any]:
+        """The definition as forwarded upstream: without ``defer_loading``
+        (:func:`without_deferral`; the client's own object when it had none)."""
+        return without_deferral(self.definition)
 
     def parameter_texts(self) -> list[str]:
         """``name: description`` of each top-level parameter, in schema order."""
@@ -107,6 +151,20 @@ class Catalog:
     def name_chars(self) -> int:
         """Characters of the function tools' names together (computed once)."""
         return sum(len(name) for name in self._names)
+
+    @cached_property
+    def deferred(self) -> frozenset[str]:
+        """Names of the tools the client deferred (``defer_loading``; computed once)."""
+        return frozenset(tool.name for tool in self.tools if tool.deferred)
+
+    @cached_property
+    def kept(self) -> tuple[str, ...]:
+        """The client's CORE, in catalogue order: when the client deferred any tool, the
+        tools it did not defer (forwarded every round); else none (no deferral: the whole
+        catalogue is toolprune's to select from, as without this contract)."""
+        if not self.deferred:
+            return ()
+        return tuple(tool.name for tool in self.tools if not tool.deferred)
 
     def index_of(self, name: str) -> int | None:
         """Position of the tool called ``name``, or None."""

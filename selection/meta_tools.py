@@ -39,7 +39,7 @@ def short_purpose(tool: Tool) -> str:
     return first[:PURPOSE_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def _free_name(base: str, taken: set[str]) -> str:
+def free_name(base: str, taken: set[str]) -> str:
     """``base``, or ``toolprune_<base>``, ``toolprune_<base>_2``… if a client tool has it."""
     if base not in taken:
         return base
@@ -76,16 +76,20 @@ class MetaTools:
 
     ``load_name`` / ``search_name``: the names used (renamed on a clash with a client tool;
     None when not offered). ``definitions``: entries to append to ``tools`` (or, for a
-    legacy request, to ``functions``).
+    legacy request, to ``functions``). ``client_search``: the function that stands for
+    the client's own search tool (:mod:`selection.tool_search`), offered instead of both
+    (one discovery mechanism per request); None otherwise.
     """
 
     load_name: str | None
     search_name: str | None
     definitions: tuple[dict[str, Any], ...]
+    client_search: str | None = None
 
     @property
     def names(self) -> set[str]:
-        return {name for name in (self.load_name, self.search_name) if name}
+        names = (self.load_name, self.search_name, self.client_search)
+        return {name for name in names if name}
 
 
 def _function(name: str, description: str, parameters: dict[str, Any], legacy: bool) -> dict:
@@ -118,7 +122,7 @@ def build_meta_tools(
     taken = set(catalog.names)
     listed = {name for name in catalog.names if name not in core}
     if search:
-        name = _free_name(SEARCH_TOOLS, taken)
+        name = free_name(SEARCH_TOOLS, taken)
         description = (
             f"{len(listed)} more tools exist than the ones you have. Describe what you need "
             "to do; the best matching tools are loaded and you can call them next."
@@ -134,7 +138,7 @@ def build_meta_tools(
         }
         definition = _function(name, description, parameters, catalog.legacy)
         return MetaTools(None, name, (definition,))
-    name = _free_name(LOAD_TOOLS, taken)
+    name = free_name(LOAD_TOOLS, taken)
     description = (
         "More tools exist than the ones you have. To use one, first load it by name with "
         "this function, then call it. "

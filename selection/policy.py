@@ -55,6 +55,9 @@ class Policy:
     ``refresh_top_k`` as insurance against another change (which would make the upstream
     evaluate that history again), their schemas costing at most ``refresh_share`` × the
     history's tokens; those within top-k may evict, the others fill free room only.
+    ``preload_deferred``: when the client defers tools (``defer_loading``), whether
+    selection also admits the best of them by its ranking; False: only what a search
+    finds (or the history calls) loads from the client's deferred tools.
     """
 
     core: tuple[str, ...] = ()
@@ -72,6 +75,7 @@ class Policy:
     refresh_rank: int = 4
     refresh_top_k: int = 16
     refresh_share: float = 4.0
+    preload_deferred: bool = True
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

@@ -26,8 +26,13 @@ from selection.state import ConversationState, LoadedTool
 from selection.tokens import tool_tokens
 
 Reason = Literal[
-    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky"
+    "client", "core", "found", "pinned", "requested", "semantic", "named", "dependency",
+    "bundle", "sticky",
 ]
+#: Where a forwarded tool came from (:attr:`Selection.provenance`): the client kept it
+#: loaded (not deferred), toolprune loaded it by its own ranking (and CORE, pins,
+#: stickiness), or a search the model made found it.
+Origin = Literal["client", "toolprune", "search"]
 
 #: How many of the best-scored tools that were left out a selection reports.
 LEFT_OUT_REPORTED = 5
@@ -69,6 +74,21 @@ class Selection:
     @property
     def names(self) -> list[str]:
         return [tool.name for tool in self.tools]
+
+    @property
+    def provenance(self) -> dict[str, Origin]:
+        """Each forwarded tool's origin: ``client`` (the client's CORE: not deferred),
+        ``search`` (found by a search or loaded by a meta-tool call, this turn or earlier
+        in the conversation), ``toolprune`` (everything else)."""
+        origins: dict[str, Origin] = {}
+        for tool in self.tools:
+            if tool.reason == "client":
+                origins[tool.name] = "client"
+            elif tool.reason in ("found", "requested") or tool.name in self.state.found:
+                origins[tool.name] = "search"
+            else:
+                origins[tool.name] = "toolprune"
+        return origins
 
 
 def semantic_candidates(
@@ -127,6 +147,8 @@ def select(
     exact: Mapping[str, int] | None = None,
     history_tokens: int = 0,
     named: np.ndarray | None = None,
+    found: Sequence[str] = (),
+    preload: bool = True,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -149,6 +171,13 @@ def select(
         history_tokens: prompt tokens of the conversation's messages (after the system
             prompt): what the upstream evaluates again when the tools change.
         named: the tools a one-intent request names (:attr:`selection.engine.Scores.named`).
+        found: tools a search found in the conversation (with ``state.found``): kept
+            loaded like pinned tools, and in the new state's ``found``.
+        preload: whether semantic candidates are admitted (False: the client deferred
+            tools and ``Policy.preload_deferred`` is off).
+
+    The client's CORE (``catalog.kept``) comes first on every turn, before toolprune's
+    CORE, in catalogue order, outside every cap.
 
     A turn that starts from a block (a later turn, or a new conversation on its agent's
     block: ``state.turn`` > 0 or tools loaded) admits semantic candidates only when the
@@ -166,9 +195,11 @@ def select(
     Priority: pinned, requested, semantic (by score), bundle-mates.
     """
     layout = catalog_layout(catalog, policy)
-    core = list(layout.core)
+    client = catalog.kept
+    core = [*client, *(name for name in layout.core if name not in set(client))]
     core_set = set(core)
-    pinned_names = _unique_known(pinned, catalog, core_set)
+    found_names = _unique_known([*state.found, *found], catalog, core_set)
+    pinned_names = _unique_known([*found_names, *pinned], catalog, core_set)
     pinned_set = set(pinned_names)
     requested_names = _unique_known(requested, catalog, core_set | pinned_set)
 
@@ -190,6 +221,7 @@ def select(
     room_only: set[str] = set()  # admitted into free room only, never evicting
     if scores is not None:
         score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
+    if scores is not None and preload:
         held = core_set | pinned_set | set(state.loaded)
         # A meta round (``requested``): the model named what it needs; the turn's own
         # candidates were admitted when it was planned.
@@ -247,6 +279,8 @@ def select(
     ]
 
     reasons: dict[str, Reason] = {}
+    for name in found_names:
+        reasons.setdefault(name, "found")
     for name in pinned_names:
         reasons.setdefault(name, "pinned")
     for name in requested_names:
@@ -328,7 +362,11 @@ def select(
         loaded[name] = LoadedTool(admitted_at=now, last_used_at=now)
         admitted.append(name)
 
-    tools = [SelectedTool(name, "core", score_of.get(name)) for name in core]
+    client_set = set(client)
+    tools = [
+        SelectedTool(name, "client" if name in client_set else "core", score_of.get(name))
+        for name in core
+    ]
     tools += [
         SelectedTool(name, reasons.get(name, "sticky"), score_of.get(name)) for name in loaded
     ]
@@ -351,7 +389,8 @@ def select(
         meta_at = len(loaded)
         tier = tuple(name for name in tier if name not in forwarded and catalog.index_of(name) is not None)
     new_state = ConversationState(
-        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens, meta_at=meta_at
+        loaded, state.turn, state.meta_calls, list(tier), state.history_tokens, meta_at=meta_at,
+        found=found_names,
     )
     parents = tuple(
         (c.name, c.parent) for c in semantic if c.parent is not None and c.name in loaded

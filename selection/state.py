@@ -37,6 +37,8 @@ class ConversationState:
     the upstream's cache holds after the tool block).
     ``holder``: in an agent's record (the block its conversations start from), the state
     key of the conversation whose request last used the block; None elsewhere.
+    ``found``: tools a search found in this conversation (the client's search tool or a
+    meta-tool call), in finding order: kept loaded for the conversation.
     """
 
     loaded: dict[str, LoadedTool] = field(default_factory=dict)
@@ -46,6 +48,7 @@ class ConversationState:
     history_tokens: int = 0
     holder: str | None = None
     meta_at: int | None = None
+    found: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         data: dict[str, object] = {
@@ -59,6 +62,8 @@ class ConversationState:
             data["holder"] = self.holder
         if self.meta_at is not None:
             data["meta_at"] = self.meta_at
+        if self.found:
+            data["found"] = self.found
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -74,12 +79,13 @@ class ConversationState:
             counts.append(int(data.get("history_tokens", 0)))
             holder = data.get("holder")
             meta_at = None if data.get("meta_at") is None else int(data["meta_at"])
+            found = [str(name) for name in data.get("found", [])]
             if min(counts) < 0 or (meta_at is not None and meta_at < 0):
                 raise ValueError("a count is negative")
             turn, meta_calls, history = counts
             return cls(
                 loaded, turn, meta_calls, tier, history,
-                None if holder is None else str(holder), meta_at,
+                None if holder is None else str(holder), meta_at, found,
             )
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
@@ -93,6 +99,7 @@ class ConversationState:
             self.history_tokens,
             self.holder,
             self.meta_at,
+            list(self.found),
         )
 
 

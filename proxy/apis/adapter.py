@@ -91,6 +91,13 @@ class EventRelay(ABC):
     def end_round(self) -> RoundReply:
         """The round's meta-calls, client calls and output, once its stream ended."""
 
+    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+        """Payloads to relay once ``reply``'s meta-calls have run (before the next round,
+        or before the stream ends): what the client's API shows of the calls the proxy
+        ran for it, such as the client's own search tool (``turn.searches``). None by
+        default: meta-calls are hidden."""
+        return []
+
     @abstractmethod
     def ended_normally(self) -> bool:
         """Whether the last round ended as a finished answer (not cut, not failed)."""

@@ -16,7 +16,7 @@ import time
 
 from starlette.types import Send
 
-from proxy.apis.adapter import ApiAdapter
+from proxy.apis.adapter import ApiAdapter, RoundReply, typed_event
 from proxy.apis.rounds import send_turn_round
 from proxy.chat.context import TurnServices
 from proxy.chat.turn import Turn
@@ -67,6 +67,7 @@ class EventStreamServer:
             reply = self.relay.end_round()
             if reply.meta and not reply.real_calls and offered:
                 results = await self.services.run_meta_calls(self.turn, reply.meta)
+                await self._emit(self._answered(reply))
                 self.adapter.append_exchange(self.turn, reply, results)
                 self.turn.rounds += 1
                 try:
@@ -79,12 +80,16 @@ class EventStreamServer:
                 continue
             if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
                 await self.services.run_meta_calls(self.turn, reply.meta)
+                await self._emit(self._answered(reply))
             self.turn.response_calls = reply.real_calls
             if not reply.meta and not reply.real_calls and not self.relay.first_token and self.relay.ended_normally():
                 self.services.suspicious_stop(self.adapter.api, self.request.request_id)
             only_meta = bool(reply.meta) and not reply.real_calls
             await send_body(self.send, self.relay.finish_bytes(only_meta), more=False)
             return
+
+    def _answered(self, reply: RoundReply) -> list[bytes]:
+        return [typed_event(payload) for payload in self.relay.answered(reply)]
 
     async def _begin(self, response: UpstreamResponse) -> bool:
         """Start the client response on the first round; on a later round, check the

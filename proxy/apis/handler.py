@@ -71,7 +71,10 @@ class ApiHandler:
         request = self.adapter.continued(request)
 
         async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
-            return await self.planner.plan_input(self.adapter.read(body), headers, top_k)
+            read = self.adapter.read(body)
+            turn = await self.planner.plan_input(read, headers, top_k)
+            turn.api_view = read.api_view  # for the adapter's response side
+            return turn
 
         async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
             try:

@@ -9,6 +9,14 @@ text blocks) + ``messages`` whose ``content`` is a string or content blocks; ass
 ``disable_parallel_tool_use``) is always forwarded as sent. A meta-call is a ``tool_use``
 block naming a meta-tool; the re-issued request appends the assistant turn with the
 round's blocks and a user turn with one ``tool_result`` per meta-call.
+
+Tool search (:mod:`proxy.apis.messages_search`): the client's deferral holds (tools
+without ``defer_loading`` are its CORE); a tool search server tool is emulated (the
+upstream gets a function, the client ``server_tool_use`` + ``tool_search_tool_result``
+blocks); a request that defers tools without one runs its own search (``tool_reference``
+blocks in a ``tool_result``), so toolprune offers no meta-tool of its own; the history's
+search blocks and references are rewritten for the upstream and what they found stays
+loaded; ``defer_loading`` never reaches the upstream.
 """
 
 from __future__ import annotations
@@ -16,9 +24,19 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from proxy.apis.adapter import RoundReply, UnreadableRequest
+from proxy.apis.messages_search import (
+    client_blocks,
+    history_found,
+    is_search_call,
+    is_search_tool,
+    read_search_tool,
+    server_id,
+    upstream_messages,
+)
 from proxy.apis.messages_stream import MessagesRelay, stop_reason
 from proxy.apis.tools import (
     keep_cache_markers,
@@ -30,6 +48,7 @@ from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import Turn, json_bytes
 from proxy.http.forwarding import ClientRequest
+from selection.catalog import without_deferral
 from selection.history import ToolChoice
 
 
@@ -111,12 +130,19 @@ class MessagesAdapter:
         native = parse_flat_tools(body["tools"], _is_custom, "input_schema")
         if not len(native):
             raise NothingToPrune()
+        search = read_search_tool(body["tools"])
+        found = history_found(body.get("messages"), native)
+        choice = read_choice(body)
+        if search is None and native.deferred:  # the client runs its own search
+            choice = replace(choice, offer_meta=False)
+        elif search is not None and choice.pinned == search.name:  # forced: offer it
+            choice = ToolChoice()
         # llama-server's Messages route keeps none of its own fields (n_cache_reuse): its
         # Anthropic conversion copies only temperature, top_p, top_k, stream and
         # chat_template_kwargs.
         return PlanInput(
-            body=body, native=native, messages=conversation_view(body), choice=read_choice(body),
-            llama_fields=False,
+            body=body, native=native, messages=conversation_view(body), choice=choice,
+            llama_fields=False, search=search, found=found,
         )
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
@@ -124,12 +150,12 @@ class MessagesAdapter:
         assert turn.native is not None
         body = dict(turn.body)
         tools = [
-            *turn.native.others,
+            *(without_deferral(entry) for entry in turn.native.others if not is_search_tool(entry)),
             *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
-        if turn.extra_messages:
-            body["messages"] = [*body["messages"], *turn.extra_messages]
+        messages = upstream_messages(body["messages"], turn.catalog)
+        body["messages"] = [*messages, *turn.extra_messages]
         return json_bytes(body)
 
     def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:
@@ -140,6 +166,8 @@ class MessagesAdapter:
         ]
         turn.extra_messages.append({"role": "assistant", "content": reply.items})
         turn.extra_messages.append({"role": "user", "content": answers})
+        if any(is_search_call(turn, block) for block in reply.items):
+            turn.shown += client_blocks(turn, reply.items)  # a plain response shows them
 
     # --- response ---------------------------------------------------------------
     def is_meta_block(self, turn: Turn, block: Any) -> bool:
@@ -157,6 +185,8 @@ class MessagesAdapter:
         for block in content:
             if self.is_meta_block(turn, block):
                 call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
+                if block["name"] == turn.meta.client_search:  # type: ignore[union-attr]
+                    call_id = server_id(call_id)  # the id the client will send back
                 call = checked_meta_call(
                     call_id, block["name"], json.dumps(block.get("input", {}), ensure_ascii=False)
                 )
@@ -178,7 +208,7 @@ class MessagesAdapter:
         self, turn: Turn, data: dict[str, Any], usage: dict[str, Any] | None, only_meta: bool
     ) -> None:
         """See :meth:`proxy.apis.adapter.ApiAdapter.finish_reply`."""
-        data["content"] = [block for block in data["content"] if not self.is_meta_block(turn, block)]
+        data["content"] = [*turn.shown, *client_blocks(turn, data["content"])]
         data["stop_reason"] = stop_reason(data.get("stop_reason"), data["content"])
         if usage is not None:
             data["usage"] = usage

@@ -9,7 +9,9 @@ keyed by block ``index``, ``message_delta`` (``delta.stop_reason``, cumulative `
 The client sees one ``message_start`` (the first round's), the blocks of every round
 with meta-call ``tool_use`` blocks removed and ``index`` renumbered in order, and one
 ``message_delta`` + ``message_stop``: usage summed over rounds, ``stop_reason``
-``tool_use`` only if the last round left it a ``tool_use`` block.
+``tool_use`` only if the last round left it a ``tool_use`` block. A search the proxy ran
+for the client's tool search tool is streamed, once run, as its ``server_tool_use`` and
+``tool_search_tool_result`` blocks (:mod:`proxy.apis.messages_search`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from proxy.apis.adapter import EventRelay, RoundReply
+from proxy.apis.messages_search import is_search_call, search_pair, stream_events
 from proxy.chat.turn import Turn, add_usage
 
 #: ``stop_reason`` when the model stopped to call tools, and at a natural end.
@@ -134,6 +137,15 @@ class MessagesRelay(EventRelay):
     def ended_normally(self) -> bool:
         delta = self.delta.get("delta") if self.delta else None
         return isinstance(delta, Mapping) and delta.get("stop_reason") == END_TURN
+
+    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+        events: list[dict[str, Any]] = []
+        for block in reply.items:
+            if is_search_call(self.turn, block):
+                pair = search_pair(self.turn, block)
+                events += stream_events(pair, self.next_index)
+                self.next_index += len(pair)
+        return events
 
     def finish(self, only_meta: bool) -> list[dict[str, Any]]:
         if self.delta is None:

@@ -8,6 +8,14 @@ conversation id is then derived from them (:class:`ResponseChains`), the query f
 new input. A meta-call is a ``function_call`` output item naming a meta-tool; the
 re-issued request appends the round's output items and one ``function_call_output`` per
 meta-call to ``input``.
+
+Tool search (OpenAI's tool search guide): the request's ``tools`` and ``input`` are
+translated for a plain server (:mod:`proxy.apis.responses_tools`,
+:mod:`proxy.apis.responses_history`; the turn's ``api_view`` is the
+:class:`~proxy.apis.responses_tools.ToolLayout`), ``defer_loading`` is the client's
+deferral contract, hosted ``tool_search`` is emulated (its calls are meta-calls the
+client sees as ``tool_search_call`` + ``tool_search_output``,
+:mod:`proxy.apis.responses_search`), and a client-executed one is a client call.
 """
 
 from __future__ import annotations
@@ -21,14 +29,20 @@ from dataclasses import replace
 from typing import Any
 
 from proxy.apis.adapter import RoundReply, UnreadableRequest
+from proxy.apis.responses_history import loaded_tools, upstream_items
+from proxy.apis.responses_search import client_item, hosted_search_items
 from proxy.apis.responses_stream import ResponsesRelay
+from proxy.apis.responses_tools import TOOL_SEARCH, ToolLayout, ToolsRejected, read_layout
 from proxy.apis.tools import meta_entries, parse_flat_tools, responses_tool
 from proxy.chat.calls import arguments_text
-from proxy.chat.planner import NothingToPrune, PlanInput
+from proxy.chat.planner import InvalidToolRequest, NothingToPrune, PlanInput
 from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import MetaCall, Turn, json_bytes
 from proxy.http.forwarding import ClientRequest
+from selection.catalog import build_catalog
 from selection.history import KEEP, read_tool_choice
+from selection.meta_tools import free_name
+from selection.tool_search import ClientSearch
 
 #: Response ids remembered per process (response id → conversation id).
 CHAIN_ENTRIES = 10_000
@@ -131,6 +145,12 @@ def conversation_view(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return view
 
 
+def view_of(turn: Turn) -> ToolLayout:
+    """The turn's tool layout (:meth:`ResponsesAdapter.read` gives it)."""
+    view = turn.api_view
+    return view if isinstance(view, ToolLayout) else ToolLayout()
+
+
 def _is_function(entry: Mapping[str, Any]) -> bool:
     return entry.get("type") == "function"
 
@@ -162,18 +182,38 @@ class ResponsesAdapter:
         return request if body is None else replace(request, body=body)
 
     def read(self, body: dict[str, Any]) -> PlanInput:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.read`."""
+        """See :meth:`proxy.apis.adapter.ApiAdapter.read`. Also raises InvalidToolRequest
+        (:class:`~proxy.apis.responses_tools.ToolsRejected`: answered 400)."""
         if "tools" not in body:
             raise NothingToPrune()
-        native = parse_flat_tools(body["tools"], _is_function, "parameters")
-        if not len(native):
+        try:
+            layout = read_layout(body["tools"])
+        except ToolsRejected as error:
+            raise InvalidToolRequest(str(error)) from error
+        value = body.get("input")
+        if not isinstance(value, str | list):
+            raise UnreadableRequest("input is neither a string nor a list of items")
+        loaded = loaded_tools(input_items(value), layout)
+        functions = parse_flat_tools([*layout.functions, *loaded.injected], _is_function, "parameters")
+        if not len(functions):
             raise NothingToPrune()
+        others = [*layout.others, *([layout.client_search] if layout.client_search else [])]
+        native = build_catalog(functions.tools, others)
+        layout.hosted_name = free_name(TOOL_SEARCH, set(native.names))
+        if isinstance(value, list):
+            body = {**body, "input": upstream_items(value, layout, native)}
+        choice = read_tool_choice(body)
+        if layout.client_search is not None:  # the client's search is the one discovery
+            choice = replace(choice, offer_meta=False)
         return PlanInput(
             body=body,
             native=native,
             messages=conversation_view(body),
-            choice=read_tool_choice(body),
+            choice=choice,
             conversation=_server_side_conversation(body, self.chains),
+            search=ClientSearch("query", TOOL_SEARCH) if layout.hosted else None,
+            found=tuple(loaded.found),
+            api_view=layout,
         )
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
@@ -192,12 +232,16 @@ class ResponsesAdapter:
         return json_bytes(body)
 
     def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.append_exchange`."""
+        """See :meth:`proxy.apis.adapter.ApiAdapter.append_exchange`. A round that ran a
+        hosted search is also kept in ``turn.shown`` as the client sees it (a plain
+        response shows it before the last round's output, as a stream does)."""
         turn.extra_messages.extend(reply.items)
         turn.extra_messages.extend(
             {"type": "function_call_output", "call_id": call.id, "output": result}
             for call, result in zip(reply.meta, results, strict=True)
         )
+        if any(self.is_hosted_search(turn, item) for item in reply.items):
+            turn.shown.extend(self.client_items(turn, reply.items))
 
     # --- response ---------------------------------------------------------------
     def is_meta_item(self, turn: Turn, item: Any) -> bool:
@@ -210,6 +254,41 @@ class ResponsesAdapter:
     def meta_call(self, item: Mapping[str, Any]) -> MetaCall:
         call_id = item.get("call_id") or f"call_{uuid.uuid4().hex[:24]}"
         return checked_meta_call(call_id, item["name"], arguments_text(item.get("arguments")))
+
+    def client_items(self, turn: Turn, items: Sequence[Any]) -> list[Any]:
+        """Output items as the client sees them: meta-calls hidden, but a call of the
+        function standing for hosted search shown as the search's
+        ``tool_search_call`` + ``tool_search_output`` (:func:`hosted_search_items`); the
+        others through :func:`~proxy.apis.responses_search.client_item`."""
+        layout = view_of(turn)
+        shown: list[Any] = []
+        for item in items:
+            if self.is_hosted_search(turn, item):
+                call_id = str(item.get("call_id"))
+                shown += hosted_search_items(
+                    layout, call_id, item.get("arguments"), turn.searches.get(call_id)
+                )
+            elif not self.is_meta_item(turn, item):
+                shown.append(client_item(layout, item))
+        return shown
+
+    def client_name(self, turn: Turn, name: str) -> str:
+        """The name the client knows an upstream tool by (a namespace member's own)."""
+        return view_of(turn).client_name(name)[0]
+
+    def is_hosted_search(self, turn: Turn, item: Any) -> bool:
+        return (
+            turn.meta is not None and turn.meta.client_search is not None
+            and isinstance(item, Mapping) and item.get("type") == "function_call"
+            and item.get("name") == turn.meta.client_search
+        )
+
+    def is_client_search(self, turn: Turn, item: Any) -> bool:
+        name = view_of(turn).client_search_name
+        return (
+            name is not None and isinstance(item, Mapping)
+            and item.get("type") == "function_call" and item.get("name") == name
+        )
 
     def split_output(self, turn: Turn, output: list[Any]) -> RoundReply:
         """Meta-calls and client calls of a response's ``output``. A meta-call's item is
@@ -257,8 +336,9 @@ class ResponsesAdapter:
     def finish_reply(
         self, turn: Turn, data: dict[str, Any], usage: dict[str, Any] | None, only_meta: bool
     ) -> None:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.finish_reply`."""
-        output = [item for item in data["output"] if not self.is_meta_item(turn, item)]
+        """See :meth:`proxy.apis.adapter.ApiAdapter.finish_reply`. Earlier rounds that ran
+        a hosted search come first (``turn.shown``)."""
+        output = [*turn.shown, *self.client_items(turn, data["output"])]
         data.update(self.client_response(turn, data, output, usage))
 
     def relay(self, turn: Turn) -> ResponsesRelay:

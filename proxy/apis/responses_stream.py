@@ -41,6 +41,14 @@ class OutputReader(Protocol):
 
     def is_meta_item(self, turn: Turn, item: Any) -> bool: ...
 
+    def is_hosted_search(self, turn: Turn, item: Any) -> bool: ...
+
+    def is_client_search(self, turn: Turn, item: Any) -> bool: ...
+
+    def client_items(self, turn: Turn, items: list[Any]) -> list[Any]: ...
+
+    def client_name(self, turn: Turn, name: str) -> str: ...
+
     def split_output(self, turn: Turn, output: list[Any]) -> RoundReply: ...
 
     def client_response(
@@ -74,6 +82,8 @@ class ResponsesRelay(EventRelay):
         self.terminal: dict[str, Any] | None = None
         #: The response id the client got in ``response.created`` (kept to the end).
         self.client_id: str | None = None
+        #: The upstream numbers its events (``sequence_number``): so are the proxy's.
+        self.numbered = False
 
     def start_round(self) -> None:
         super().start_round()
@@ -108,6 +118,12 @@ class ResponsesRelay(EventRelay):
         if item.hidden:
             self._collect(item, data)
             return []
+        if kind in ITEM_EVENTS:
+            data = {**data, "item": self.adapter.client_items(self.turn, [data["item"]])[0]}
+        elif self.adapter.is_client_search(self.turn, item.item):
+            return []  # a tool_search_call has no argument events
+        elif isinstance(data.get("name"), str):  # some servers name the item's tool
+            data = {**data, "name": self.adapter.client_name(self.turn, data["name"])}
         if "output_index" in data:
             data = {**data, "output_index": item.client_index}
         if kind in TOKEN_EVENTS and data.get("delta"):
@@ -126,9 +142,25 @@ class ResponsesRelay(EventRelay):
         self.sequence += 1
         return typed_event(payload)
 
+    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+        """Item events of the hosted searches among ``reply``'s meta-calls, which have run
+        (see the module docstring); their items join the client's output."""
+        events: list[dict[str, Any]] = []
+        searches = [item for item in reply.items if self.adapter.is_hosted_search(self.turn, item)]
+        for item in self.adapter.client_items(self.turn, searches):
+            index, self.next_index = self.next_index, self.next_index + 1
+            for kind in ITEM_EVENTS:
+                event = {"type": kind, "output_index": index, "item": item}
+                if self.numbered:
+                    event["sequence_number"] = 0
+                events.append(self._numbered(event))
+            self.output.append(item)
+        return events
+
     def _numbered(self, data: dict[str, Any]) -> dict[str, Any]:
         if "sequence_number" not in data:
             return data
+        self.numbered = True
         data = {**data, "sequence_number": self.sequence}
         self.sequence += 1
         return data
@@ -182,7 +214,9 @@ class ResponsesRelay(EventRelay):
         response = self.terminal.get("response") if self.terminal else None
         if isinstance(response, Mapping):
             self.usage = add_usage(self.usage, response.get("usage"))
-        self.output += [item for item in output if not self.adapter.is_meta_item(self.turn, item)]
+        self.output += self.adapter.client_items(
+            self.turn, [item for item in output if not self.adapter.is_hosted_search(self.turn, item)]
+        )
         return self.adapter.split_output(self.turn, output)
 
     def ended_normally(self) -> bool:

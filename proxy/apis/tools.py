@@ -80,15 +80,20 @@ def keep_cache_markers(
     original: Sequence[Any], forwarded: list[Any]
 ) -> list[Any]:
     """``forwarded`` with Anthropic ``cache_control`` markers where the client put them:
-    a marked tool that is forwarded keeps its own; when a marked tool was pruned, the
-    last forwarded entry gets its marker (the prompt prefix up to there is then cached,
-    as the client asked for the prefix up to its marked tool). Entries are copied, never
-    modified in place."""
+    a marked tool that is forwarded keeps its own; when a marked tool was pruned (or is
+    not forwarded as it is, such as the client's search tool), the last forwarded entry
+    gets its marker (the prompt prefix up to there is then cached, as the client asked
+    for the prefix up to its marked tool). A forwarded copy of an entry (``defer_loading``
+    removed) is the entry, by name. Entries are copied, never modified in place."""
     kept = {id(entry) for entry in forwarded}
+    names = {
+        (entry.get("type"), entry.get("name")) for entry in forwarded if isinstance(entry, Mapping)
+    }
     lost = [
         entry[CACHE_CONTROL]
         for entry in original
         if isinstance(entry, Mapping) and CACHE_CONTROL in entry and id(entry) not in kept
+        and (entry.get("type"), entry.get("name")) not in names
     ]
     if not lost or not forwarded or not isinstance(forwarded[-1], Mapping):
         return forwarded

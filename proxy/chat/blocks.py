@@ -25,13 +25,13 @@ def agent_block(state: ConversationState, holder: str) -> ConversationState:
 def shared_block(record: ConversationState, state: ConversationState) -> ConversationState:
     """A conversation's state on the agent's block (``record``): its tools first (the
     meta-tool where the record has it), then the conversation's own tools it lacks;
-    counters and history from the conversation."""
+    counters, history and the tools its searches found from the conversation."""
     loaded = record.copy().loaded
     for name, times in state.copy().loaded.items():
         loaded.setdefault(name, times)
     return ConversationState(
         loaded, state.turn, state.meta_calls, list(record.tier), state.history_tokens,
-        meta_at=record.meta_at,
+        meta_at=record.meta_at, found=list(state.found),
     )
 
 

@@ -10,7 +10,12 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
 ``rejected`` (a body nested deeper than the proxy can read, write or select from:
 400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
-never a RecursionError).
+never a RecursionError; or tools that break their API's deferral or tool-search contract:
+a 400 in the API's error shape, :class:`~proxy.chat.planner.InvalidToolRequest`).
+
+``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
+client deferred tools or brought its search tool) it goes on with where the forwarded
+tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.chat.context import UsageRecorder
 from proxy.chat.identity import log_id
-from proxy.chat.planner import NothingToPrune, SmallCatalog
+from proxy.chat.planner import InvalidToolRequest, NothingToPrune, SmallCatalog
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
-from proxy.http.errors import InvalidHeader, RequestTooDeep
+from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.request_log import RequestLog
 from proxy.http.headers import (
@@ -67,6 +72,21 @@ class Decision(StrEnum):
     REJECTED = "rejected"
 
 
+class InvalidTools(InvalidRequest):
+    """The request's tools break their API's deferral / tool-search contract: HTTP 400."""
+
+    code = "invalid_tools"
+
+
+def tools_header(turn: Turn) -> bytes:
+    """The ``X-Tool-Pruning-Tools`` value (see the module docstring)."""
+    value = f"{len(turn.selection.tools)}/{turn.offered}"
+    if turn.deferral:
+        origins = list(turn.selection.provenance.values())
+        value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
+    return value.encode()
+
+
 def log_decision(
     turn: Turn, decision: Decision, selection_s: float, api: str, request_id: bytes = b""
 ) -> None:
@@ -90,6 +110,7 @@ def log_decision(
                 "admitted": turn.admitted(),
                 "evicted": list(selection.evicted),
                 "reasons": {t.name: t.reason for t in selection.tools},
+                "provenance": selection.provenance,
                 "dependency_of": dict(selection.parents),
                 "tier": list(selection.tier),
                 "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
@@ -169,6 +190,10 @@ class DecisionFlow:
         except RecursionError:
             await self.reject_too_deep(request, send)
             return
+        except InvalidToolRequest as invalid:
+            self.count(Decision.REJECTED, log=request.log)
+            await send_error(send, InvalidTools(invalid.message))
+            return
         if body is None:
             self.count(Decision.PASSTHROUGH, log=request.log)
             await self.forwarder.forward(request, send)
@@ -178,9 +203,7 @@ class DecisionFlow:
             return
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
-        report: Headers = [
-            (TOOLS_HEADER.encode(), f"{len(turn.selection.tools)}/{turn.offered}".encode())
-        ]
+        report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
         if turn.lexical_only:
             report.append((INDEX_HEADER, b"building"))
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
@@ -226,9 +249,12 @@ class DecisionFlow:
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest, top_k: int | None
     ) -> Turn | None:
-        """The planned turn, or None (counted) when the request is to be forwarded as is."""
+        """The planned turn, or None (counted) when the request is to be forwarded as is.
+        Raises InvalidToolRequest (the request is answered 400)."""
         try:
             return await plan(body, request.headers, top_k)
+        except InvalidToolRequest:
+            raise
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH, log=request.log)
         except SmallCatalog as small:

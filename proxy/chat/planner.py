@@ -6,7 +6,6 @@ share this code path.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 from config.settings import Settings
 from proxy.chat.blocks import agent_block, start_block
 from proxy.chat.identity import conversation_id
+from proxy.chat.searches import client_search, search_tools
 from proxy.chat.text_plan import TextPlan, search_text_plan
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
@@ -30,7 +30,6 @@ from selection.meta_tools import (
     build_meta_tools,
     execute_load,
     requested_names,
-    search_outcome,
     search_query,
 )
 from selection.policy import Policy, catalog_layout
@@ -46,13 +45,11 @@ from selection.prefix import (
     tool_token_cap,
 )
 from selection.query import query_parts
-from selection.selector import select, semantic_candidates
+from selection.selector import select
 from selection.state import ConversationState, StateStore
 from selection.text_path import text_called_tools
 from selection.tokens import tool_tokens
-
-#: Tools a ``search_tools`` call loads at most.
-SEARCH_RESULTS = 5
+from selection.tool_search import ClientSearch, search_meta_tools
 
 
 class SmallCatalog(Exception):
@@ -64,6 +61,15 @@ class SmallCatalog(Exception):
         self.size = size
         self.path = path
         self.reason = reason
+
+
+class InvalidToolRequest(Exception):
+    """The request breaks its API's deferral / tool-search contract (a deferred or unknown
+    search tool, a reference to a tool it lacks…): a 400 in the API's error shape."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class NothingToPrune(Exception):
@@ -96,6 +102,10 @@ class PlanInput:
     ``llama_fields``: llama-server reads its own request fields (``n_cache_reuse``) on
     this API's route (not on Messages: its Anthropic conversion drops them, and the
     expectation is priced without chunk reuse).
+    ``search``: the client's own search tool, which the proxy emulates (the upstream is
+    offered a function for it instead of ``load_tools`` / ``search_tools``); None: none.
+    ``found``: tools earlier searches found, read from the conversation (Anthropic
+    ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
     """
 
     body: dict[str, Any]
@@ -105,6 +115,9 @@ class PlanInput:
     text: TextPlan | None = None
     conversation: str | None = None
     llama_fields: bool = True
+    search: ClientSearch | None = None
+    found: tuple[str, ...] = ()
+    api_view: Any = None  # what the adapter read beyond these fields: Turn.api_view
 
 
 class Planner:
@@ -164,21 +177,28 @@ class Planner:
     async def plan_input(
         self, request: PlanInput, headers: Headers, top_k: int | None = None
     ) -> Turn:
-        """:meth:`plan` for a request already read by its API's adapter. Same raises."""
+        """:meth:`plan` for a request already read by its API's adapter. Same raises.
+
+        Deferral (the client deferred tools, or brought its own search tool) is the
+        client's contract: its catalogue is planned whatever its size (never forwarded
+        whole), the tools it did not defer are forwarded every round, and toolprune
+        admits from the deferred ones by its ranking only with ``preload_deferred``."""
         body, native, text, messages = request.body, request.native, request.text, request.messages
         if native is None and text is None:
             raise NothingToPrune()
         catalog = selection_catalog(native, text)
         path = "both" if native is not None and text is not None else "native" if native else "text"
-        if len(catalog) <= self.policy.min_catalog_tools:
+        deferral = bool(catalog.deferred) or request.search is not None
+        if len(catalog) <= self.policy.min_catalog_tools and not deferral:
             raise SmallCatalog(len(catalog), path, "tools")
         # /props first: whether the upstream is llama-server decides what it caches.
         context = (
             await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
         )
         whole_cap = tool_token_cap(context, self.settings.tool_budget_share, 0)
-        if self.policy.forwards_whole(catalog, top_k, whole_cap):
+        if not deferral and self.policy.forwards_whole(catalog, top_k, whole_cap):
             raise SmallCatalog(len(catalog), path, "saving")
+        preload = self.policy.preload_deferred or not catalog.deferred
         offered = len(catalog)
         named = header(headers, b"x-conversation-id")
         if named or request.conversation is None:
@@ -214,7 +234,7 @@ class Planner:
         )
         scores = named = None
         lexical_only = False
-        if parts:  # the whole query, then its parts: one embedding call, best part per tool
+        if parts and preload:  # the whole query, then its parts: one embedding call
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
@@ -230,13 +250,16 @@ class Planner:
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
             named=named, token_cap=cap, exact=exact, history_tokens=history,
+            found=request.found, preload=preload,
         )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
         meta = None
         forwarded = {tool.name for tool in selection.tools}
-        if native is not None and choice.offer_meta and set(native.names) - forwarded:
-            core = {t.name for t in selection.tools if t.reason == "core"}
+        if native is not None and choice.offer_meta and request.search is not None:
+            meta = search_meta_tools(request.search, native)  # one discovery mechanism
+        elif native is not None and choice.offer_meta and set(native.names) - forwarded:
+            core = {t.name for t in selection.tools if t.reason in ("core", "client")}
             meta = build_meta_tools(
                 native, core, catalog_layout(native, self.policy).bundles,
                 search=len(native) > self.settings.search_tools_min_catalog,
@@ -280,6 +303,7 @@ class Planner:
         turn.agent, turn.expectation = agent, expectation
         turn.block_start = start.kind
         turn.cache_reuse = reuse
+        turn.search, turn.deferral, turn.preload = request.search, deferral, preload
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:
@@ -311,27 +335,45 @@ class Planner:
     # --- meta-tools -------------------------------------------------------------
     async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
         """Execute meta-calls: update the conversation's loaded set and state, and return
-        one ``tool`` message content per call (JSON text)."""
+        one ``tool`` message content per call (JSON text). A call of the function standing
+        for the client's search tool is also recorded in ``turn.searches`` (by call id),
+        for its API adapter to show the client; with deferral, what the calls load is
+        kept for the conversation (``ConversationState.found``)."""
         forwarded = {tool.name for tool in turn.selection.tools}
         outcomes: list[LoadOutcome] = []
+        found: list[str] = []  # what the model's searches and loads asked for
+        late = self.on_late_error
         for call in calls:
             assert turn.meta is not None
-            if call.name == turn.meta.load_name:
+            event: dict[str, Any] = {}
+            if call.name == turn.meta.client_search:
+                result = await client_search(self.engine, self.policy, turn, call.arguments, late)
+                turn.searches[call.id] = result
+                admit = tuple(name for name in result.found if name not in forwarded)
+                outcome = LoadOutcome(admit, result.content(turn.catalog))
+                label = "client_search"
+                found += result.found
+                event = {"found": list(result.found), "error": result.error}
+            elif call.name == turn.meta.load_name:
                 outcome = execute_load(requested_names(call.arguments), turn.catalog, forwarded)
                 label = "load_tools"
             else:
-                outcome = await self._search(turn, search_query(call.arguments), forwarded)
+                query = search_query(call.arguments)
+                outcome = await search_tools(self.engine, self.policy, turn, query, forwarded, late)
                 label = "search_tools"
             self.metrics.meta_calls.labels(label).inc()
             forwarded.update(outcome.admit)
+            found += outcome.admit
             outcomes.append(outcome)
-            turn.meta_events.append({"tool": label, "loaded": list(outcome.admit)})
+            turn.meta_events.append({"tool": label, "loaded": list(outcome.admit), **event})
         admit = [name for outcome in outcomes for name in outcome.admit]
         state = await self._latest_state(turn)
         state.meta_calls += len(calls)
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
             pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
+            found=[*turn.selection.state.found, *(found if turn.deferral else ())],
+            preload=turn.preload,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)
@@ -354,14 +396,3 @@ class Planner:
             self.on_late_error(error)
             return turn.selection.state
         return stored if stored is not None else turn.selection.state
-
-    async def _search(self, turn: Turn, query: str | None, forwarded: set[str]) -> LoadOutcome:
-        if query is None:
-            return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
-        try:
-            scored = await self.engine.score(turn.catalog, self.policy.examples, query)
-        except SelectionError as error:
-            self.on_late_error(error)
-            return LoadOutcome((), json.dumps({"error": "tool search is unavailable"}))
-        matches = semantic_candidates(turn.catalog, scored.values, SEARCH_RESULTS, -1.0, set())
-        return search_outcome([name for name, _ in matches], turn.catalog, forwarded)

@@ -21,6 +21,7 @@ from selection.history import KEEP, ToolChoice
 from selection.meta_tools import MetaTools
 from selection.prefix import CacheExpectation
 from selection.selector import Selection
+from selection.tool_search import ClientSearch, SearchResult
 
 
 @dataclass
@@ -34,6 +35,8 @@ class MetaCall:
     problem: str | None = None
 
 
+#: Selection reasons of the block's head: the client's CORE, then toolprune's.
+_CORE = ("client", "core")
 #: Request fields that only make sense with a tools (or functions) array.
 _NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 
@@ -82,6 +85,21 @@ class Turn:
     lexical_only: bool = False
     #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
     cache_reuse: int = 0
+    #: The client's own search tool, emulated (its function is ``meta.client_search``).
+    search: ClientSearch | None = None
+    #: The client deferred tools or brought its own search tool: the deferral contract
+    #: holds (:meth:`proxy.chat.planner.Planner.plan_input`).
+    deferral: bool = False
+    #: Selection admits candidates by its ranking (off: deferred tools load by search only).
+    preload: bool = True
+    #: Calls of the client's search tool answered this turn, by call id, in call order.
+    searches: dict[str, SearchResult] = field(default_factory=dict)
+    #: What the client sees of rounds before the last, in its API's shape (the client's
+    #: search tool's exchanges with the text around them), for a plain response.
+    shown: list[Any] = field(default_factory=list)
+    #: What the request's API adapter read of it beyond the planner's input (``PlanInput``),
+    #: in the adapter's own type (the Responses adapter's tool layout), or None.
+    api_view: Any = None
 
     @property
     def path(self) -> str:
@@ -103,15 +121,16 @@ class Turn:
 
     def block_entries(self, meta: Sequence[Any]) -> list[Any]:
         """The forwarded native tools in block order, as the client defined them (in its
-        API's shape): CORE tools in catalogue order, then the loaded tools in admission
+        API's shape, ``defer_loading`` removed): the client's CORE then toolprune's CORE
+        tools in catalogue order, then the loaded tools in admission
         order with ``meta`` (the meta-tools' entries, in that shape) after the first
         ``meta_at`` of them (the tools of the block's first request: tools admitted later
         follow the meta-tool, so its text stays in the upstream's cached prefix)."""
         assert self.native is not None
-        definitions = {tool.name: tool.definition for tool in self.native.tools}
+        definitions = {tool.name: tool.forwarded_definition for tool in self.native.tools}
         selected = [t for t in self.selection.tools if t.name in definitions]
-        core = [definitions[t.name] for t in selected if t.reason == "core"]
-        rest = [t.name for t in selected if t.reason != "core"]
+        core = [definitions[t.name] for t in selected if t.reason in _CORE]
+        rest = [t.name for t in selected if t.reason not in _CORE]
         state = self.selection.state
         at = len(rest)
         if state.meta_at is not None:

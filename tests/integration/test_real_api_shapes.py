@@ -1,7 +1,11 @@
 """End to end against a real llama-server (issue #13): GitHub MCP's 117 tools in the
 Responses API's and the Anthropic Messages API's tool shapes do not fit SmolLM2's 8k
 context when sent directly, and do through the proxy, plain and streaming, with the
-official ``openai`` and ``anthropic`` SDKs as clients.
+official ``openai`` and ``anthropic`` SDKs as clients. With OpenAI's tool search (issue
+#25): the catalogue deferred behind hosted ``tool_search`` (ten tools in a namespace), and
+the Codex-shaped histories of ``tests/fixtures/codex_responses`` with
+``tool_search_call`` / ``tool_search_output`` items, are accepted by llama-server once the
+proxy has translated them.
 
 Marked ``real_upstream``: run with ``pytest -m real_upstream`` (the first run builds
 llama-server, see ``deploy/local_llama.py``).
@@ -19,8 +23,9 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
-from benchmarks.support.data import REAL_CATALOGS
+from tests.support.data import REAL_CATALOGS
 from benchmarks.support.llama import llama_server
+from tests.support.responses_requests import FIXTURES, HOSTED_TOOLS
 from benchmarks.support.servers import serve_in_thread
 
 pytestmark = pytest.mark.real_upstream
@@ -125,3 +130,47 @@ def test_messages_direct_400_through_the_proxy_200_plain_and_streaming(llama: st
     assert "load_tools" not in json.dumps([event.model_dump() for event in events])
     starts = [event.index for event in events if event.type == "content_block_start"]
     assert starts == list(range(len(starts)))
+
+
+def test_responses_deferred_behind_tool_search_reach_llama_server_as_core_plus_loaded(
+    proxy: str,
+) -> None:
+    raw = openai_client(proxy + "/v1").responses.with_raw_response.create(
+        model="m", input=ASK, tools=HOSTED_TOOLS, max_output_tokens=MAX_TOKENS
+    )
+    result = raw.parse()
+    assert "/117; client=2;" in raw.headers["x-tool-pruning-tools"]
+    assert result.usage.input_tokens < 8192  # sent whole, the catalogue does not fit
+    assert result.status in ("completed", "incomplete")
+    assert_calls_declared(result.output, HOSTED_TOOLS)
+
+
+@pytest.mark.parametrize("name", ["hosted_search_second_turn.json", "client_search_second_turn.json"])
+def test_responses_codex_histories_with_search_items_plain_and_streamed(
+    proxy: str, name: str
+) -> None:
+    body = json.loads((FIXTURES / name).read_text())
+    fields = {key: value for key, value in body.items() if key not in ("stream", "model")}
+    client = openai_client(proxy + "/v1")
+    plain = client.responses.create(model="m", **fields, max_output_tokens=MAX_TOKENS)
+    with client.responses.stream(model="m", **fields, max_output_tokens=MAX_TOKENS) as events:
+        streamed = events.get_final_response()
+    loaded = [tool for item in body["input"] if item.get("type") == "tool_search_output"
+              for tool in item["tools"]]
+    for result in (plain, streamed):
+        assert result.status in ("completed", "incomplete")
+        assert_calls_declared(result.output, [*body["tools"], *loaded])
+
+
+def assert_calls_declared(output: list[Any], tools: list[dict[str, Any]]) -> None:
+    """Every call names a tool the client declared (or a search loaded), namespace members
+    by their own name and namespace."""
+    declared: set[tuple[str, str | None]] = set()
+    for tool in tools:
+        if tool["type"] == "namespace":
+            declared |= {(member["name"], tool["name"]) for member in tool["tools"]}
+        elif "name" in tool:
+            declared.add((tool["name"], None))
+    for item in output:
+        if item.type in ("function_call", "custom_tool_call"):
+            assert (item.name, item.namespace) in declared

@@ -1,0 +1,162 @@
+"""A Responses request's ``input`` items as a plain OpenAI-compatible server takes them,
+and the tools earlier searches loaded.
+
+Shapes follow OpenAI's Responses API reference and tool search guide. Translated, always
+the same way so a conversation's prompt prefix stays the same from turn to turn:
+
+* ``tool_search_call`` ``{"call_id", "execution", "arguments": {…}}`` → a ``function_call``
+  of the function that stands for the search (``arguments`` as JSON text, as the proxy
+  hands the model's call back on a re-issued round; text a client sent is kept). A hosted (``server``) call has
+  ``call_id`` null: its id is read from the item ``id`` the proxy gave it
+  (:func:`search_call_id`), else numbered by its place among the input's hosted calls.
+* ``tool_search_output`` ``{"call_id", "tools": [definitions]}`` → the
+  ``function_call_output`` of that call: the found tools' names and purposes, the text
+  the proxy answered the live call with (:meth:`selection.tool_search.SearchResult.content`).
+  Its ``tools`` are loaded for the conversation (:attr:`Loaded.found`); a definition the
+  request's ``tools`` lack (a client-executed search may return any) joins the catalogue.
+* ``additional_tools`` ``{"tools": [definitions]}`` → removed; its tools are loaded the
+  same way.
+* ``function_call`` / ``custom_tool_call`` with a ``namespace`` → the flattened name
+  (:mod:`proxy.apis.responses_tools`), ``namespace`` removed; ``namespace`` on an output
+  item is removed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from proxy.apis.responses_tools import DEFER_LOADING, Member, ToolLayout, flat_name
+from selection.catalog import Catalog
+from selection.tool_search import SearchResult
+
+SEARCH_CALL = "tool_search_call"
+SEARCH_OUTPUT = "tool_search_output"
+ADDITIONAL_TOOLS = "additional_tools"
+#: Prefixes of the ids the proxy gives the hosted search items it emulates: the item
+#: ``id`` carries the upstream call id, which the API's ``call_id`` (null) cannot.
+CALL_ID_PREFIX = "tsc_tp_"
+OUTPUT_ID_PREFIX = "tso_tp_"
+
+
+def search_call_id(item: Mapping[str, Any], prefix: str) -> str | None:
+    """The upstream call id of a search item: its ``call_id``, or what its proxy-given
+    ``id`` holds after ``prefix``; None when neither says."""
+    call_id = item.get("call_id")
+    if isinstance(call_id, str) and call_id:
+        return call_id
+    item_id = item.get("id")
+    if isinstance(item_id, str) and item_id.startswith(prefix) and len(item_id) > len(prefix):
+        return item_id[len(prefix):]
+    return None
+
+
+@dataclass
+class Loaded:
+    """Tools an input's earlier searches loaded: ``found`` upstream names in loading
+    order; ``injected`` flattened function definitions of those the request's ``tools``
+    lack (deferred: they are loaded by being found, never the client's CORE)."""
+
+    found: list[str] = field(default_factory=list)
+    injected: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _definitions(tools: Any) -> list[tuple[str, str | None, Mapping[str, Any]]]:
+    """``(upstream name, namespace, definition)`` of the functions in a list of
+    definitions (namespace members flattened; ``definition`` as the list has it); other
+    types are skipped."""
+    found: list[tuple[str, str | None, Mapping[str, Any]]] = []
+    for entry in tools if isinstance(tools, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        if entry.get("type") == "function" and isinstance(entry.get("name"), str):
+            found.append((entry["name"], None, entry))
+        elif entry.get("type") == "namespace" and isinstance(entry.get("name"), str):
+            for member in entry.get("tools") if isinstance(entry.get("tools"), list) else ():
+                if (isinstance(member, Mapping) and member.get("type") == "function"
+                        and isinstance(member.get("name"), str)):
+                    found.append((flat_name(entry["name"], member["name"]), entry["name"], member))
+    return found
+
+
+def loaded_tools(items: Sequence[Any], layout: ToolLayout) -> Loaded:
+    """What the ``tool_search_output`` and ``additional_tools`` items of ``items`` load
+    (see the module docstring). Tools the request's ``tools`` lack are registered in
+    ``layout`` (their names map back to the client's, like the request's own)."""
+    loaded = Loaded()
+    for item in items:
+        if not isinstance(item, Mapping) or item.get("type") not in (SEARCH_OUTPUT, ADDITIONAL_TOOLS):
+            continue
+        for upstream, namespace, definition in _definitions(item.get("tools")):
+            if upstream not in layout.members:
+                layout.members[upstream] = Member(str(definition["name"]), namespace, definition)
+                if namespace is not None:
+                    layout.namespaces.setdefault(namespace, {"name": namespace, "tools": []})
+                loaded.injected.append({**definition, "name": upstream, DEFER_LOADING: True})
+            if upstream not in loaded.found:
+                loaded.found.append(upstream)
+    return loaded
+
+
+class _Translator:
+    """Translates one input (see the module docstring)."""
+
+    def __init__(self, layout: ToolLayout, catalog: Catalog) -> None:
+        self.layout = layout
+        self.catalog = catalog
+        self.hosted_calls = 0
+        self.unanswered: list[str] = []  # hosted call ids awaiting their output
+
+    def call_id(self, item: Mapping[str, Any]) -> str:
+        known = search_call_id(item, CALL_ID_PREFIX)
+        if known is None:
+            self.hosted_calls += 1
+            known = f"tool_search_{self.hosted_calls}"
+        if item.get("execution") != "client":
+            self.unanswered.append(known)
+        return known
+
+    def output_call_id(self, item: Mapping[str, Any]) -> str:
+        known = search_call_id(item, OUTPUT_ID_PREFIX)
+        if known is not None:
+            if known in self.unanswered:
+                self.unanswered.remove(known)
+            return known
+        return self.unanswered.pop(0) if self.unanswered else "tool_search_0"
+
+    def item(self, item: Any) -> list[Any]:
+        if not isinstance(item, Mapping):
+            return [item]
+        kind = item.get("type")
+        if kind == SEARCH_CALL:
+            arguments = item.get("arguments")
+            name = self.layout.hosted_name
+            if item.get("execution") == "client" and self.layout.client_search_name:
+                name = self.layout.client_search_name
+            if not isinstance(arguments, str):  # the API's object; some clients send text
+                arguments = json.dumps(arguments if arguments is not None else {},
+                                       ensure_ascii=False)
+            return [{"type": "function_call", "call_id": self.call_id(item), "name": name,
+                     "arguments": arguments}]
+        if kind == SEARCH_OUTPUT:
+            names = tuple(name for name, _, _ in _definitions(item.get("tools")))
+            content = SearchResult("query", None, names).content(self.catalog)
+            return [{"type": "function_call_output", "call_id": self.output_call_id(item),
+                     "output": content}]
+        if kind == ADDITIONAL_TOOLS:
+            return []
+        if "namespace" not in item:
+            return [item]
+        translated = {key: value for key, value in item.items() if key != "namespace"}
+        if kind in ("function_call", "custom_tool_call"):
+            translated["name"] = self.layout.upstream_name(item.get("name"), item["namespace"])
+        return [translated]
+
+
+def upstream_items(items: Sequence[Any], layout: ToolLayout, catalog: Catalog) -> list[Any]:
+    """``items`` translated for the upstream (see the module docstring); ``catalog``: the
+    request's (for the found tools' purposes)."""
+    translator = _Translator(layout, catalog)
+    return [translated for item in items for translated in translator.item(item)]
