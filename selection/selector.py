@@ -20,13 +20,15 @@ from typing import Literal
 import numpy as np
 
 from selection.catalog import Catalog
+from selection.learned import learned_names
 from selection.policy import Policy, catalog_layout
 from selection.ranking import Candidate, Choice, choose
 from selection.state import ConversationState, LoadedTool
 from selection.tokens import tool_tokens
 
 Reason = Literal[
-    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky"
+    "core", "pinned", "requested", "semantic", "named", "dependency", "bundle", "sticky",
+    "learned",
 ]
 
 #: How many of the best-scored tools that were left out a selection reports.
@@ -127,6 +129,7 @@ def select(
     exact: Mapping[str, int] | None = None,
     history_tokens: int = 0,
     named: np.ndarray | None = None,
+    boost: np.ndarray | None = None,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -149,6 +152,8 @@ def select(
         history_tokens: prompt tokens of the conversation's messages (after the system
             prompt): what the upstream evaluates again when the tools change.
         named: the tools a one-intent request names (:attr:`selection.engine.Scores.named`).
+        boost: the learned part of ``scores`` (:attr:`selection.engine.Scores.boost`): a
+            semantic candidate outside the top-k without it has reason ``learned``.
 
     A turn that starts from a block (a later turn, or a new conversation on its agent's
     block: ``state.turn`` > 0 or tools loaded) admits semantic candidates only when the
@@ -246,13 +251,19 @@ def select(
         if mate not in core_set
     ]
 
+    learned: set[str] = set()
+    if boost is not None and scores is not None and semantic:
+        k = policy.top_k if top_k is None else top_k
+        learned = learned_names(catalog, scores, boost, [c.name for c in semantic], k)
     reasons: dict[str, Reason] = {}
     for name in pinned_names:
         reasons.setdefault(name, "pinned")
     for name in requested_names:
         reasons.setdefault(name, "requested")
     for candidate in semantic:
-        reasons.setdefault(candidate.name, candidate.reason)
+        reasons.setdefault(
+            candidate.name, "learned" if candidate.name in learned else candidate.reason
+        )
     for name in bundle_names:
         reasons.setdefault(name, "bundle")
 

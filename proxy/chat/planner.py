@@ -212,12 +212,13 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores = named = None
+        scores = named = boost = query_vector = None
         lexical_only = False
         if parts:  # the whole query, then its parts: one embedding call, best part per tool
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
+            boost, query_vector = scored.boost, scored.query_vector
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
@@ -229,7 +230,7 @@ class Planner:
         cap = tool_token_cap(context, self.settings.tool_budget_share, history + reserve)
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
-            named=named, token_cap=cap, exact=exact, history_tokens=history,
+            named=named, token_cap=cap, exact=exact, history_tokens=history, boost=boost,
         )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
@@ -280,6 +281,7 @@ class Planner:
         turn.agent, turn.expectation = agent, expectation
         turn.block_start = start.kind
         turn.cache_reuse = reuse
+        turn.boost, turn.query_vector = boost, query_vector
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:
@@ -332,6 +334,7 @@ class Planner:
         turn.selection = select(
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
             pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
+            boost=turn.boost,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)

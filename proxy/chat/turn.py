@@ -82,6 +82,10 @@ class Turn:
     lexical_only: bool = False
     #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
     cache_reuse: int = 0
+    #: The learned part of ``scores`` (``Scores.boost``), kept for meta rounds.
+    boost: np.ndarray | None = None
+    #: The whole query's vector (``Scores.query_vector``), for the usage log.
+    query_vector: np.ndarray | None = None
 
     @property
     def path(self) -> str:

@@ -23,6 +23,7 @@ from proxy.cli.help import HelpFormatter, from_setting
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import EmbedderError, PolicyError
+from selection.learned import LearnedStates
 from selection.evaluation.plot import PlotUnavailable, plot_reports
 from selection.evaluation import (
     DEFAULT_KS,
@@ -105,6 +106,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
     )
+    parser.add_argument(
+        "--learn-from", type=Path, metavar="DEV.jsonl",
+        help="first replay these cases as the agent's traffic (expected tools called, "
+        "reached through the meta-tool when not forwarded) into a temporary usage log, "
+        "learn from it (docs/learning.md), then score the data files with what was promoted",
+    )
+    parser.add_argument("--learn-share", type=float, default=1.0, metavar="F",
+                        help="with --learn-from: replay this share (0–1] of its conversations")
+    parser.add_argument("--learn-seed", type=int, default=0,
+                        help="seed of the --learn-share draw")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -160,7 +171,18 @@ async def run_eval(
             index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
             lexical_weight=settings.lexical_weight,
             name_weight=settings.name_weight,
+            learned=LearnedStates(embedder.id) if args.learn_from is not None else None,
         )
+        learning = None
+        if args.learn_from is not None:
+            if not 0 < args.learn_share <= 1:
+                raise ValueError("--learn-share must be in (0, 1]")
+            from proxy.cli.traffic import learn_from_cases
+
+            learning = await learn_from_cases(
+                args.learn_from, share=args.learn_share, seed=args.learn_seed,
+                settings=settings, policy=policy, engine=engine,
+            )
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
         if not args.no_bm25:
@@ -204,6 +226,7 @@ async def run_eval(
             "limit": args.limit,
             "seed": args.seed,
             "max_tools_per_k": "max(max_tools, k); k=all: catalogue size",
+            "learning": learning,
         },
         "sets": sets,
     }
