@@ -35,6 +35,7 @@ import numpy as np
 
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
+from selection import learned
 from selection.evaluation.cases import load_cases
 
 
@@ -151,17 +152,18 @@ def _pool(rows: list[dict[str, float]]) -> dict[str, float | None]:
 
 
 async def measure(data: Path, spec: str, shares: list[float], seed: int, control: Path,
-                  folder: Path) -> dict[str, Any]:
+                  folder: Path, baseline: bool = True) -> dict[str, Any]:
     name, _, folds = spec.partition(":")
     pairs = _split(data / name / "cases.jsonl", int(folds or 2), seed, folder)
     runs: dict[str, list[dict[str, float]]] = {}
     promotions: dict[str, list[Any]] = {}
     for teach, held in pairs:
         plain_untouched = _untouched(teach, held, 1.0, seed)
-        report = await _eval(held, None, 1.0, seed)
-        runs.setdefault("plain", []).append(_row(report, held, plain_untouched))
-        report = await _eval(held, control, 1.0, seed)
-        runs.setdefault("control", []).append(_row(report, held, plain_untouched))
+        if baseline:
+            report = await _eval(held, None, 1.0, seed)
+            runs.setdefault("plain", []).append(_row(report, held, plain_untouched))
+            report = await _eval(held, control, 1.0, seed)
+            runs.setdefault("control", []).append(_row(report, held, plain_untouched))
         for share in shares:
             report = await _eval(held, teach, share, seed)
             label = f"learned {share:.0%}"
@@ -208,20 +210,35 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--control", default="metatool",
                         help="set whose cases are the control's traffic (another catalogue)")
+    parser.add_argument("--floor", type=float, default=learned.FLOOR,
+                        help="selection.learned.FLOOR for this run (a variant)")
+    parser.add_argument("--gain", type=float, default=learned.GAIN,
+                        help="selection.learned.GAIN for this run (a variant)")
+    parser.add_argument("--forwarded-weight", type=float,
+                        default=learned.STATUS_WEIGHTS["forwarded"],
+                        help="weight of a forwarded call's evidence for this run (a variant)")
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the plain and control runs (variants of the learned runs)")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
+    learned.FLOOR, learned.GAIN = args.floor, args.gain
+    learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
     results = []
     with tempfile.TemporaryDirectory(prefix="toolprune-learning-") as folder:
-        control = Path(folder) / "control.jsonl"
-        control_lines = (args.data / args.control / "cases.jsonl").read_text().splitlines()[:100]
-        control.write_text("\n".join(control_lines) + "\n")
+        (Path(folder) / "control").mkdir()
+        control = Path(folder) / "control" / "cases.jsonl"
+        source = args.data / args.control
+        control.write_text("\n".join((source / "cases.jsonl").read_text().splitlines()[:100]) + "\n")
+        for extra in source.glob("*.json"):
+            shutil.copy(extra, control.parent / extra.name)
 
         async def run_all() -> None:
             for spec in args.sets.split(","):
                 results.append(
-                    await measure(args.data, spec, shares, args.seed, control, Path(folder))
+                    await measure(args.data, spec, shares, args.seed, control, Path(folder),
+                                  baseline=not args.no_baseline)
                 )
 
         asyncio.run(run_all())

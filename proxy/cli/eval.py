@@ -142,6 +142,20 @@ def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
     return wrap
 
 
+def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
+    """The proxy's engine for an offline command: the configured caches and weights, with
+    budgets that wait for a cold catalogue's index instead of ranking it by BM25."""
+    return SelectionEngine(
+        embedder,
+        vector_cache_size=settings.vector_cache_size,
+        index_cache_size=settings.index_cache_size,
+        timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
+        index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
+        lexical_weight=settings.lexical_weight,
+        name_weight=settings.name_weight,
+    )
+
+
 def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
     """The configured embedder, as the proxy builds it (tests replace this function)."""
     from proxy.components import build_embedder
@@ -163,16 +177,9 @@ async def run_eval(
     async with httpx.AsyncClient() as client:
         embedder = embedder_factory(settings, client)
         await embedder.load()
-        engine = SelectionEngine(
-            embedder,
-            vector_cache_size=settings.vector_cache_size,
-            index_cache_size=settings.index_cache_size,
-            timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
-            index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
-            lexical_weight=settings.lexical_weight,
-            name_weight=settings.name_weight,
-            learned=LearnedStates(embedder.id) if args.learn_from is not None else None,
-        )
+        engine = offline_engine(settings, embedder)
+        if args.learn_from is not None:
+            engine.learned = LearnedStates(embedder.id)
         learning = None
         if args.learn_from is not None:
             if not 0 < args.learn_share <= 1:

@@ -7,13 +7,17 @@ Evidence: every real call of the log with status ``forwarded``, ``loaded`` or ``
 paired with the query vector of the request it answered (same conversation hash, turn
 and catalogue; ``requests.query``, stored only with ``TOOLPRUNE_LEARN``).
 
-Guard: conversations are split by a hash of their id: one in :data:`HELD_BACK_EVERY`
-is held back. A candidate learned from the others is replayed on the held-back requests
-through the dense part of the proxy's scoring (the catalogue's index, plus the learned
-boost: :func:`selection.learned.held_back_recall`) next to the state in use (none: the
-unlearned ranking). Only a candidate with a higher recall@k is promoted, learned again
-from all the evidence; otherwise the state in use stays (rolled back). Each attempt is
-recorded in the ``learned`` table with its report.
+Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS`
+slices; each slice in turn is held back, and a candidate learned from the other slices
+is replayed on its requests through the dense part of the proxy's scoring (the
+catalogue's index, plus the learned boost: :func:`selection.learned.held_back_recall`)
+next to the state in use (none: the unlearned ranking), so every request is judged by a
+state that never saw it (cross-validation: a log of a few dozen requests still proves
+something). Only a candidate with a higher mean recall@k is promoted, learned again from
+all the evidence; otherwise the state in use stays (rolled back). The state in use was
+learned from the held-back requests too, so the comparison favours it: a candidate must
+beat it on requests only the state in use has seen. Each attempt is recorded in the
+``learned`` table with its report.
 
 Bad input degrades to unlearned selection with one log line: an older log without query
 vectors, vectors of another embedder, a corrupt or foreign stored state, a catalogue
@@ -22,13 +26,16 @@ whose definitions are gone.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
+import time
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,12 +45,14 @@ from proxy.usage.schema import open_database
 from selection.catalog import Catalog, parse_tools
 from selection.engine import SelectionEngine
 from selection.errors import CatalogError, SelectionError
+from selection.policy import Policy
 from selection.learned import (
     STATUS_WEIGHTS,
     Evidence,
     LearnedIndex,
     LearnedState,
     LearnedStateError,
+    LearnedStates,
     decode_state,
     encode_state,
     held_back_recall,
@@ -52,16 +61,18 @@ from selection.learned import (
 
 logger = get_logger("learning")
 
-#: One conversation in this many is held back to judge a candidate.
-HELD_BACK_EVERY = 5
-#: Fewest held-back requests a promotion needs (fewer prove nothing).
+#: The log's conversations are split into this many held-back slices (by a hash of
+#: their id); each is replayed against a candidate learned from the others.
+HELD_BACK_FOLDS = 5
+#: Fewest requests with evidence a promotion needs (fewer prove nothing).
 MIN_HELD_BACK = 3
 
 
 @dataclass(frozen=True)
 class LearnOutcome:
-    """One catalogue's learning attempt: evidence used, held-back recall@k of the state in
-    use (``before``) and of the candidate (``after``), and whether it was promoted (then
+    """One catalogue's learning attempt: evidence used, held-back recall@k (every request
+    held back once) of the state in use (``before``) and of the candidates (``after``),
+    and whether it was promoted (then
     ``version`` is the new state's). ``reason``: ``promoted``, ``not_better``,
     ``too_little_traffic``, ``catalog_unknown``."""
 
@@ -164,6 +175,18 @@ def read_reports(path: Path | str) -> list[dict]:
     return [json.loads(row[0]) for row in rows]
 
 
+def summarise(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per catalogue (most recent first): the promotion in use (``in_use``, or None) and
+    the last attempt (``last``), from :func:`read_reports`' newest-first list."""
+    rows: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        row = rows.setdefault(report["catalog"], {"catalog": report["catalog"], "in_use": None,
+                                                  "last": report})
+        if report.get("promoted") and row["in_use"] is None:
+            row["in_use"] = report
+    return list(rows.values())
+
+
 def _catalog(path: Path | str, fingerprint: str) -> Catalog | None:
     definitions = read_definitions(path, fingerprint)
     try:
@@ -195,31 +218,40 @@ async def learn_catalog(
     the outcome, and the state to promote (None: keep ``current``). Raises SelectionError
     when the catalogue cannot be indexed."""
     embedder = engine.embedder.id
-    held = [p for p in pairs if _bucket(p.conversation) % HELD_BACK_EVERY == 0]
-    taught = [p for p in pairs if _bucket(p.conversation) % HELD_BACK_EVERY != 0]
-    held_requests = _requests(held)
     requests = len({p.request for p in pairs})
+    folds = [[p for p in pairs if _bucket(p.conversation) % HELD_BACK_FOLDS == f]
+             for f in range(HELD_BACK_FOLDS)]
+    folds = [fold for fold in folds if fold]
     base = dict(catalog=fingerprint, tools=len(catalog), pairs=len(pairs), requests=requests,
-                held_back=len(held_requests), k=k)
-    if len(held_requests) < MIN_HELD_BACK or not taught:
+                held_back=requests, k=k)
+    if requests < MIN_HELD_BACK or len(folds) < 2:
         return LearnOutcome(**base, before=0.0, after=0.0, promoted=False,
                             reason="too_little_traffic"), None
     index, _ = await engine.index_for(catalog, examples)
-    dense = []
-    for vector, _tools in held_requests:
-        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-        if query.shape[1] != index.index.d:
-            raise SelectionError("query vectors do not match the embedder's dimension")
-        dense.append(index.best_scores(query / max(float(np.linalg.norm(query)), 1e-12)))
-    version = (current.version if current is not None else 0) + 1
-    candidate = learn(taught, catalog=fingerprint, embedder=embedder, version=version, created=now)
     in_use = LearnedIndex.bind(current, catalog) if current is not None else None
-    before = held_back_recall(held_requests, dense, catalog, in_use, k)
-    after = held_back_recall(held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k)
+    version = (current.version if current is not None else 0) + 1
+    before = after = 0.0
+    for held in folds:
+        held_requests = _requests(held)
+        dense = []
+        for vector, _tools in held_requests:
+            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+            if query.shape[1] != index.index.d:
+                raise SelectionError("query vectors do not match the embedder's dimension")
+            dense.append(index.best_scores(query / max(float(np.linalg.norm(query)), 1e-12)))
+        held_ids = {p.request for p in held}
+        candidate = learn([p for p in pairs if p.request not in held_ids], catalog=fingerprint,
+                          embedder=embedder, version=version, created=now)
+        share = len(held_requests)
+        before += share * held_back_recall(held_requests, dense, catalog, in_use, k)
+        after += share * held_back_recall(
+            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k
+        )
+    before, after = before / requests, after / requests
     if after <= before:
         return LearnOutcome(**base, before=before, after=after, promoted=False,
                             reason="not_better"), None
-    measured = {"before": before, "after": after, "held_back": float(len(held_requests)), "k": k}
+    measured = {"before": before, "after": after, "held_back": float(requests), "k": k}
     state = learn(pairs, catalog=fingerprint, embedder=embedder, version=version, created=now,
                   measured=measured)
     return LearnOutcome(**base, before=before, after=after, promoted=True, reason="promoted",
@@ -238,7 +270,7 @@ def record(path: Path | str, outcome: LearnOutcome, state: LearnedState | None, 
             ).fetchone()
             version = min(0, row[0] or 0) - 1
         connection.execute(
-            "INSERT INTO learned (catalog, version, ts, promoted, state, report) "
+            "INSERT OR IGNORE INTO learned (catalog, version, ts, promoted, state, report) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (outcome.catalog, version, now, int(state is not None),
              encode_state(state) if state is not None else None,
@@ -260,8 +292,8 @@ async def learn_from_log(
     evidence, an outcome; promoted states are written to the log and installed in
     ``engine.learned`` (when set). Raises sqlite3.Error, FileNotFoundError."""
     embedder = engine.embedder.id
-    evidence = read_evidence(path, embedder)
-    current = read_states(path, embedder)
+    evidence = await asyncio.to_thread(read_evidence, path, embedder)
+    current = await asyncio.to_thread(read_states, path, embedder)
     outcomes = []
     for fingerprint, pairs in evidence.items():
         catalog = _catalog(path, fingerprint)
@@ -273,9 +305,69 @@ async def learn_from_log(
         outcome, state = await learn_catalog(
             catalog, fingerprint, pairs, current.get(fingerprint), engine, examples, k=k, now=now
         )
-        record(path, outcome, state, now)
+        await asyncio.to_thread(record, path, outcome, state, now)
         if state is not None and engine.learned is not None:
             engine.learned.install(state)
         logger.info("learning_outcome", extra={"fields": asdict(outcome)})
         outcomes.append(outcome)
     return outcomes
+
+
+def load_states(path: Path | str, learned: LearnedStates) -> int:
+    """Install the promoted states of the log at ``path`` in ``learned``; how many. A log
+    that cannot be read installs none, with one log line."""
+    try:
+        states = read_states(path, learned.embedder)
+    except (OSError, sqlite3.Error) as error:
+        logger.warning(
+            "learned_states_unavailable",
+            extra={"fields": {"error": type(error).__name__, "detail": str(error),
+                              "db": str(path)}},
+        )
+        return 0
+    for state in states.values():
+        learned.install(state)
+    return len(states)
+
+
+async def learn_periodically(
+    path: Path | str,
+    engine: SelectionEngine,
+    examples: Mapping[str, Sequence[str]],
+    *,
+    k: int,
+    interval_s: float,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """``toolprune serve``'s schedule: every ``interval_s`` seconds, install what other
+    processes promoted, then run :func:`learn_from_log`. A failed run is logged and the
+    schedule goes on (selection keeps the states it has)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            if engine.learned is not None:
+                await asyncio.to_thread(load_states, path, engine.learned)
+            await learn_from_log(path, engine, examples, k=k, now=clock())
+        except (OSError, sqlite3.Error, SelectionError) as error:
+            logger.warning(
+                "learning_failed",
+                extra={"fields": {"error": type(error).__name__, "detail": str(error),
+                                  "db": str(path)}},
+            )
+
+
+def start_learning(
+    path: Path, interval_s: float, engine: SelectionEngine, policy: Policy
+) -> asyncio.Task[None] | None:
+    """At ``toolprune serve``'s start with ``TOOLPRUNE_LEARN``: give ``engine`` the
+    promoted states of the usage log at ``path`` and, with ``interval_s`` > 0, start the
+    schedule (the task to cancel at shutdown; None without a schedule)."""
+    engine.learned = LearnedStates(engine.embedder.id)
+    if path.is_file():
+        installed = load_states(path, engine.learned)
+        logger.info("learned_states_loaded", extra={"fields": {"states": installed}})
+    if interval_s <= 0:
+        return None
+    return asyncio.create_task(learn_periodically(
+        path, engine, policy.examples, k=policy.top_k, interval_s=interval_s,
+    ))
