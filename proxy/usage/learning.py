@@ -228,6 +228,7 @@ async def learn_catalog(
         return LearnOutcome(**base, before=0.0, after=0.0, promoted=False,
                             reason="too_little_traffic"), None
     index, _ = await engine.index_for(catalog, examples)
+    tools = dict(zip(catalog.names, index.tool_vectors(), strict=True))
     in_use = LearnedIndex.bind(current, catalog) if current is not None else None
     version = (current.version if current is not None else 0) + 1
     before = after = 0.0
@@ -241,11 +242,11 @@ async def learn_catalog(
             dense.append(index.best_scores(query / max(float(np.linalg.norm(query)), 1e-12)))
         held_ids = {p.request for p in held}
         candidate = learn([p for p in pairs if p.request not in held_ids], catalog=fingerprint,
-                          embedder=embedder, version=version, created=now)
+                          embedder=embedder, version=version, created=now, tool_vectors=tools)
         share = len(held_requests)
-        before += share * held_back_recall(held_requests, dense, catalog, in_use, k)
+        before += share * held_back_recall(held_requests, dense, catalog, in_use, k, index)
         after += share * held_back_recall(
-            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k
+            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k, index
         )
     before, after = before / requests, after / requests
     if after <= before:
@@ -253,7 +254,7 @@ async def learn_catalog(
                             reason="not_better"), None
     measured = {"before": before, "after": after, "held_back": float(requests), "k": k}
     state = learn(pairs, catalog=fingerprint, embedder=embedder, version=version, created=now,
-                  measured=measured)
+                  measured=measured, tool_vectors=tools)
     return LearnOutcome(**base, before=before, after=after, promoted=True, reason="promoted",
                         version=version, learned_tools=len(state.learned_tools),
                         size_bytes=state.size_bytes), state
