@@ -217,10 +217,6 @@ def main() -> int:
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")
-    parser.add_argument("--adapter-blend", type=float, default=learned.ADAPTER_BLEND,
-                        help="selection.learned.ADAPTER_BLEND for this run (a variant)")
-    parser.add_argument("--adapter-ridge", type=float, default=learned.ADAPTER_RIDGE,
-                        help="selection.learned.ADAPTER_RIDGE for this run (a variant)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the plain and control runs (variants of the learned runs)")
     parser.add_argument("--plot", type=Path)
@@ -228,7 +224,6 @@ def main() -> int:
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
     learned.FLOOR, learned.GAIN = args.floor, args.gain
-    learned.ADAPTER_BLEND, learned.ADAPTER_RIDGE = args.adapter_blend, args.adapter_ridge
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
     results = []
     with tempfile.TemporaryDirectory(prefix="toolprune-learning-") as folder:

@@ -65,11 +65,11 @@ def measure(tools: int, vectors: int, rng: np.random.Generator) -> dict[str, tup
     bound = LearnedIndex.bind(state, catalog)
     queries = unit_rows(rng, PARTS)
     dense = index.best_scores(queries)
-    boost = bound.boost(queries, index, dense)
+    boost = bound.boost(queries)
     policy = Policy()
     return {
         "dense": timed(lambda: index.best_scores(queries)),
-        "boost": timed(lambda: bound.boost(queries, index, dense)),
+        "boost": timed(lambda: bound.boost(queries)),
         "select": timed(lambda: select(catalog, dense, policy, ConversationState(), now=0.0)),
         "select+learned": timed(
             lambda: select(catalog, dense + boost, policy, ConversationState(), now=0.0, boost=boost)

@@ -256,7 +256,7 @@ class SelectionEngine:
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
         query_vector = vectors[0] if len(vectors) else None
         learned = self.learned.bound(catalog) if self.learned is not None and parts else None
-        boost = learned.boost(vectors, index, dense) if learned is not None else None
+        boost = learned.boost(vectors) if learned is not None else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
             fused = dense
         else:

@@ -119,21 +119,6 @@ class ToolIndex:
         """
         return self.best_scores(query.reshape(1, -1))
 
-    def tool_vectors(self) -> np.ndarray:
-        """Each tool's first text vector (name and description), float32 (n_tools, d); a
-        tool with no text gets zeros."""
-        import faiss
-
-        out = np.zeros((self.n_tools, self.index.d), dtype=np.float32)
-        n_texts = self.index.ntotal
-        if n_texts == 0:
-            return out
-        vectors = faiss.rev_swig_ptr(self.index.get_xb(), n_texts * self.index.d)
-        vectors = vectors.reshape(n_texts, self.index.d)
-        for row in range(n_texts - 1, -1, -1):  # the first text of each tool wins
-            out[self.owners[row]] = vectors[row]
-        return out
-
     def best_scores(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool best cosine over several query vectors (the parts of one query): for
         each tool, the max over its texts and over ``queries``.

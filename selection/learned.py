@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from selection.catalog import Catalog
-from selection.index import ToolIndex
 
 #: Identifies the serialised form (:func:`encode_state`); another value is foreign.
 FORMAT = "toolprune-learned/1"
@@ -55,12 +54,6 @@ FLOOR = 0.3
 GAIN = 1.0
 #: A weight counts at most this much (many repeats of one request do not dominate).
 MAX_WEIGHT = 2.0
-#: Share of the adapted query's cosines blended into the dense score (0: no adapter is
-#: learned). The adapter is a linear map of query vectors fitted to the vectors of the
-#: tools they led to, shrunk towards the identity (ridge, weight :data:`ADAPTER_RIDGE`
-#: per evidence pair).
-ADAPTER_BLEND = 0.0
-ADAPTER_RIDGE = 1.0
 
 
 class LearnedStateError(ValueError):
@@ -102,8 +95,6 @@ class LearnedState:
     weights: np.ndarray
     evidence: Mapping[str, int] = field(default_factory=dict)
     measured: Mapping[str, float] = field(default_factory=dict)
-    #: The query adapter, float16 (d, d), or None (see :data:`ADAPTER_BLEND`).
-    adapter: np.ndarray | None = None
 
     @property
     def learned_tools(self) -> list[str]:
@@ -111,8 +102,7 @@ class LearnedState:
 
     @property
     def size_bytes(self) -> int:
-        adapter = self.adapter.nbytes if self.adapter is not None else 0
-        return int(self.vectors.nbytes + self.weights.nbytes + adapter)
+        return int(self.vectors.nbytes + self.weights.nbytes)
 
 
 def learn(
@@ -123,13 +113,10 @@ def learn(
     version: int,
     created: float,
     measured: Mapping[str, float] | None = None,
-    tool_vectors: Mapping[str, np.ndarray] | None = None,
 ) -> LearnedState:
     """A state from ``evidence`` (pairs of tools outside ``STATUS_WEIGHTS`` ignored):
     per tool, near-duplicate vectors merged, the :data:`PER_TOOL` heaviest kept, and at
-    most :data:`MAX_VECTORS` in all (the heaviest, then the most recent); with
-    ``tool_vectors`` (a tool's name-and-description vector, by name) and
-    :data:`ADAPTER_BLEND` > 0, also the query adapter."""
+    most :data:`MAX_VECTORS` in all (the heaviest, then the most recent)."""
     by_tool: dict[str, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
     for pair in evidence:
@@ -161,12 +148,6 @@ def learn(
     rows = [entry[1] for entry in kept_all]
     weights = [entry[2] for entry in kept_all]
     dimension = rows[0].shape[0] if rows else 0
-    adapter = None
-    if ADAPTER_BLEND > 0 and tool_vectors:
-        adapter = fit_adapter(
-            [(vector, tool_vectors[tool], weight) for tool, items in by_tool.items()
-             if tool in tool_vectors for vector, weight, _ in items]
-        )
     return LearnedState(
         catalog=catalog,
         embedder=embedder,
@@ -177,25 +158,7 @@ def learn(
         weights=np.asarray(weights, dtype=np.float32),
         evidence=dict(counts),
         measured=dict(measured or {}),
-        adapter=adapter,
     )
-
-
-def fit_adapter(pairs: Sequence[tuple[np.ndarray, np.ndarray, float]]) -> np.ndarray | None:
-    """The ridge solution ``W`` of ``min Σ w ‖q W − t‖² + λ ‖W − I‖²`` over (query ``q``,
-    tool vector ``t``, weight ``w``) pairs, λ = :data:`ADAPTER_RIDGE` × the summed weight;
-    float16 (d, d). None without pairs."""
-    if not pairs:
-        return None
-    queries = np.vstack([q for q, _, _ in pairs]).astype(np.float64)
-    targets = np.vstack([t for _, t, _ in pairs]).astype(np.float64)
-    weights = np.asarray([w for _, _, w in pairs], dtype=np.float64)[:, None]
-    dimension = queries.shape[1]
-    ridge = ADAPTER_RIDGE * float(weights.sum())
-    identity = np.eye(dimension)
-    gram = queries.T @ (weights * queries) + ridge * identity
-    right = queries.T @ (weights * targets) + ridge * identity
-    return np.linalg.solve(gram, right).astype(np.float16)
 
 
 def encode_state(state: LearnedState) -> bytes:
@@ -217,7 +180,6 @@ def encode_state(state: LearnedState) -> bytes:
         header=np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
         vectors=state.vectors.astype(np.float16),
         weights=state.weights.astype(np.float32),
-        adapter=(state.adapter if state.adapter is not None else np.zeros((0, 0))).astype(np.float16),
     )
     return buffer.getvalue()
 
@@ -230,7 +192,6 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
             header = json.loads(bytes(archive["header"]).decode("utf-8"))
             vectors = np.asarray(archive["vectors"], dtype=np.float16)
             weights = np.asarray(archive["weights"], dtype=np.float32)
-            adapter = np.asarray(archive["adapter"], dtype=np.float16) if "adapter" in archive else None
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise LearnedStateError("not a toolprune learned state")
         tools = tuple(str(name) for name in header["tools"])
@@ -244,7 +205,6 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
             weights=weights,
             evidence={str(k): int(v) for k, v in dict(header.get("evidence", {})).items()},
             measured={str(k): float(v) for k, v in dict(header.get("measured", {})).items()},
-            adapter=adapter if adapter is not None and adapter.size else None,
         )
     except LearnedStateError:
         raise
@@ -252,8 +212,6 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
         raise LearnedStateError(f"unreadable learned state: {type(exc).__name__}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(tools) or weights.shape != (len(tools),):
         raise LearnedStateError("learned state arrays do not match its tools")
-    if state.adapter is not None and state.adapter.shape != (state.adapter.shape[0],) * 2:
-        raise LearnedStateError("learned state's adapter is not square")
     if catalog is not None and state.catalog != catalog:
         raise LearnedStateError("learned state of another catalogue")
     if embedder is not None and state.embedder != embedder:
@@ -287,26 +245,17 @@ class LearnedIndex:
             dropped,
         )
 
-    def boost(
-        self, queries: np.ndarray, index: ToolIndex | None = None, dense: np.ndarray | None = None
-    ) -> np.ndarray:
+    def boost(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool boost, float32 ``(n_tools,)`` (0 for tools without evidence), for a
-        request's query parts ``queries`` (float32 (p, d), rows L2-normalised). With the
-        state's adapter and the catalogue's ``index`` (and ``dense``, the parts' cosines
-        from it), also :data:`ADAPTER_BLEND` × (adapted cosines − ``dense``)."""
+        request's query parts ``queries`` (float32 (p, d), rows L2-normalised)."""
         out = np.zeros(self.n_tools, dtype=np.float32)
-        if queries.shape[0] == 0:
+        if not len(self.positions) or queries.shape[0] == 0:
             return out
-        if len(self.positions) and queries.shape[1] == self.vectors.shape[1]:
-            best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
-            gains = np.float32(GAIN) * self.weights * np.maximum(best - np.float32(FLOOR), 0)
-            np.maximum.at(out, self.positions, gains)
-        adapter = self.state.adapter
-        if adapter is not None and index is not None and adapter.shape[0] == queries.shape[1]:
-            adapted = np.asarray(queries, dtype=np.float32) @ adapter.astype(np.float32)
-            adapted /= np.maximum(np.linalg.norm(adapted, axis=1, keepdims=True), 1e-12)
-            plain = index.best_scores(queries) if dense is None else dense
-            out += np.float32(ADAPTER_BLEND) * (index.best_scores(adapted) - plain)
+        if queries.shape[1] != self.vectors.shape[1]:
+            return out
+        best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
+        gains = np.float32(GAIN) * self.weights * np.maximum(best - np.float32(FLOOR), 0)
+        np.maximum.at(out, self.positions, gains)
         return out
 
 
@@ -379,7 +328,6 @@ def held_back_recall(
     catalog: Catalog,
     learned: LearnedIndex | None,
     k: int,
-    index: ToolIndex | None = None,
 ) -> float:
     """Mean recall@k over held-back ``requests`` (query vector, tools its calls used),
     ranked by ``dense`` (each request's per-tool cosines from the catalogue's index) plus
@@ -392,7 +340,7 @@ def held_back_recall(
         if learned is not None:
             query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
             query = query / max(float(np.linalg.norm(query)), 1e-12)
-            scores = cosines + learned.boost(query, index, cosines)
+            scores = cosines + learned.boost(query)
         top = set(np.argsort(-scores, kind="stable")[:k].tolist())
         wanted = [catalog.index_of(name) for name in dict.fromkeys(tools)]
         wanted = [position for position in wanted if position is not None]

@@ -5,7 +5,8 @@ better than the state in use, and keep states and reports in the log's own file.
 
 Evidence: every real call of the log with status ``forwarded``, ``loaded`` or ``miss``,
 paired with the query vector of the request it answered (same conversation hash, turn
-and catalogue; ``requests.query``, stored only with ``TOOLPRUNE_LEARN``).
+and catalogue; ``requests.query``, stored only with ``TOOLPRUNE_LEARN``), for every
+catalogue holding the called tool with the same definition.
 
 Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS`
 slices; each slice in turn is held back, and a candidate learned from the other slices
@@ -96,8 +97,11 @@ def _bucket(conversation: str) -> int:
 
 
 def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
-    """Evidence pairs by catalogue fingerprint (read-only). An older log, or vectors of
-    another embedder, give none (one log line). Raises sqlite3.Error, FileNotFoundError."""
+    """Evidence pairs by catalogue fingerprint (read-only). A call counts for every logged
+    catalogue holding its tool with the same definition: a catalogue that changed keeps
+    the evidence of its unchanged tools; a removed or redefined tool loses it, and a
+    renamed one is not guessed. An older log, or vectors of another embedder, give none
+    (one log line). Raises sqlite3.Error, FileNotFoundError."""
     connection = connect_read_only(path)
     try:
         row = connection.execute(
@@ -112,12 +116,16 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
             return {}
         statuses = tuple(STATUS_WEIGHTS)
         rows = connection.execute(
-            "SELECT c.catalog, c.conversation, c.tool, c.status, c.ts, r.id, r.query "
+            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query "
             "FROM calls c JOIN requests r ON r.id = ("
             " SELECT MAX(id) FROM requests WHERE conversation = c.conversation"
             " AND turn = c.turn AND catalog = c.catalog AND query IS NOT NULL) "
+            "JOIN catalog_tools t ON t.catalog = c.catalog AND t.tool = c.tool "
             f"WHERE c.status IN ({', '.join('?' for _ in statuses)}) ORDER BY c.id",
             statuses,
+        ).fetchall()
+        members = connection.execute(
+            "SELECT catalog, tool, definition FROM catalog_tools"
         ).fetchall()
     except sqlite3.OperationalError as error:
         if "no such column" not in str(error) and "no such table" not in str(error):
@@ -129,11 +137,16 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
         return {}
     finally:
         connection.close()
-    evidence: dict[str, list[Evidence]] = defaultdict(list)
-    for catalog, conversation, tool, status, ts, request, blob in rows:
+    by_tool: dict[tuple[str, str], list[Evidence]] = defaultdict(list)
+    for definition, conversation, tool, status, ts, request, blob in rows:
         vector = np.frombuffer(blob, dtype=np.float16)
-        evidence[catalog].append(Evidence(str(request), conversation, tool, status, vector, ts))
-    return dict(evidence)
+        by_tool[(tool, definition)].append(
+            Evidence(str(request), conversation, tool, status, vector, ts)
+        )
+    evidence: dict[str, list[Evidence]] = defaultdict(list)
+    for catalog, tool, definition in members:
+        evidence[catalog].extend(by_tool.get((tool, definition), ()))
+    return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
 
 
 def read_states(path: Path | str, embedder: str) -> dict[str, LearnedState]:
@@ -228,7 +241,6 @@ async def learn_catalog(
         return LearnOutcome(**base, before=0.0, after=0.0, promoted=False,
                             reason="too_little_traffic"), None
     index, _ = await engine.index_for(catalog, examples)
-    tools = dict(zip(catalog.names, index.tool_vectors(), strict=True))
     in_use = LearnedIndex.bind(current, catalog) if current is not None else None
     version = (current.version if current is not None else 0) + 1
     before = after = 0.0
@@ -242,11 +254,11 @@ async def learn_catalog(
             dense.append(index.best_scores(query / max(float(np.linalg.norm(query)), 1e-12)))
         held_ids = {p.request for p in held}
         candidate = learn([p for p in pairs if p.request not in held_ids], catalog=fingerprint,
-                          embedder=embedder, version=version, created=now, tool_vectors=tools)
+                          embedder=embedder, version=version, created=now)
         share = len(held_requests)
-        before += share * held_back_recall(held_requests, dense, catalog, in_use, k, index)
+        before += share * held_back_recall(held_requests, dense, catalog, in_use, k)
         after += share * held_back_recall(
-            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k, index
+            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k
         )
     before, after = before / requests, after / requests
     if after <= before:
@@ -254,7 +266,7 @@ async def learn_catalog(
                             reason="not_better"), None
     measured = {"before": before, "after": after, "held_back": float(requests), "k": k}
     state = learn(pairs, catalog=fingerprint, embedder=embedder, version=version, created=now,
-                  measured=measured, tool_vectors=tools)
+                  measured=measured)
     return LearnOutcome(**base, before=before, after=after, promoted=True, reason="promoted",
                         version=version, learned_tools=len(state.learned_tools),
                         size_bytes=state.size_bytes), state

@@ -43,7 +43,9 @@ TOOLS = [
 CATALOG = parse_tools(TOOLS)
 
 
-def served_turn(conversation: str, query: str, calls: list[str], forwarded: list[str]) -> Turn:
+def served_turn(
+    conversation: str, query: str, calls: list[str], forwarded: list[str], catalog=CATALOG
+) -> Turn:
     state = ConversationState()
     state.turn = 1
     selection = Selection(
@@ -51,9 +53,9 @@ def served_turn(conversation: str, query: str, calls: list[str], forwarded: list
         evicted=(), left_out=(), state=state,
     )
     turn = Turn(
-        body={"messages": [{"role": "user", "content": query}]}, catalog=CATALOG, native=CATALOG,
+        body={"messages": [{"role": "user", "content": query}]}, catalog=catalog, native=catalog,
         text=None, conversation=conversation, selection=selection, scores=None, pinned=[],
-        meta=None, tool_choice=read_tool_choice({}), offered=len(CATALOG),
+        meta=None, tool_choice=read_tool_choice({}), offered=len(catalog),
     )
     turn.query_vector = bag(query)
     turn.response_calls = calls
@@ -192,3 +194,21 @@ def test_a_corrupt_or_foreign_state_is_ignored_with_one_line(
     with caplog.at_level(logging.WARNING, logger="toolprune.learning"):
         assert read_states(db, "fake") == {}
     assert [r.message for r in caplog.records] == ["learned_state_ignored"] * 2
+
+
+def test_a_changed_catalogue_keeps_the_evidence_of_its_unchanged_tools(tmp_path: Path) -> None:
+    db = tmp_path / "usage.db"
+    write_log(db, alpha_traffic(2))
+    changed_catalog = parse_tools([
+        {"type": "function", "function": {"name": "gamma_tool", "description": "delta"}},
+        {"type": "function", "function": {"name": "beta_tool", "description": "beta now"}},
+        {"type": "function", "function": {"name": "new_tool", "description": "omega"}},
+    ])
+    # traffic of the new catalogue on its redefined tool
+    write_log(db, [served_turn("n1", "beta", ["beta_tool"], ["beta_tool"], changed_catalog)])
+    evidence = read_evidence(db, "fake")
+    assert [e.tool for e in evidence[CATALOG.fingerprint]] == ["gamma_tool"] * 2
+    # gamma_tool is unchanged: its evidence carries over; the redefined beta_tool's own.
+    assert sorted(e.tool for e in evidence[changed_catalog.fingerprint]) == [
+        "beta_tool", "gamma_tool", "gamma_tool"
+    ]
