@@ -152,9 +152,10 @@ def _pool(rows: list[dict[str, float]]) -> dict[str, float | None]:
 
 
 async def measure(data: Path, spec: str, shares: list[float], seed: int, control: Path,
-                  folder: Path, baseline: bool = True) -> dict[str, Any]:
+                  folder: Path, baseline: bool = True, one_fold: bool = False) -> dict[str, Any]:
     name, _, folds = spec.partition(":")
     pairs = _split(data / name / "cases.jsonl", int(folds or 2), seed, folder)
+    pairs = pairs[:1] if one_fold else pairs
     runs: dict[str, list[dict[str, float]]] = {}
     promotions: dict[str, list[Any]] = {}
     for teach, held in pairs:
@@ -217,13 +218,20 @@ def main() -> int:
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")
+    parser.add_argument("--floor-percentile", type=float,
+                        help="selection.learned.FLOOR_PERCENTILE for this run (a variant)")
+    parser.add_argument("--co-gain", type=float, default=learned.CO_GAIN,
+                        help="selection.learned.CO_GAIN for this run (a variant)")
+    parser.add_argument("--one-fold", action="store_true",
+                        help="learn from one part and score the other only (first fold)")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the plain and control runs (variants of the learned runs)")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
-    learned.FLOOR, learned.GAIN = args.floor, args.gain
+    learned.FLOOR, learned.GAIN, learned.CO_GAIN = args.floor, args.gain, args.co_gain
+    learned.FLOOR_PERCENTILE = args.floor_percentile
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
     results = []
     with tempfile.TemporaryDirectory(prefix="toolprune-learning-") as folder:
@@ -238,7 +246,7 @@ def main() -> int:
             for spec in args.sets.split(","):
                 results.append(
                     await measure(args.data, spec, shares, args.seed, control, Path(folder),
-                                  baseline=not args.no_baseline)
+                                  baseline=not args.no_baseline, one_fold=args.one_fold)
                 )
 
         asyncio.run(run_all())

@@ -15,7 +15,6 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.embedders import Embedder
 from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
-from selection.learned import LearnedStates
 from selection.index import (
     MAX_TOOL_TEXT_CHARS,
     LRUCache,
@@ -24,6 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
+from selection.learned import LearnedStates
 from selection.name_match import NameIndex, one_intent
 from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
@@ -77,9 +77,10 @@ class SelectionEngine:
     clipped to ``max_text_chars`` characters before embedding. Queries go through
     :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
     queries embedded in one call of at most ``query_batch_texts`` texts, and the last
-    ``query_cache_size`` query texts' vectors kept (0: none). ``learned``: promoted
-    learned states by catalogue (:mod:`selection.learned`); their boost is added to the
-    fused score of the catalogues they were learned for.
+    ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute,
+    None until learning is on): promoted learned states by catalogue
+    (:mod:`selection.learned`); their boost is added to the fused score of the catalogues
+    they were learned for.
     """
 
     def __init__(
@@ -96,10 +97,9 @@ class SelectionEngine:
         name_weight: float = 0.0,
         query_cache_size: int = 0,
         query_batch_texts: int = DEFAULT_BATCH_TEXTS,
-        learned: LearnedStates | None = None,
     ) -> None:
         self.embedder = embedder
-        self.learned = learned
+        self.learned: LearnedStates | None = None
         self.queries = QueryEmbedder(
             embedder.id, embedder.embed, cache_size=query_cache_size,
             max_batch_texts=query_batch_texts,
@@ -255,14 +255,14 @@ class SelectionEngine:
         dense = index.best_scores(vectors)
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
         query_vector = vectors[0] if len(vectors) else None
-        learned = self.learned.bound(catalog) if self.learned is not None and parts else None
-        boost = learned.boost(vectors) if learned is not None else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
             fused = dense
         else:
             lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
             names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
             fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
+        learned = self.learned.bound(catalog) if self.learned is not None and parts else None
+        boost = learned.boost(vectors, fused) if learned is not None else None
         if boost is not None:
             fused = fused + boost
         return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,8 +23,7 @@ from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
-from selection.errors import EmbedderError, PolicyError
-from selection.learned import LearnedStates
+from selection.errors import PolicyError, SelectionError
 from selection.evaluation.plot import PlotUnavailable, plot_reports
 from selection.evaluation import (
     DEFAULT_KS,
@@ -36,6 +36,7 @@ from selection.evaluation import (
     parse_ks,
     strip_miss_lists,
 )
+from selection.learned import LearnedStates
 
 if TYPE_CHECKING:
     import httpx
@@ -55,6 +56,9 @@ code, with the conversation's state carried from step to step, for each k of the
 Prints, per file, recall@k (needed tools that were forwarded), all@k (cases with every
 needed tool forwarded), MRR, tools forwarded, the ranks of the misses and the selection
 latency, next to a BM25 baseline. Nothing is sent to a model.
+
+With --learn-from, another file's cases are first replayed as the agent's traffic and
+learned from (docs/learning.md), and the data files are scored with what was promoted.
 
 Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository).
 Selection settings come from TOOLPRUNE_* variables and the policy file; the options
@@ -178,18 +182,6 @@ async def run_eval(
         embedder = embedder_factory(settings, client)
         await embedder.load()
         engine = offline_engine(settings, embedder)
-        if args.learn_from is not None:
-            engine.learned = LearnedStates(embedder.id)
-        learning = None
-        if args.learn_from is not None:
-            if not 0 < args.learn_share <= 1:
-                raise ValueError("--learn-share must be in (0, 1]")
-            from proxy.cli.traffic import learn_from_cases
-
-            learning = await learn_from_cases(
-                args.learn_from, share=args.learn_share, seed=args.learn_seed,
-                settings=settings, policy=policy, engine=engine,
-            )
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
         if not args.no_bm25:
@@ -198,7 +190,18 @@ async def run_eval(
             scorers.append(BM25Scorer(settings.index_cache_size))
         progress = _progress(args.no_progress)
         sets = []
+        learning = None
         try:
+            if args.learn_from is not None:
+                if not 0 < args.learn_share <= 1:
+                    raise ValueError("--learn-share must be in (0, 1]")
+                from proxy.cli.traffic import learn_from_cases
+
+                engine.learned = LearnedStates(embedder.id)
+                learning = await learn_from_cases(
+                    args.learn_from, share=args.learn_share, seed=args.learn_seed,
+                    settings=settings, policy=policy, engine=engine,
+                )
             for path in args.data:
                 case_set = load_cases(path, limit=args.limit, seed=args.seed)
                 report = await evaluate(
@@ -243,7 +246,8 @@ def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = Non
     """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
     try:
         report = asyncio.run(run_eval(args, embedder_factory))
-    except (OSError, ValueError, PolicyError, EmbedderError, PlotUnavailable) as exc:
+    except (OSError, ValueError, sqlite3.Error, PolicyError, SelectionError,
+            PlotUnavailable) as exc:
         print(f"toolprune eval: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -76,6 +76,10 @@ def alpha_traffic(n: int) -> list[Turn]:
     return [served_turn(f"c{i}", "alpha query", ["gamma_tool"], ["beta_tool"]) for i in range(n)]
 
 
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.message for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 def learn_once(path: Path, engine) -> list:
     return asyncio.run(learn_from_log(path, engine, {}, k=1, now=100.0))
 
@@ -146,7 +150,7 @@ def test_vectors_of_another_embedder_are_not_used(tmp_path: Path, caplog: pytest
     write_log(db, alpha_traffic(12), embedder="old-model")
     with caplog.at_level(logging.WARNING, logger="toolprune.learning"):
         assert learn_once(db, engine_for(FakeEmbedder())) == []
-    assert [r.message for r in caplog.records] == ["learning_skipped"]
+    assert warnings(caplog) == ["learning_skipped"]
     # The writer of a new embedder erases the old vectors.
     write_log(db, [], embedder="fake")
     with sqlite3.connect(db) as connection:
@@ -170,7 +174,7 @@ def test_an_older_log_is_read_and_migrated(tmp_path: Path, caplog: pytest.LogCap
     with caplog.at_level(logging.WARNING, logger="toolprune.learning"):
         assert read_evidence(db, "fake") == {}
         assert read_states(db, "fake") == {}
-    assert [r.message for r in caplog.records] == ["learning_skipped"]
+    assert warnings(caplog) == ["learning_skipped"]
     open_database(db, 1.0).close()
     write_log(db, alpha_traffic(1))
     assert len(read_evidence(db, "fake")[CATALOG.fingerprint]) == 1
@@ -193,7 +197,7 @@ def test_a_corrupt_or_foreign_state_is_ignored_with_one_line(
     assert decode_state(bytes(blob)).catalog == CATALOG.fingerprint
     with caplog.at_level(logging.WARNING, logger="toolprune.learning"):
         assert read_states(db, "fake") == {}
-    assert [r.message for r in caplog.records] == ["learned_state_ignored"] * 2
+    assert warnings(caplog) == ["learned_state_ignored"] * 2
 
 
 def test_a_changed_catalogue_keeps_the_evidence_of_its_unchanged_tools(tmp_path: Path) -> None:
