@@ -155,7 +155,7 @@ async def measure(data: Path, spec: str, shares: list[float], seed: int, control
                   folder: Path, baseline: bool = True, one_fold: bool = False) -> dict[str, Any]:
     name, _, folds = spec.partition(":")
     pairs = _split(data / name / "cases.jsonl", int(folds or 2), seed, folder)
-    pairs = pairs[:1] if one_fold else pairs
+    pairs = pairs[:1] if one_fold and not folds else pairs
     runs: dict[str, list[dict[str, float]]] = {}
     promotions: dict[str, list[Any]] = {}
     for teach, held in pairs:
@@ -205,7 +205,7 @@ def plot(results: list[dict[str, Any]], shares: list[float], path: Path) -> None
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, required=True, help="the shared data folder")
+    parser.add_argument("--data", type=Path, help="the shared data folder")
     parser.add_argument("--sets", default="livemcpbench_dev,toolbench_dev,restbench_spotify:4")
     parser.add_argument("--shares", default="0.1,0.5,1.0")
     parser.add_argument("--seed", type=int, default=0)
@@ -218,21 +218,28 @@ def main() -> int:
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")
-    parser.add_argument("--floor-percentile", type=float,
+    parser.add_argument("--floor-percentile", type=float, default=learned.FLOOR_PERCENTILE,
                         help="selection.learned.FLOOR_PERCENTILE for this run (a variant)")
-    parser.add_argument("--co-gain", type=float, default=learned.CO_GAIN,
-                        help="selection.learned.CO_GAIN for this run (a variant)")
     parser.add_argument("--one-fold", action="store_true",
-                        help="learn from one part and score the other only (first fold)")
+                        help="sets split in two: learn from one half and score the other only")
     parser.add_argument("--no-baseline", action="store_true",
                         help="skip the plain and control runs (variants of the learned runs)")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--replot", type=Path, nargs="+", metavar="RESULTS.json",
+                        help="only draw --plot from the --json results of earlier runs")
     args = parser.parse_args()
     shares = [float(s) for s in args.shares.split(",")]
-    learned.FLOOR, learned.GAIN, learned.CO_GAIN = args.floor, args.gain, args.co_gain
+    if args.replot:
+        if args.plot is None:
+            parser.error("--replot needs --plot")
+        plot([r for path in args.replot for r in json.loads(path.read_text())], shares, args.plot)
+        return 0
+    learned.FLOOR, learned.GAIN = args.floor, args.gain
     learned.FLOOR_PERCENTILE = args.floor_percentile
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
+    if args.data is None:
+        parser.error("--data is required")
     results = []
     with tempfile.TemporaryDirectory(prefix="toolprune-learning-") as folder:
         (Path(folder) / "control").mkdir()

@@ -262,7 +262,7 @@ class SelectionEngine:
             names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
             fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
         learned = self.learned.bound(catalog) if self.learned is not None and parts else None
-        boost = learned.boost(vectors, fused) if learned is not None else None
+        boost = learned.boost(vectors) if learned is not None else None
         if boost is not None:
             fused = fused + boost
         return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector)

@@ -50,22 +50,17 @@ MAX_VECTORS = 2048
 DEDUPE_COSINE = 0.95
 #: Query–evidence cosine below which evidence gives no boost: at least this, and at
 #: least the :data:`FLOOR_PERCENTILE` percentile of the cosines between the traffic's own
-#: requests (of up to :data:`FLOOR_SAMPLE` of them), so "alike" means more alike than
-#: requests of this agent usually are to each other (an agent whose requests all share
-#: one phrasing gets a higher floor). ``FLOOR_PERCENTILE`` None: the fixed floor alone.
+#: requests (of up to :data:`FLOOR_SAMPLE` of them; repeats, cosine ≥ :data:`DEDUPE_COSINE`,
+#: left out), so "alike" means more alike than requests of this agent usually are to
+#: each other (an agent whose requests all share one phrasing gets a higher floor).
+#: ``FLOOR_PERCENTILE`` None: the fixed floor alone.
 FLOOR = 0.3
-FLOOR_PERCENTILE: float | None = None
+FLOOR_PERCENTILE: float | None = 90.0
 FLOOR_SAMPLE = 512
 #: Boost per unit of (cosine − FLOOR) × weight, added to the fused score.
 GAIN = 1.0
 #: A weight counts at most this much (many repeats of one request do not dominate).
 MAX_WEIGHT = 2.0
-#: Co-usage (COLT's idea): a tool called in the same conversation as one of the request's
-#: :data:`CO_TOP` best tools gains ``CO_GAIN × co / (calls + 1)`` (conversations with both
-#: over those with the best tool, smoothed); :data:`CO_PARTNERS` partners kept per tool.
-CO_GAIN = 0.0
-CO_TOP = 4
-CO_PARTNERS = 8
 
 
 class LearnedStateError(ValueError):
@@ -107,8 +102,6 @@ class LearnedState:
     weights: np.ndarray
     evidence: Mapping[str, int] = field(default_factory=dict)
     measured: Mapping[str, float] = field(default_factory=dict)
-    #: Co-usage: (tool, partner, share) triples (see :data:`CO_GAIN`).
-    co_usage: tuple[tuple[str, str, float], ...] = ()
     #: The cosine below which evidence gives no boost (see :data:`FLOOR`).
     floor: float = FLOOR
 
@@ -135,7 +128,6 @@ def learn(
     most :data:`MAX_VECTORS` in all (the heaviest, then the most recent)."""
     by_tool: dict[str, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
-    conversations: dict[str, set[str]] = defaultdict(set)
     requests: dict[str, np.ndarray] = {}
     for pair in evidence:
         weight = pair.weight
@@ -147,7 +139,6 @@ def learn(
             continue
         counts[pair.status] += 1
         by_tool[pair.tool].append((vector / norm, weight, pair.ts))
-        conversations[pair.conversation].add(pair.tool)
         requests.setdefault(pair.request, vector / norm)
     kept_all: list[tuple[str, np.ndarray, float, float]] = []
     for tool in sorted(by_tool):
@@ -178,7 +169,6 @@ def learn(
         weights=np.asarray(weights, dtype=np.float32),
         evidence=dict(counts),
         measured=dict(measured or {}),
-        co_usage=_co_usage(conversations.values()) if CO_GAIN > 0 else (),
         floor=_floor(list(requests.values())[:FLOOR_SAMPLE]),
     )
 
@@ -188,26 +178,10 @@ def _floor(vectors: Sequence[np.ndarray]) -> float:
         return FLOOR
     matrix = np.vstack(vectors)
     cosines = (matrix @ matrix.T)[np.triu_indices(len(vectors), k=1)]
+    cosines = cosines[cosines < DEDUPE_COSINE]  # repeats of one request are not "others"
+    if not len(cosines):
+        return FLOOR
     return max(FLOOR, float(np.percentile(cosines, FLOOR_PERCENTILE)))
-
-
-def _co_usage(conversations: Iterable[set[str]]) -> tuple[tuple[str, str, float], ...]:
-    seen: dict[str, int] = defaultdict(int)
-    both: dict[tuple[str, str], int] = defaultdict(int)
-    for tools in conversations:
-        for tool in tools:
-            seen[tool] += 1
-            for partner in tools:
-                if partner != tool:
-                    both[(tool, partner)] += 1
-    partners: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    for (tool, partner), count in both.items():
-        partners[tool].append((count / (seen[tool] + 1), partner))
-    return tuple(
-        (tool, partner, share)
-        for tool in sorted(partners)
-        for share, partner in sorted(partners[tool], key=lambda item: (-item[0], item[1]))[:CO_PARTNERS]
-    )
 
 
 def encode_state(state: LearnedState) -> bytes:
@@ -222,7 +196,6 @@ def encode_state(state: LearnedState) -> bytes:
         "tools": list(state.tools),
         "evidence": dict(state.evidence),
         "measured": dict(state.measured),
-        "co_usage": [list(triple) for triple in state.co_usage],
         "floor": state.floor,
     }
     buffer = io.BytesIO()
@@ -256,7 +229,6 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
             weights=weights,
             evidence={str(k): int(v) for k, v in dict(header.get("evidence", {})).items()},
             measured={str(k): float(v) for k, v in dict(header.get("measured", {})).items()},
-            co_usage=tuple((str(a), str(b), float(p)) for a, b, p in header.get("co_usage", [])),
             floor=float(header.get("floor", FLOOR)),
         )
     except LearnedStateError:
@@ -283,19 +255,12 @@ class LearnedIndex:
     weights: np.ndarray
     n_tools: int
     dropped: tuple[str, ...]
-    #: Co-usage by catalogue position: tool → [(partner, share)].
-    partners: Mapping[int, tuple[tuple[int, float], ...]] = field(default_factory=dict)
 
     @classmethod
     def bind(cls, state: LearnedState, catalog: Catalog) -> LearnedIndex:
         keep = [i for i, name in enumerate(state.tools) if catalog.index_of(name) is not None]
         dropped = tuple(sorted({name for name in state.tools if catalog.index_of(name) is None}))
         positions = np.asarray([catalog.index_of(state.tools[i]) for i in keep], dtype=np.int64)
-        partners: dict[int, list[tuple[int, float]]] = defaultdict(list)
-        for tool, partner, share in state.co_usage:
-            a, b = catalog.index_of(tool), catalog.index_of(partner)
-            if a is not None and b is not None:
-                partners[a].append((b, share))
         return cls(
             state,
             positions,
@@ -303,30 +268,20 @@ class LearnedIndex:
             state.weights[keep].astype(np.float32),
             len(catalog),
             dropped,
-            {a: tuple(items) for a, items in partners.items()},
         )
 
-    def boost(self, queries: np.ndarray, scores: np.ndarray | None = None) -> np.ndarray:
+    def boost(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool boost, float32 ``(n_tools,)`` (0 for tools without evidence), for a
-        request's query parts ``queries`` (float32 (p, d), rows L2-normalised); with the
-        request's ``scores`` before learning and co-usage in the state, also the partners
-        of its best tools (:data:`CO_GAIN`)."""
+        request's query parts ``queries`` (float32 (p, d), rows L2-normalised)."""
         out = np.zeros(self.n_tools, dtype=np.float32)
-        if queries.shape[0] == 0:
+        if not len(self.positions) or queries.shape[0] == 0:
             return out
-        if len(self.positions) and queries.shape[1] == self.vectors.shape[1]:
-            best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
-            floor = np.float32(self.state.floor)
-            gains = np.float32(GAIN) * self.weights * np.maximum(best - floor, 0)
-            np.maximum.at(out, self.positions, gains)
-        if self.partners and scores is not None and CO_GAIN > 0:
-            ranked = scores + out
-            top = np.argpartition(-ranked, min(CO_TOP, len(ranked)) - 1)[:CO_TOP]
-            co = np.zeros(self.n_tools, dtype=np.float32)
-            for position in top.tolist():
-                for partner, share in self.partners.get(position, ()):
-                    co[partner] = max(co[partner], np.float32(CO_GAIN * share))
-            out += co
+        if queries.shape[1] != self.vectors.shape[1]:
+            return out
+        best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
+        floor = np.float32(self.state.floor)
+        gains = np.float32(GAIN) * self.weights * np.maximum(best - floor, 0)
+        np.maximum.at(out, self.positions, gains)
         return out
 
 
@@ -411,7 +366,7 @@ def held_back_recall(
         if learned is not None:
             query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
             query = query / max(float(np.linalg.norm(query)), 1e-12)
-            scores = cosines + learned.boost(query, cosines)
+            scores = cosines + learned.boost(query)
         top = set(np.argsort(-scores, kind="stable")[:k].tolist())
         wanted = [catalog.index_of(name) for name in dict.fromkeys(tools)]
         wanted = [position for position in wanted if position is not None]

@@ -73,6 +73,17 @@ def test_boost_is_zero_below_the_floor_and_linear_above() -> None:
     assert both[1] == pytest.approx(near[1])
 
 
+def test_the_floor_rises_with_how_alike_the_traffic_is() -> None:
+    spread = [pair("t", unit(*row), request=str(i)) for i, row in enumerate(np.eye(4))]
+    assert learn(spread, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
+    alike = [pair("t", unit(1, i, 0), request=str(i)) for i in range(4)]  # cosines 0.3–0.95
+    state = learn(alike, catalog="fp", embedder="e", version=1, created=0.0)
+    assert 0.9 < state.floor < 0.95
+    assert decode_state(encode_state(state)).floor == state.floor
+    repeats = [pair("t", unit(1, 0), request=str(i)) for i in range(4)]
+    assert learn(repeats, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
+
+
 def test_round_trip_and_bad_bytes() -> None:
     state = learn([pair("b", unit(1, 0, 0))], catalog="fp", embedder="e", version=3, created=1.0,
                   measured={"before": 0.5, "after": 0.75})
