@@ -67,6 +67,8 @@ logger = get_logger("learning")
 HELD_BACK_FOLDS = 5
 #: Fewest requests with evidence a promotion needs (fewer prove nothing).
 MIN_HELD_BACK = 3
+#: Rejected attempts whose reports are kept per catalogue.
+KEPT_ATTEMPTS = 20
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,9 @@ async def learn_catalog(
 
 
 def record(path: Path | str, outcome: LearnOutcome, state: LearnedState | None, now: float) -> None:
-    """Write an attempt's report (and a promoted state) to the ``learned`` table."""
+    """Write an attempt's report (and a promoted state) to the ``learned`` table, which
+    keeps per catalogue the promoted state in use and the one before it, and the reports
+    of the last :data:`KEPT_ATTEMPTS` rejected attempts."""
     connection = open_database(Path(path), busy_timeout_s=5.0)
     try:
         version = outcome.version
@@ -288,6 +292,18 @@ def record(path: Path | str, outcome: LearnOutcome, state: LearnedState | None, 
             (outcome.catalog, version, now, int(state is not None),
              encode_state(state) if state is not None else None,
              json.dumps({**asdict(outcome), "ts": now})),
+        )
+        # Bounded: the state in use and the one before it, and the last rejected attempts.
+        connection.execute(
+            "DELETE FROM learned WHERE catalog = ?1 AND promoted = 1 AND version < "
+            "(SELECT MAX(version) FROM learned WHERE catalog = ?1 AND promoted = 1) - 1",
+            (outcome.catalog,),
+        )
+        connection.execute(
+            "DELETE FROM learned WHERE catalog = ?1 AND promoted = 0 AND version NOT IN "
+            "(SELECT version FROM learned WHERE catalog = ?1 AND promoted = 0 "
+            f"ORDER BY ts DESC, version LIMIT {KEPT_ATTEMPTS})",
+            (outcome.catalog,),
         )
     finally:
         connection.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +16,14 @@ import pytest
 
 from proxy.chat.turn import Turn
 from proxy.usage.learning import (
+    KEPT_ATTEMPTS,
+    learn_catalog,
     learn_from_log,
     load_states,
     read_evidence,
     read_reports,
     read_states,
+    record,
     summarise,
 )
 from proxy.usage.schema import open_database
@@ -216,3 +220,23 @@ def test_a_changed_catalogue_keeps_the_evidence_of_its_unchanged_tools(tmp_path:
     assert sorted(e.tool for e in evidence[changed_catalog.fingerprint]) == [
         "beta_tool", "gamma_tool", "gamma_tool"
     ]
+
+
+def test_the_learned_table_stays_bounded(tmp_path: Path) -> None:
+    db = tmp_path / "usage.db"
+    write_log(db, alpha_traffic(12))
+    outcome, state = asyncio.run(learn_catalog(
+        CATALOG, CATALOG.fingerprint, read_evidence(db, "fake")[CATALOG.fingerprint], None,
+        engine_for(FakeEmbedder()), {}, k=1, now=0.0,
+    ))
+    assert state is not None
+    for version in (1, 2, 3):
+        record(db, replace(outcome, version=version), replace(state, version=version), version)
+    rejected = replace(outcome, version=None, promoted=False, reason="not_better")
+    for attempt in range(KEPT_ATTEMPTS + 5):
+        record(db, rejected, None, 10.0 + attempt)
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute("SELECT promoted, COUNT(*), MIN(version) FROM learned "
+                                  "GROUP BY promoted ORDER BY promoted").fetchall()
+    assert rows == [(0, KEPT_ATTEMPTS, -(KEPT_ATTEMPTS + 5)), (1, 2, 2)]
+    assert read_states(db, "fake")[CATALOG.fingerprint].version == 3
