@@ -190,9 +190,12 @@ def plot(results: list[dict[str, Any]], shares: list[float], path: Path) -> None
     figure, axis = plt.subplots(figsize=(5.2, 3.6))
     for result in results:
         pooled = result["results"]
-        xs = [0.0, *shares]
-        ys = [pooled["plain"]["recall@8"], *(pooled[f"learned {s:.0%}"]["recall@8"] for s in shares)]
-        axis.plot([x * 100 for x in xs], ys, marker="o", markersize=3, label=result["set"])
+        points = [(0.0, pooled["plain"]["recall@8"])] + [
+            (share, pooled[f"learned {share:.0%}"]["recall@8"])
+            for share in shares if f"learned {share:.0%}" in pooled
+        ]
+        axis.plot([x * 100 for x, _ in points], [y for _, y in points], marker="o",
+                  markersize=3, label=result["set"])
     axis.set_xlabel("traffic replayed (% of the teaching part)")
     axis.set_ylabel("recall@8 on never-replayed cases")
     axis.set_ylim(0, 1.02)
