@@ -404,6 +404,17 @@ class Settings(BaseSettings):
     usage_retention_days: float = Field(
         30.0, gt=0, description="Usage-log rows older than this are deleted (days)."
     )
+    learn: bool = Field(
+        False,
+        description="Learn selection from the agent's own traffic (docs/learning.md): keep "
+        "each request's query vector (float16, never its text) in the usage log and apply "
+        "the learned states promoted there. Needs `usage_db`.",
+    )
+    learn_interval_s: float = Field(
+        0.0, ge=0,
+        description="With `learn`: run a learning pass (`toolprune learn`) this often, "
+        "seconds; 0: only by hand.",
+    )
 
     @field_validator("state_url", mode="before")
     @classmethod

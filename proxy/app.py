@@ -62,6 +62,7 @@ from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
+from proxy.usage.learning import start_learning
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -216,16 +217,22 @@ def create_app(settings: Settings) -> Starlette:
         query_metrics = QueryEmbeddingCollector(engine.queries.stats)
         metrics.registry.register(query_metrics)
         store = build_state_store(settings)
+        learning = settings.learn and settings.usage_db is not None
         usage = (
             UsageLog(
                 settings.usage_db,
                 store_text=settings.usage_store_text,
                 retention_days=settings.usage_retention_days,
                 log_interval_s=settings.fallback_log_interval_s,
+                embedder=embedder.id if learning else None,
             )
             if settings.usage_db is not None
             else None
         )
+        learner = None
+        if learning:
+            assert settings.usage_db is not None
+            learner = start_learning(settings.usage_db, settings.learn_interval_s, engine, policy)
         upstream_info = UpstreamInfo(settings, upstream)
         streaming = StreamingSupport(settings, upstream)
         chat = ChatHandler(
@@ -262,6 +269,8 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.wait(cut, timeout=SHUTDOWN_NOTICE_TIMEOUT_S)
             loading.cancel()
             warming.cancel()
+            if learner is not None:
+                learner.cancel()
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()

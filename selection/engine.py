@@ -23,6 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
+from selection.learned import LearnedStates
 from selection.name_match import NameIndex, one_intent
 from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
@@ -53,6 +54,12 @@ class Scores:
     dense: np.ndarray | None = None
     named: np.ndarray | None = None
     lexical_only: bool = False
+    #: The learned boost already added to ``values`` (:mod:`selection.learned`), float32
+    #: ``(len(catalog),)``; None when the catalogue has no learned state.
+    boost: np.ndarray | None = None
+    #: The whole query's vector (the first part's), float32 ``(d,)``: what the usage log
+    #: keeps instead of the text when learning is on.
+    query_vector: np.ndarray | None = None
 
 
 class SelectionEngine:
@@ -70,7 +77,10 @@ class SelectionEngine:
     clipped to ``max_text_chars`` characters before embedding. Queries go through
     :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
     queries embedded in one call of at most ``query_batch_texts`` texts, and the last
-    ``query_cache_size`` query texts' vectors kept (0: none).
+    ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute,
+    None until learning is on): promoted learned states by catalogue
+    (:mod:`selection.learned`); their boost is added to the fused score of the catalogues
+    they were learned for.
     """
 
     def __init__(
@@ -89,6 +99,7 @@ class SelectionEngine:
         query_batch_texts: int = DEFAULT_BATCH_TEXTS,
     ) -> None:
         self.embedder = embedder
+        self.learned: LearnedStates | None = None
         self.queries = QueryEmbedder(
             embedder.id, embedder.embed, cache_size=query_cache_size,
             max_batch_texts=query_batch_texts,
@@ -243,12 +254,18 @@ class SelectionEngine:
         embedding_s = index_s + time.perf_counter() - started
         dense = index.best_scores(vectors)
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
+        query_vector = vectors[0] if len(vectors) else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
-            return Scores(dense, embedding_s, dense, named)
-        lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
-        names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
-        fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
-        return Scores(fused, embedding_s, dense, named)
+            fused = dense
+        else:
+            lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
+            names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
+            fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
+        learned = self.learned.bound(catalog) if self.learned is not None and parts else None
+        boost = learned.boost(vectors) if learned is not None else None
+        if boost is not None:
+            fused = fused + boost
+        return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector)
 
     def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
         """Whether the catalogue's dense index is built (cached)."""

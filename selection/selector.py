@@ -20,6 +20,7 @@ from typing import Literal
 import numpy as np
 
 from selection.catalog import Catalog
+from selection.learned import learned_names
 from selection.policy import Policy, catalog_layout
 from selection.ranking import Candidate, Choice, choose
 from selection.state import ConversationState, LoadedTool
@@ -27,7 +28,7 @@ from selection.tokens import tool_tokens
 
 Reason = Literal[
     "client", "core", "found", "pinned", "requested", "semantic", "named", "dependency",
-    "bundle", "sticky",
+    "bundle", "sticky", "learned",
 ]
 #: Where a forwarded tool came from (:attr:`Selection.provenance`): the client kept it
 #: loaded (not deferred), toolprune loaded it by its own ranking (and CORE, pins,
@@ -149,6 +150,7 @@ def select(
     named: np.ndarray | None = None,
     found: Sequence[str] = (),
     preload: bool = True,
+    boost: np.ndarray | None = None,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -175,6 +177,8 @@ def select(
             loaded like pinned tools, and in the new state's ``found``.
         preload: whether semantic candidates are admitted (False: the client deferred
             tools and ``Policy.preload_deferred`` is off).
+        boost: the learned part of ``scores`` (:attr:`selection.engine.Scores.boost`): a
+            semantic candidate outside the top-k without it has reason ``learned``.
 
     The client's CORE (``catalog.kept``) comes first on every turn, before toolprune's
     CORE, in catalogue order, outside every cap.
@@ -278,6 +282,10 @@ def select(
         if mate not in core_set
     ]
 
+    learned: set[str] = set()
+    if boost is not None and scores is not None and semantic:
+        k = policy.top_k if top_k is None else top_k
+        learned = learned_names(catalog, scores, boost, [c.name for c in semantic], k)
     reasons: dict[str, Reason] = {}
     for name in found_names:
         reasons.setdefault(name, "found")
@@ -286,7 +294,9 @@ def select(
     for name in requested_names:
         reasons.setdefault(name, "requested")
     for candidate in semantic:
-        reasons.setdefault(candidate.name, candidate.reason)
+        reasons.setdefault(
+            candidate.name, "learned" if candidate.name in learned else candidate.reason
+        )
     for name in bundle_names:
         reasons.setdefault(name, "bundle")
 

@@ -232,12 +232,13 @@ class Planner:
             self.settings.query_chars,
             self.settings.query_parts,
         )
-        scores = named = None
+        scores = named = boost = query_vector = None
         lexical_only = False
         if parts and preload:  # the whole query, then its parts: one embedding call
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
+            boost, query_vector = scored.boost, scored.query_vector
         pinned = [
             *([choice.pinned] if choice.pinned else []),
             *called_tools(messages),
@@ -250,7 +251,7 @@ class Planner:
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
             named=named, token_cap=cap, exact=exact, history_tokens=history,
-            found=request.found, preload=preload,
+            found=request.found, preload=preload, boost=boost,
         )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
@@ -304,6 +305,7 @@ class Planner:
         turn.block_start = start.kind
         turn.cache_reuse = reuse
         turn.search, turn.deferral, turn.preload = request.search, deferral, preload
+        turn.boost, turn.query_vector = boost, query_vector
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:
@@ -374,6 +376,7 @@ class Planner:
             pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
             found=[*turn.selection.state.found, *(found if turn.deferral else ())],
             preload=turn.preload,
+            boost=turn.boost,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)

@@ -101,6 +101,11 @@ class Turn:
     #: in the adapter's own type (the Responses adapter's tool layout), or None.
     api_view: Any = None
 
+    #: The learned part of ``scores`` (``Scores.boost``), kept for meta rounds.
+    boost: np.ndarray | None = None
+    #: The whole query's vector (``Scores.query_vector``), for the usage log.
+    query_vector: np.ndarray | None = None
+
     @property
     def path(self) -> str:
         """Which prompt parts were pruned: ``native``, ``text`` or ``both``."""

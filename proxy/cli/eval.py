@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sqlite3
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -22,7 +23,7 @@ from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
-from selection.errors import EmbedderError, PolicyError
+from selection.errors import PolicyError, SelectionError
 from selection.evaluation.plot import PlotUnavailable, plot_reports
 from selection.evaluation import (
     DEFAULT_KS,
@@ -35,6 +36,7 @@ from selection.evaluation import (
     parse_ks,
     strip_miss_lists,
 )
+from selection.learned import LearnedStates
 
 if TYPE_CHECKING:
     import httpx
@@ -54,6 +56,9 @@ code, with the conversation's state carried from step to step, for each k of the
 Prints, per file, recall@k (needed tools that were forwarded), all@k (cases with every
 needed tool forwarded), MRR, tools forwarded, the ranks of the misses and the selection
 latency, next to a BM25 baseline. Nothing is sent to a model.
+
+With --learn-from, another file's cases are first replayed as the agent's traffic and
+learned from (docs/learning.md), and the data files are scored with what was promoted.
 
 Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository).
 Selection settings come from TOOLPRUNE_* variables and the policy file; the options
@@ -105,6 +110,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
     )
+    parser.add_argument(
+        "--learn-from", type=Path, metavar="DEV.jsonl",
+        help="first replay these cases as the agent's traffic (expected tools called, "
+        "reached through the meta-tool when not forwarded) into a temporary usage log, "
+        "learn from it (docs/learning.md), then score the data files with what was promoted",
+    )
+    parser.add_argument("--learn-share", type=float, default=1.0, metavar="F",
+                        help="with --learn-from: replay this share (0–1] of its conversations")
+    parser.add_argument("--learn-seed", type=int, default=0,
+                        help="seed of the --learn-share draw")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -131,6 +146,20 @@ def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
     return wrap
 
 
+def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
+    """The proxy's engine for an offline command: the configured caches and weights, with
+    budgets that wait for a cold catalogue's index instead of ranking it by BM25."""
+    return SelectionEngine(
+        embedder,
+        vector_cache_size=settings.vector_cache_size,
+        index_cache_size=settings.index_cache_size,
+        timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
+        index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
+        lexical_weight=settings.lexical_weight,
+        name_weight=settings.name_weight,
+    )
+
+
 def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
     """The configured embedder, as the proxy builds it (tests replace this function)."""
     from proxy.components import build_embedder
@@ -152,15 +181,7 @@ async def run_eval(
     async with httpx.AsyncClient() as client:
         embedder = embedder_factory(settings, client)
         await embedder.load()
-        engine = SelectionEngine(
-            embedder,
-            vector_cache_size=settings.vector_cache_size,
-            index_cache_size=settings.index_cache_size,
-            timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
-            index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
-            lexical_weight=settings.lexical_weight,
-            name_weight=settings.name_weight,
-        )
+        engine = offline_engine(settings, embedder)
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
         if not args.no_bm25:
@@ -169,7 +190,18 @@ async def run_eval(
             scorers.append(BM25Scorer(settings.index_cache_size))
         progress = _progress(args.no_progress)
         sets = []
+        learning = None
         try:
+            if args.learn_from is not None:
+                if not 0 < args.learn_share <= 1:
+                    raise ValueError("--learn-share must be in (0, 1]")
+                from proxy.cli.traffic import learn_from_cases
+
+                engine.learned = LearnedStates(embedder.id)
+                learning = await learn_from_cases(
+                    args.learn_from, share=args.learn_share, seed=args.learn_seed,
+                    settings=settings, policy=policy, engine=engine,
+                )
             for path in args.data:
                 case_set = load_cases(path, limit=args.limit, seed=args.seed)
                 report = await evaluate(
@@ -204,6 +236,7 @@ async def run_eval(
             "limit": args.limit,
             "seed": args.seed,
             "max_tools_per_k": "max(max_tools, k); k=all: catalogue size",
+            "learning": learning,
         },
         "sets": sets,
     }
@@ -213,7 +246,8 @@ def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = Non
     """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
     try:
         report = asyncio.run(run_eval(args, embedder_factory))
-    except (OSError, ValueError, PolicyError, EmbedderError, PlotUnavailable) as exc:
+    except (OSError, ValueError, sqlite3.Error, PolicyError, SelectionError,
+            PlotUnavailable) as exc:
         print(f"toolprune eval: {exc}", file=sys.stderr)
         return 2
     if args.json:

@@ -26,7 +26,9 @@ from proxy.chat.turn import Turn
 from proxy.cli.help import from_setting
 from proxy.components import build_engine
 from proxy.metrics import Metrics
+from proxy.usage.learning import load_states
 from selection.errors import PolicyError, SelectionError
+from selection.learned import LearnedStates
 from selection.state import MemoryStateStore
 
 #: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).
@@ -154,6 +156,9 @@ async def explain(
         engine = build_engine(
             settings.model_copy(update={"index_timeout_s": OFFLINE_INDEX_TIMEOUT_S}), client
         )
+        if settings.learn and settings.usage_db is not None and settings.usage_db.is_file():
+            engine.learned = LearnedStates(engine.embedder.id)  # as the proxy would apply
+            load_states(settings.usage_db, engine.learned)
         planner = Planner(
             settings=settings,
             policy=policy,

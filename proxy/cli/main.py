@@ -15,6 +15,7 @@ import uvicorn
 from config.settings import Settings
 from proxy.cli import eval as eval_cli
 from proxy.cli import explain as explain_cli
+from proxy.cli import learn as learn_cli
 from proxy.cli import usage as usage_cli
 from proxy.cli.help import HelpFormatter, from_setting
 
@@ -70,6 +71,7 @@ examples:
   toolprune explain request.json                        which tools a request would get, and why
   toolprune eval cases.jsonl --k 4,8                    measure selection on labelled cases
   toolprune usage report --since 7d                     what the usage log says
+  toolprune learn                                       learn selection from the usage log
 
 Settings come from TOOLPRUNE_* environment variables (docs/reference/settings.md).
 """
@@ -118,6 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     explain_cli.add_arguments(explain)
     explain.set_defaults(run=explain_cli.run)
+    learn = commands.add_parser(
+        "learn", formatter_class=HelpFormatter,
+        help="learn selection from the usage log's traffic, promoted only when it ranks better",
+        description=learn_cli.DESCRIPTION,
+    )
+    learn_cli.add_arguments(learn)
+    learn.set_defaults(run=learn_cli.run)
     usage = commands.add_parser(
         "usage", help="read the usage log (TOOLPRUNE_USAGE_DB)",
         description="Read the usage log the proxy writes when TOOLPRUNE_USAGE_DB is set.",

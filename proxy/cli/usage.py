@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.analysis import add_token_counts, analyse
+from proxy.usage.learning import read_reports, summarise
 from proxy.usage.reader import parse_since, read_definitions, read_usage
 from proxy.usage.report import format_report
 
@@ -139,6 +140,7 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     )
     report["db"] = str(db)
     report["since"] = since
+    report["learning"] = summarise(read_reports(db))
     if not args.no_tokenize:
         counts = token_counts(Path(db), report, args.upstream or settings.upstream_url)
         if counts:

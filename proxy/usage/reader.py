@@ -34,7 +34,7 @@ def parse_since(text: str, now: float | None = None) -> float:
     return moment.timestamp()
 
 
-def _reader(path: Path | str) -> sqlite3.Connection:
+def connect_read_only(path: Path | str) -> sqlite3.Connection:
     """A read-only connection (a report never writes, and may run as another user)."""
     path = Path(path)
     if not path.is_file():
@@ -45,7 +45,7 @@ def _reader(path: Path | str) -> sqlite3.Connection:
 def read_usage(path: Path | str, since: float | None = None) -> UsageData:
     """Read the log (rows at or after ``since``) for analysis. Raises FileNotFoundError
     when there is no database, sqlite3.Error when it cannot be read."""
-    connection = _reader(path)
+    connection = connect_read_only(path)
     try:
         cutoff = float("-inf") if since is None else since
         requests = [
@@ -91,7 +91,7 @@ def read_usage(path: Path | str, since: float | None = None) -> UsageData:
 
 def read_definitions(path: Path | str, catalog: str) -> dict[str, str]:
     """A logged catalogue's tool definitions (canonical JSON), by name, in order."""
-    connection = _reader(path)
+    connection = connect_read_only(path)
     try:
         return {
             tool: definition

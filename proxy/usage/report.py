@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
@@ -95,4 +95,31 @@ def format_report(report: Mapping[str, Any], *, limit: int | None = 40) -> str:
             "no example utterances stored (the proxy stores them only with "
             "TOOLPRUNE_USAGE_STORE_TEXT=true)"
         )
+    lines.append("")
+    lines.extend(format_learning(report.get("learning") or []))
     return "\n".join(lines)
+
+
+def format_learning(catalogs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The report's learned-selection lines (:func:`proxy.usage.learning.summarise`)."""
+    if not catalogs:
+        return ["nothing learned (learning needs TOOLPRUNE_LEARN=true, then `toolprune learn` "
+                "or TOOLPRUNE_LEARN_INTERVAL_S)"]
+    lines = ["learned selection (recall@k of held-back requests, unlearned or previous "
+             "state → learned):"]
+    for row in catalogs:
+        in_use = row.get("in_use")
+        last = row["last"]
+        head = f"  catalogue {row['catalog'][:12]}: "
+        if in_use:
+            head += (f"v{in_use['version']} in use, {in_use['learned_tools']} tools learned from "
+                     f"{in_use['pairs']} calls of {in_use['requests']} requests, "
+                     f"{in_use['before']:.3f} → {in_use['after']:.3f} at k={in_use['k']}")
+        else:
+            head += "no state in use"
+        lines.append(head)
+        if last is not in_use and last is not None:
+            lines.append(f"    last attempt: {last['reason']}"
+                         + (f" ({last['before']:.3f} → {last['after']:.3f})"
+                            if last["reason"] == "not_better" else ""))
+    return lines

@@ -1,7 +1,8 @@
 """The rows one served acting request adds to the usage log (tables in
 :mod:`proxy.usage.writer`): the request, its catalogue's tool sizes (once per catalogue),
-every real tool call it shows (in its history or its response) with its status, and,
-only with ``store_text``, example texts."""
+every real tool call it shows (in its history or its response) with its status, only
+with ``store_vectors`` the query's vector (float16: what learning reads, instead of text),
+and only with ``store_text`` example texts."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from proxy.chat.identity import log_id
 from proxy.chat.turn import Turn
@@ -43,12 +46,15 @@ class ActingEvent:
     user_text: str | None  # only with store_text and response calls
     messages: int
     response_read: bool
+    query: bytes | None = None  # float16 query vector, only with store_vectors
 
     @classmethod
     def of(
-        cls, turn: Turn, decision: str, ts: float, *, store_text: bool, written: set[str]
+        cls, turn: Turn, decision: str, ts: float, *, store_text: bool, written: set[str],
+        store_vectors: bool = False,
     ) -> ActingEvent:
-        """Extract ``turn``'s fields; ``written``: catalogue fingerprints already stored."""
+        """Extract ``turn``'s fields; ``written``: catalogue fingerprints already stored;
+        ``store_vectors``: keep the query's vector (float16 bytes)."""
         messages = turn.body.get("messages")
         messages = messages if isinstance(messages, list) else []
         text_names = set(turn.catalog.names) if turn.text is not None else None
@@ -74,6 +80,11 @@ class ActingEvent:
             user_text=last_user_text(messages) if store_text and turn.response_calls else None,
             messages=len(messages),
             response_read=decision == "pruned" and turn.native is not None,
+            query=(
+                np.asarray(turn.query_vector, dtype=np.float16).tobytes()
+                if store_vectors and turn.query_vector is not None
+                else None
+            ),
         )
 
 
@@ -125,8 +136,8 @@ def write_acting(
     ]
     db.execute(
         "INSERT INTO requests (ts, decision, conversation, catalog, turn, path, offered, "
-        "forwarded, schema_bytes_saved, meta_calls, meta_loaded, rounds) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "forwarded, schema_bytes_saved, meta_calls, meta_loaded, rounds, query) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             event.ts,
             event.decision,
@@ -140,6 +151,7 @@ def write_acting(
             len(event.meta_events),
             json.dumps(loaded),
             event.rounds,
+            event.query,
         ),
     )
     forwarded = frozenset(event.forwarded)

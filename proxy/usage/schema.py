@@ -1,12 +1,13 @@
-"""The usage log's SQLite schema (tables described in :mod:`proxy.usage.writer`) and its
-retention (deleting rows older than the retention window)."""
+"""The usage log's SQLite schema (tables described in :mod:`proxy.usage.writer`), its
+migration from older versions, and its retention (deleting rows older than the retention
+window)."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (
@@ -23,9 +24,11 @@ CREATE TABLE IF NOT EXISTS requests (
     schema_bytes_saved INTEGER,
     meta_calls INTEGER NOT NULL DEFAULT 0,
     meta_loaded TEXT,
-    rounds INTEGER
+    rounds INTEGER,
+    query BLOB
 );
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
+CREATE INDEX IF NOT EXISTS requests_turn ON requests (conversation, turn);
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY,
     ts REAL NOT NULL,
@@ -59,7 +62,18 @@ CREATE TABLE IF NOT EXISTS examples (
     text TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS examples_ts ON examples (ts);
+CREATE TABLE IF NOT EXISTS learned (
+    catalog TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    ts REAL NOT NULL,
+    promoted INTEGER NOT NULL,
+    state BLOB,
+    report TEXT NOT NULL,
+    PRIMARY KEY (catalog, version)
+);
 """
+#: Columns added since version 1 (``ALTER TABLE`` on an older file).
+_ADDED_COLUMNS = (("requests", "query", "BLOB"),)
 
 
 def apply_retention(connection: sqlite3.Connection, cutoff: float) -> None:
@@ -81,6 +95,32 @@ def apply_retention(connection: sqlite3.Connection, cutoff: float) -> None:
     connection.execute("PRAGMA incremental_vacuum")
 
 
+def migrate(connection: sqlite3.Connection) -> None:
+    """Bring a file of an older schema version to :data:`SCHEMA_VERSION` (columns added,
+    never removed: an older reader still reads it)."""
+    for table, column, kind in _ADDED_COLUMNS:
+        present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+        if column not in present:
+            connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    connection.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+        (str(SCHEMA_VERSION),),
+    )
+
+
+def claim_query_vectors(connection: sqlite3.Connection, embedder: str) -> None:
+    """Record that query vectors are ``embedder``'s; vectors of another embedder already
+    stored are erased (they cannot be compared with the new ones)."""
+    row = connection.execute("SELECT value FROM meta WHERE key = 'query_embedder'").fetchone()
+    if row is not None and row[0] == embedder:
+        return
+    if row is not None:
+        connection.execute("UPDATE requests SET query = NULL WHERE query IS NOT NULL")
+    connection.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('query_embedder', ?)", (embedder,)
+    )
+
+
 def open_database(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
     """Open (creating it when missing) the usage log for writing: autocommit mode (the
     writer opens its own transactions), WAL journal, incremental vacuum on new files,
@@ -93,10 +133,7 @@ def open_database(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode = WAL")
         connection.execute("PRAGMA synchronous = NORMAL")
         connection.executescript(SCHEMA)
-        connection.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-            (str(SCHEMA_VERSION),),
-        )
+        migrate(connection)
     except BaseException:
         connection.close()
         raise

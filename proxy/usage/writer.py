@@ -29,6 +29,11 @@ Tables:
 * ``examples``: only with ``store_text``: the user message that preceded each real tool
   call (a candidate example utterance for that tool). Without it no message text is
   ever written.
+* ``requests.query``: only with ``store_vectors`` (``TOOLPRUNE_LEARN``): the embedder's
+  vector of the request's query, float16 bytes, never its text; ``meta.query_embedder``
+  names the embedder (vectors of a previous embedder are erased when it changes).
+* ``learned``: learned states and their promotion reports (:mod:`proxy.usage.learning`),
+  so deleting the file deletes what was learned from it.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from pathlib import Path
 from proxy.chat.turn import Turn
 from proxy.log import RateLimitedLog, get_logger
 from proxy.usage.rows import ActingEvent, PreviousRequest, write_acting
-from proxy.usage.schema import apply_retention, open_database
+from proxy.usage.schema import apply_retention, claim_query_vectors, open_database
 
 logger = get_logger("usage")
 
@@ -69,6 +74,7 @@ class UsageLog:
 
     ``busy_timeout_s``: how long the writer waits for another connection's lock before a
     batch is dropped. ``max_pending``: events queued at most (more are dropped).
+    ``embedder``: the embedder id whose query vectors are stored (None: no vectors).
     """
 
     def __init__(
@@ -84,9 +90,11 @@ class UsageLog:
         log_interval_s: float = 60.0,
         max_conversations: int = 10_000,
         clock: Callable[[], float] = time.time,
+        embedder: str | None = None,
     ) -> None:
         self.path = Path(path)
         self.store_text = store_text
+        self.embedder = embedder
         self.retention_days = retention_days
         self.busy_timeout_s = busy_timeout_s
         self.batch_size = batch_size
@@ -112,7 +120,8 @@ class UsageLog:
         """Queue one served acting request (never raises, never blocks)."""
         try:
             event = ActingEvent.of(
-                turn, decision, self.clock(), store_text=self.store_text, written=self._catalogs
+                turn, decision, self.clock(), store_text=self.store_text,
+                written=self._catalogs, store_vectors=self.embedder is not None,
             )
         except Exception:  # noqa: BLE001 - the log must never fail a request
             self._count(dropped=1)
@@ -251,6 +260,12 @@ class UsageLog:
         if self._connection is not None:
             return self._connection
         connection = open_database(self.path, self.busy_timeout_s)
+        if self.embedder is not None:
+            try:
+                claim_query_vectors(connection, self.embedder)
+            except BaseException:
+                connection.close()
+                raise
         self._connection = connection
         self._next_retention = 0.0
         return connection

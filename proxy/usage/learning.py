@@ -1,0 +1,402 @@
+"""Learning from the usage log (``toolprune learn``, ``toolprune serve`` on a schedule,
+``toolprune eval --learn-from``): read the evidence, learn a state per catalogue
+(:mod:`selection.learned`), promote it only when it ranks a held-back slice of the log
+better than the state in use, and keep states and reports in the log's own file.
+
+Evidence: every real call of the log with status ``forwarded``, ``loaded`` or ``miss``,
+paired with the query vector of the request it answered (same conversation hash, turn
+and catalogue; ``requests.query``, stored only with ``TOOLPRUNE_LEARN``), for every
+catalogue holding the called tool with the same definition.
+
+Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS`
+slices; each slice in turn is held back, and a candidate learned from the other slices
+is replayed on its requests through the dense part of the proxy's scoring (the
+catalogue's index, plus the learned boost: :func:`selection.learned.held_back_recall`)
+next to the state in use (none: the unlearned ranking), so every request is judged by a
+state that never saw it (cross-validation: a log of a few dozen requests still proves
+something). Only a candidate with a higher mean recall@k is promoted, learned again from
+all the evidence; otherwise the state in use stays (rolled back). The state in use was
+learned from the held-back requests too, so the comparison favours it: a candidate must
+beat it on requests only the state in use has seen. Each attempt is recorded in the
+``learned`` table with its report.
+
+Bad input degrades to unlearned selection with one log line: an older log without query
+vectors, vectors of another embedder, a corrupt or foreign stored state, a catalogue
+whose definitions are gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proxy.log import get_logger
+from proxy.usage.reader import connect_read_only, read_definitions
+from proxy.usage.schema import open_database
+from selection.catalog import Catalog, parse_tools
+from selection.engine import SelectionEngine
+from selection.errors import CatalogError, SelectionError
+from selection.policy import Policy
+from selection.learned import (
+    STATUS_WEIGHTS,
+    Evidence,
+    LearnedIndex,
+    LearnedState,
+    LearnedStateError,
+    LearnedStates,
+    decode_state,
+    encode_state,
+    held_back_recall,
+    learn,
+)
+
+logger = get_logger("learning")
+
+#: The log's conversations are split into this many held-back slices (by a hash of
+#: their id); each is replayed against a candidate learned from the others.
+HELD_BACK_FOLDS = 5
+#: Fewest requests with evidence a promotion needs (fewer prove nothing).
+MIN_HELD_BACK = 3
+#: Rejected attempts whose reports are kept per catalogue.
+KEPT_ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class LearnOutcome:
+    """One catalogue's learning attempt: evidence used, held-back recall@k (every request
+    held back once) of the state in use (``before``) and of the candidates (``after``),
+    and whether it was promoted (then
+    ``version`` is the new state's). ``reason``: ``promoted``, ``not_better``,
+    ``too_little_traffic``, ``catalog_unknown``."""
+
+    catalog: str
+    tools: int
+    pairs: int
+    requests: int
+    held_back: int
+    k: int
+    before: float
+    after: float
+    promoted: bool
+    reason: str
+    version: int | None = None
+    learned_tools: int = 0
+    size_bytes: int = 0
+
+
+def _bucket(conversation: str) -> int:
+    return int.from_bytes(hashlib.blake2b(conversation.encode(), digest_size=4).digest(), "big")
+
+
+def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
+    """Evidence pairs by catalogue fingerprint (read-only). A call counts for every logged
+    catalogue holding its tool with the same definition: a catalogue that changed keeps
+    the evidence of its unchanged tools; a removed or redefined tool loses it, and a
+    renamed one is not guessed. An older log, or vectors of another embedder, give none
+    (one log line). Raises sqlite3.Error, FileNotFoundError."""
+    connection = connect_read_only(path)
+    try:
+        row = connection.execute(
+            "SELECT value FROM meta WHERE key = 'query_embedder'"
+        ).fetchone()
+        if row is None or row[0] != embedder:
+            logger.warning(
+                "learning_skipped",
+                extra={"fields": {"reason": "no query vectors of this embedder in the usage log",
+                                  "db": str(path)}},
+            )
+            return {}
+        statuses = tuple(STATUS_WEIGHTS)
+        rows = connection.execute(
+            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query "
+            "FROM calls c JOIN requests r ON r.id = ("
+            " SELECT MAX(id) FROM requests WHERE conversation = c.conversation"
+            " AND turn = c.turn AND catalog = c.catalog AND query IS NOT NULL) "
+            "JOIN catalog_tools t ON t.catalog = c.catalog AND t.tool = c.tool "
+            f"WHERE c.status IN ({', '.join('?' for _ in statuses)}) ORDER BY c.id",
+            statuses,
+        ).fetchall()
+        members = connection.execute(
+            "SELECT catalog, tool, definition FROM catalog_tools"
+        ).fetchall()
+    except sqlite3.OperationalError as error:
+        if "no such column" not in str(error) and "no such table" not in str(error):
+            raise
+        logger.warning(
+            "learning_skipped",
+            extra={"fields": {"reason": "usage log of an older version", "db": str(path)}},
+        )
+        return {}
+    finally:
+        connection.close()
+    by_tool: dict[tuple[str, str], list[Evidence]] = defaultdict(list)
+    for definition, conversation, tool, status, ts, request, blob in rows:
+        vector = np.frombuffer(blob, dtype=np.float16)
+        by_tool[(tool, definition)].append(
+            Evidence(str(request), conversation, tool, status, vector, ts)
+        )
+    evidence: dict[str, list[Evidence]] = defaultdict(list)
+    for catalog, tool, definition in members:
+        evidence[catalog].extend(by_tool.get((tool, definition), ()))
+    return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
+
+
+def read_states(path: Path | str, embedder: str) -> dict[str, LearnedState]:
+    """The promoted state in use per catalogue (its latest promotion). A corrupt or foreign
+    one is skipped with one log line; none for an older log."""
+    connection = connect_read_only(path)
+    try:
+        rows = connection.execute(
+            "SELECT catalog, state FROM learned l WHERE promoted = 1 AND version = "
+            "(SELECT MAX(version) FROM learned WHERE catalog = l.catalog AND promoted = 1)"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    finally:
+        connection.close()
+    states: dict[str, LearnedState] = {}
+    for catalog, blob in rows:
+        try:
+            states[catalog] = decode_state(bytes(blob), catalog=catalog, embedder=embedder)
+        except LearnedStateError as error:
+            logger.warning(
+                "learned_state_ignored",
+                extra={"fields": {"catalog": catalog, "reason": str(error), "db": str(path)}},
+            )
+    return states
+
+
+def read_reports(path: Path | str) -> list[dict]:
+    """Every learning attempt's report, newest first (empty for an older log)."""
+    connection = connect_read_only(path)
+    try:
+        rows = connection.execute(
+            "SELECT report FROM learned ORDER BY ts DESC, version DESC"
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        connection.close()
+    return [json.loads(row[0]) for row in rows]
+
+
+def summarise(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per catalogue (most recent first): the promotion in use (``in_use``, or None) and
+    the last attempt (``last``), from :func:`read_reports`' newest-first list."""
+    rows: dict[str, dict[str, Any]] = {}
+    for report in reports:
+        row = rows.setdefault(report["catalog"], {"catalog": report["catalog"], "in_use": None,
+                                                  "last": report})
+        if report.get("promoted") and row["in_use"] is None:
+            row["in_use"] = report
+    return list(rows.values())
+
+
+def _catalog(path: Path | str, fingerprint: str) -> Catalog | None:
+    definitions = read_definitions(path, fingerprint)
+    try:
+        catalog = parse_tools([json.loads(text) for text in definitions.values()])
+    except (CatalogError, ValueError):
+        return None
+    return catalog if len(catalog) else None
+
+
+def _requests(pairs: Sequence[Evidence]) -> list[tuple[np.ndarray, list[str]]]:
+    grouped: dict[str, tuple[np.ndarray, list[str]]] = {}
+    for pair in pairs:
+        grouped.setdefault(pair.request, (pair.vector, []))[1].append(pair.tool)
+    return list(grouped.values())
+
+
+async def learn_catalog(
+    catalog: Catalog,
+    fingerprint: str,
+    pairs: Sequence[Evidence],
+    current: LearnedState | None,
+    engine: SelectionEngine,
+    examples: Mapping[str, Sequence[str]],
+    *,
+    k: int,
+    now: float,
+) -> tuple[LearnOutcome, LearnedState | None]:
+    """Learn ``fingerprint``'s candidate from ``pairs`` and judge it (module docstring):
+    the outcome, and the state to promote (None: keep ``current``). Raises SelectionError
+    when the catalogue cannot be indexed."""
+    embedder = engine.embedder.id
+    requests = len({p.request for p in pairs})
+    folds = [[p for p in pairs if _bucket(p.conversation) % HELD_BACK_FOLDS == f]
+             for f in range(HELD_BACK_FOLDS)]
+    folds = [fold for fold in folds if fold]
+    base = dict(catalog=fingerprint, tools=len(catalog), pairs=len(pairs), requests=requests,
+                held_back=requests, k=k)
+    if requests < MIN_HELD_BACK or len(folds) < 2:
+        return LearnOutcome(**base, before=0.0, after=0.0, promoted=False,
+                            reason="too_little_traffic"), None
+    index, _ = await engine.index_for(catalog, examples)
+    in_use = LearnedIndex.bind(current, catalog) if current is not None else None
+    version = (current.version if current is not None else 0) + 1
+    before = after = 0.0
+    for held in folds:
+        held_requests = _requests(held)
+        dense = []
+        for vector, _tools in held_requests:
+            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+            if query.shape[1] != index.index.d:
+                raise SelectionError("query vectors do not match the embedder's dimension")
+            dense.append(index.best_scores(query / max(float(np.linalg.norm(query)), 1e-12)))
+        held_ids = {p.request for p in held}
+        candidate = learn([p for p in pairs if p.request not in held_ids], catalog=fingerprint,
+                          embedder=embedder, version=version, created=now)
+        share = len(held_requests)
+        before += share * held_back_recall(held_requests, dense, catalog, in_use, k)
+        after += share * held_back_recall(
+            held_requests, dense, catalog, LearnedIndex.bind(candidate, catalog), k
+        )
+    before, after = before / requests, after / requests
+    if after <= before:
+        return LearnOutcome(**base, before=before, after=after, promoted=False,
+                            reason="not_better"), None
+    measured = {"before": before, "after": after, "held_back": float(requests), "k": k}
+    state = learn(pairs, catalog=fingerprint, embedder=embedder, version=version, created=now,
+                  measured=measured)
+    return LearnOutcome(**base, before=before, after=after, promoted=True, reason="promoted",
+                        version=version, learned_tools=len(state.learned_tools),
+                        size_bytes=state.size_bytes), state
+
+
+def record(path: Path | str, outcome: LearnOutcome, state: LearnedState | None, now: float) -> None:
+    """Write an attempt's report (and a promoted state) to the ``learned`` table, which
+    keeps per catalogue the promoted state in use and the one before it, and the reports
+    of the last :data:`KEPT_ATTEMPTS` rejected attempts."""
+    connection = open_database(Path(path), busy_timeout_s=5.0)
+    try:
+        version = outcome.version
+        if version is None:  # a rejected attempt: numbered below any promotion
+            row = connection.execute(
+                "SELECT MIN(version) FROM learned WHERE catalog = ?", (outcome.catalog,)
+            ).fetchone()
+            version = min(0, row[0] or 0) - 1
+        connection.execute(
+            "INSERT OR IGNORE INTO learned (catalog, version, ts, promoted, state, report) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (outcome.catalog, version, now, int(state is not None),
+             encode_state(state) if state is not None else None,
+             json.dumps({**asdict(outcome), "ts": now})),
+        )
+        # Bounded: the state in use and the one before it, and the last rejected attempts.
+        connection.execute(
+            "DELETE FROM learned WHERE catalog = ?1 AND promoted = 1 AND version < "
+            "(SELECT MAX(version) FROM learned WHERE catalog = ?1 AND promoted = 1) - 1",
+            (outcome.catalog,),
+        )
+        connection.execute(
+            "DELETE FROM learned WHERE catalog = ?1 AND promoted = 0 AND version NOT IN "
+            "(SELECT version FROM learned WHERE catalog = ?1 AND promoted = 0 "
+            f"ORDER BY ts DESC, version LIMIT {KEPT_ATTEMPTS})",
+            (outcome.catalog,),
+        )
+    finally:
+        connection.close()
+
+
+async def learn_from_log(
+    path: Path | str,
+    engine: SelectionEngine,
+    examples: Mapping[str, Sequence[str]],
+    *,
+    k: int,
+    now: float,
+) -> list[LearnOutcome]:
+    """One learning run over the whole log (module docstring): per catalogue with
+    evidence, an outcome; promoted states are written to the log and installed in
+    ``engine.learned`` (when set). Raises sqlite3.Error, FileNotFoundError."""
+    embedder = engine.embedder.id
+    evidence = await asyncio.to_thread(read_evidence, path, embedder)
+    current = await asyncio.to_thread(read_states, path, embedder)
+    outcomes = []
+    for fingerprint, pairs in evidence.items():
+        catalog = _catalog(path, fingerprint)
+        if catalog is None:
+            outcome = LearnOutcome(fingerprint, 0, len(pairs), 0, 0, k, 0.0, 0.0, False,
+                                   "catalog_unknown")
+            outcomes.append(outcome)
+            continue
+        outcome, state = await learn_catalog(
+            catalog, fingerprint, pairs, current.get(fingerprint), engine, examples, k=k, now=now
+        )
+        await asyncio.to_thread(record, path, outcome, state, now)
+        if state is not None and engine.learned is not None:
+            engine.learned.install(state)
+        logger.info("learning_outcome", extra={"fields": asdict(outcome)})
+        outcomes.append(outcome)
+    return outcomes
+
+
+def load_states(path: Path | str, learned: LearnedStates) -> int:
+    """Install the promoted states of the log at ``path`` in ``learned``; how many. A log
+    that cannot be read installs none, with one log line."""
+    try:
+        states = read_states(path, learned.embedder)
+    except (OSError, sqlite3.Error) as error:
+        logger.warning(
+            "learned_states_unavailable",
+            extra={"fields": {"error": type(error).__name__, "detail": str(error),
+                              "db": str(path)}},
+        )
+        return 0
+    for state in states.values():
+        learned.install(state)
+    return len(states)
+
+
+async def learn_periodically(
+    path: Path | str,
+    engine: SelectionEngine,
+    examples: Mapping[str, Sequence[str]],
+    *,
+    k: int,
+    interval_s: float,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """``toolprune serve``'s schedule: every ``interval_s`` seconds, install what other
+    processes promoted, then run :func:`learn_from_log`. A failed run is logged and the
+    schedule goes on (selection keeps the states it has)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            if engine.learned is not None:
+                await asyncio.to_thread(load_states, path, engine.learned)
+            await learn_from_log(path, engine, examples, k=k, now=clock())
+        except (OSError, sqlite3.Error, SelectionError) as error:
+            logger.warning(
+                "learning_failed",
+                extra={"fields": {"error": type(error).__name__, "detail": str(error),
+                                  "db": str(path)}},
+            )
+
+
+def start_learning(
+    path: Path, interval_s: float, engine: SelectionEngine, policy: Policy
+) -> asyncio.Task[None] | None:
+    """At ``toolprune serve``'s start with ``TOOLPRUNE_LEARN``: give ``engine`` the
+    promoted states of the usage log at ``path`` and, with ``interval_s`` > 0, start the
+    schedule (the task to cancel at shutdown; None without a schedule)."""
+    engine.learned = LearnedStates(engine.embedder.id)
+    if path.is_file():
+        installed = load_states(path, engine.learned)
+        logger.info("learned_states_loaded", extra={"fields": {"states": installed}})
+    if interval_s <= 0:
+        return None
+    return asyncio.create_task(learn_periodically(
+        path, engine, policy.examples, k=policy.top_k, interval_s=interval_s,
+    ))

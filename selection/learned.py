@@ -1,0 +1,374 @@
+"""Selection learned from the agent's own traffic: per catalogue, the query vectors of the
+requests that preceded real calls of each tool, and the boost they give a tool on a new
+request that resembles them. Pure: no I/O (the usage log reads and writes the state,
+:mod:`proxy.usage.learning`).
+
+Evidence is a pair (query vector of a request, a tool a real call of that request used),
+weighted by how the tool was reached (:data:`STATUS_WEIGHTS`: ``loaded`` through the
+meta-tool and ``miss`` — the ranking failed there — count fully, ``forwarded`` confirms
+at half weight). The query vector is the embedder's own vector of the request's whole
+query (``query_parts``' first part), so no user text is needed.
+
+A :class:`LearnedState` keeps, per tool, up to :data:`PER_TOOL` evidence vectors
+(float16, L2-normalised), near-duplicates (cosine ≥ :data:`DEDUPE_COSINE`) merged into
+one with the summed weight. Applied to a request (:meth:`LearnedIndex.boost`), each tool
+gains ``GAIN × weight × max(0, cos(part, evidence) − FLOOR)`` for its best evidence
+vector against the best query part: requests like ones that led to a tool bring it, and a
+request like none of the traffic changes nothing (the floor). This is Tool2Vec's idea
+(tool vectors from the queries that used them; Moghaddam et al., 2024) kept as separate
+example vectors, as the policy file's example utterances are, rather than averaged into
+one centroid: the same tool serves unrelated tasks. Measured choices: docs/learning.md.
+
+A state is bound to one catalogue fingerprint and one embedder; binding it to a catalogue
+(:meth:`LearnedIndex.bind`) drops evidence of tools the catalogue no longer has (renamed
+tools are not guessed).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from selection.catalog import Catalog
+
+#: Identifies the serialised form (:func:`encode_state`); another value is foreign.
+FORMAT = "toolprune-learned/1"
+#: Weight of one evidence pair by the call's status in the usage log.
+STATUS_WEIGHTS: Mapping[str, float] = {"loaded": 1.0, "miss": 1.0, "forwarded": 0.5}
+#: Evidence vectors kept per tool (the highest weight, then the most recent).
+PER_TOOL = 32
+#: Evidence vectors kept per catalogue, over all its tools (the same order): bounds the
+#: state (1.5 MB at 384 dimensions) and the boost's cost on the request path.
+MAX_VECTORS = 2048
+#: Evidence vectors this close (cosine) are merged.
+DEDUPE_COSINE = 0.95
+#: Query–evidence cosine below which evidence gives no boost: at least this, and at
+#: least the :data:`FLOOR_PERCENTILE` percentile of the cosines between the traffic's own
+#: requests (of up to :data:`FLOOR_SAMPLE` of them; repeats, cosine ≥ :data:`DEDUPE_COSINE`,
+#: left out), so "alike" means more alike than requests of this agent usually are to
+#: each other (an agent whose requests all share one phrasing gets a higher floor).
+#: ``FLOOR_PERCENTILE`` None: the fixed floor alone.
+FLOOR = 0.3
+FLOOR_PERCENTILE: float | None = 90.0
+FLOOR_SAMPLE = 512
+#: Boost per unit of (cosine − FLOOR) × weight, added to the fused score.
+GAIN = 1.0
+#: A weight counts at most this much (many repeats of one request do not dominate).
+MAX_WEIGHT = 2.0
+
+
+class LearnedStateError(ValueError):
+    """A serialised learned state that cannot be read, or belongs elsewhere."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One (request, tool) pair: ``vector`` float (d,), the request's query vector;
+    ``request``: an id grouping the pairs of one request (the held-back replay scores
+    requests); ``conversation``: the conversation hash (the held-back split is by
+    conversation); ``ts``: Unix seconds."""
+
+    request: str
+    conversation: str
+    tool: str
+    status: str
+    vector: np.ndarray
+    ts: float = 0.0
+
+    @property
+    def weight(self) -> float:
+        return STATUS_WEIGHTS.get(self.status, 0.0)
+
+
+@dataclass(frozen=True)
+class LearnedState:
+    """What was learned for one catalogue: ``tools[i]`` owns ``vectors[i]`` (float16,
+    shape (m, d), rows L2-normalised) with weight ``weights[i]`` (float32). ``version``
+    counts promotions for the catalogue; ``measured``: the held-back replay that promoted
+    it (``before``/``after`` recall@k, ``requests``, ``k``); ``evidence``: pairs by status."""
+
+    catalog: str
+    embedder: str
+    version: int
+    created: float
+    tools: tuple[str, ...]
+    vectors: np.ndarray
+    weights: np.ndarray
+    evidence: Mapping[str, int] = field(default_factory=dict)
+    measured: Mapping[str, float] = field(default_factory=dict)
+    #: The cosine below which evidence gives no boost (see :data:`FLOOR`).
+    floor: float = FLOOR
+
+    @property
+    def learned_tools(self) -> list[str]:
+        return sorted(set(self.tools))
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self.vectors.nbytes + self.weights.nbytes)
+
+
+def learn(
+    evidence: Iterable[Evidence],
+    *,
+    catalog: str,
+    embedder: str,
+    version: int,
+    created: float,
+    measured: Mapping[str, float] | None = None,
+) -> LearnedState:
+    """A state from ``evidence`` (pairs of tools outside ``STATUS_WEIGHTS`` ignored):
+    per tool, near-duplicate vectors merged, the :data:`PER_TOOL` heaviest kept, and at
+    most :data:`MAX_VECTORS` in all (the heaviest, then the most recent)."""
+    by_tool: dict[str, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
+    counts: dict[str, int] = defaultdict(int)
+    requests: dict[str, np.ndarray] = {}
+    for pair in evidence:
+        weight = pair.weight
+        if weight <= 0:
+            continue
+        vector = np.asarray(pair.vector, dtype=np.float32)
+        norm = float(np.linalg.norm(vector))
+        if norm == 0 or not np.isfinite(norm):
+            continue
+        counts[pair.status] += 1
+        by_tool[pair.tool].append((vector / norm, weight, pair.ts))
+        requests.setdefault(pair.request, vector / norm)
+    kept_all: list[tuple[str, np.ndarray, float, float]] = []
+    for tool in sorted(by_tool):
+        kept: list[list] = []  # [vector, weight, ts]
+        for vector, weight, ts in sorted(by_tool[tool], key=lambda item: item[2]):
+            for entry in kept:
+                if float(entry[0] @ vector) >= DEDUPE_COSINE:
+                    entry[1] = min(MAX_WEIGHT, entry[1] + weight)
+                    entry[2] = max(entry[2], ts)
+                    break
+            else:
+                kept.append([vector, weight, ts])
+        kept.sort(key=lambda entry: (-entry[1], -entry[2]))
+        kept_all += [(tool, vector, weight, ts) for vector, weight, ts in kept[:PER_TOOL]]
+    kept_all.sort(key=lambda entry: (-entry[2], -entry[3]))
+    kept_all = sorted(kept_all[:MAX_VECTORS], key=lambda entry: entry[0])
+    tools = [entry[0] for entry in kept_all]
+    rows = [entry[1] for entry in kept_all]
+    weights = [entry[2] for entry in kept_all]
+    dimension = rows[0].shape[0] if rows else 0
+    return LearnedState(
+        catalog=catalog,
+        embedder=embedder,
+        version=version,
+        created=created,
+        tools=tuple(tools),
+        vectors=(np.vstack(rows) if rows else np.zeros((0, dimension))).astype(np.float16),
+        weights=np.asarray(weights, dtype=np.float32),
+        evidence=dict(counts),
+        measured=dict(measured or {}),
+        floor=_floor(list(requests.values())[:FLOOR_SAMPLE]),
+    )
+
+
+def _floor(vectors: Sequence[np.ndarray]) -> float:
+    if FLOOR_PERCENTILE is None or len(vectors) < 2:
+        return FLOOR
+    matrix = np.vstack(vectors)
+    cosines = (matrix @ matrix.T)[np.triu_indices(len(vectors), k=1)]
+    cosines = cosines[cosines < DEDUPE_COSINE]  # repeats of one request are not "others"
+    if not len(cosines):
+        return FLOOR
+    return max(FLOOR, float(np.percentile(cosines, FLOOR_PERCENTILE)))
+
+
+def encode_state(state: LearnedState) -> bytes:
+    """``state`` as bytes: an ``.npz`` archive (numpy, no pickles) of the vectors, the
+    weights and a JSON header (format, catalogue, embedder, version, tools, reports)."""
+    header = {
+        "format": FORMAT,
+        "catalog": state.catalog,
+        "embedder": state.embedder,
+        "version": state.version,
+        "created": state.created,
+        "tools": list(state.tools),
+        "evidence": dict(state.evidence),
+        "measured": dict(state.measured),
+        "floor": state.floor,
+    }
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        header=np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
+        vectors=state.vectors.astype(np.float16),
+        weights=state.weights.astype(np.float32),
+    )
+    return buffer.getvalue()
+
+
+def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None = None) -> LearnedState:
+    """Read :func:`encode_state`'s bytes. Raises LearnedStateError when they are corrupt,
+    of another format, or learned for another ``catalog`` / ``embedder`` (when given)."""
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
+            header = json.loads(bytes(archive["header"]).decode("utf-8"))
+            vectors = np.asarray(archive["vectors"], dtype=np.float16)
+            weights = np.asarray(archive["weights"], dtype=np.float32)
+        if not isinstance(header, dict) or header.get("format") != FORMAT:
+            raise LearnedStateError("not a toolprune learned state")
+        tools = tuple(str(name) for name in header["tools"])
+        state = LearnedState(
+            catalog=str(header["catalog"]),
+            embedder=str(header["embedder"]),
+            version=int(header["version"]),
+            created=float(header["created"]),
+            tools=tools,
+            vectors=vectors,
+            weights=weights,
+            evidence={str(k): int(v) for k, v in dict(header.get("evidence", {})).items()},
+            measured={str(k): float(v) for k, v in dict(header.get("measured", {})).items()},
+            floor=float(header.get("floor", FLOOR)),
+        )
+    except LearnedStateError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any unreadable archive is one error
+        raise LearnedStateError(f"unreadable learned state: {type(exc).__name__}") from exc
+    if vectors.ndim != 2 or vectors.shape[0] != len(tools) or weights.shape != (len(tools),):
+        raise LearnedStateError("learned state arrays do not match its tools")
+    if catalog is not None and state.catalog != catalog:
+        raise LearnedStateError("learned state of another catalogue")
+    if embedder is not None and state.embedder != embedder:
+        raise LearnedStateError("learned state of another embedder")
+    return state
+
+
+@dataclass(frozen=True)
+class LearnedIndex:
+    """A state bound to a catalogue: ``positions[i]`` is the catalogue position of the
+    tool owning ``vectors[i]`` (float32). ``dropped``: learned tools the catalogue lacks."""
+
+    state: LearnedState
+    positions: np.ndarray
+    vectors: np.ndarray
+    weights: np.ndarray
+    n_tools: int
+    dropped: tuple[str, ...]
+
+    @classmethod
+    def bind(cls, state: LearnedState, catalog: Catalog) -> LearnedIndex:
+        keep = [i for i, name in enumerate(state.tools) if catalog.index_of(name) is not None]
+        dropped = tuple(sorted({name for name in state.tools if catalog.index_of(name) is None}))
+        positions = np.asarray([catalog.index_of(state.tools[i]) for i in keep], dtype=np.int64)
+        return cls(
+            state,
+            positions,
+            np.ascontiguousarray(state.vectors[keep], dtype=np.float32),
+            state.weights[keep].astype(np.float32),
+            len(catalog),
+            dropped,
+        )
+
+    def boost(self, queries: np.ndarray) -> np.ndarray:
+        """Per-tool boost, float32 ``(n_tools,)`` (0 for tools without evidence), for a
+        request's query parts ``queries`` (float32 (p, d), rows L2-normalised)."""
+        out = np.zeros(self.n_tools, dtype=np.float32)
+        if not len(self.positions) or queries.shape[0] == 0:
+            return out
+        if queries.shape[1] != self.vectors.shape[1]:
+            return out
+        best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
+        floor = np.float32(self.state.floor)
+        gains = np.float32(GAIN) * self.weights * np.maximum(best - floor, 0)
+        np.maximum.at(out, self.positions, gains)
+        return out
+
+
+def learned_names(
+    catalog: Catalog, scores: np.ndarray, boost: np.ndarray, chosen: Iterable[str], k: int
+) -> set[str]:
+    """Which of ``chosen`` are there because of learned state: boosted, and outside the
+    ``k`` best tools by their scores without the boost."""
+    if k <= 0 or not len(scores):
+        return set()
+    plain = np.asarray(scores, dtype=np.float32) - boost
+    cutoff = float(np.partition(-plain, min(k, len(plain)) - 1)[min(k, len(plain)) - 1]) * -1
+    names = set()
+    for name in chosen:
+        position = catalog.index_of(name)
+        if position is not None and boost[position] > 0 and plain[position] < cutoff:
+            names.add(name)
+    return names
+
+
+class LearnedStates:
+    """The promoted states in memory, by catalogue fingerprint, and their bindings
+    (built once per state). Safe to replace from another thread."""
+
+    def __init__(self, embedder: str) -> None:
+        self.embedder = embedder
+        self._states: dict[str, LearnedState] = {}
+        self._bound: dict[str, LearnedIndex] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def states(self) -> list[LearnedState]:
+        return list(self._states.values())
+
+    def get(self, catalog: str) -> LearnedState | None:
+        return self._states.get(catalog)
+
+    def install(self, state: LearnedState) -> None:
+        """Use ``state`` for its catalogue from now on. Raises LearnedStateError for a
+        state of another embedder."""
+        if state.embedder != self.embedder:
+            raise LearnedStateError("learned state of another embedder")
+        with self._lock:
+            self._states[state.catalog] = state
+            self._bound.pop(state.catalog, None)
+
+    def remove(self, catalog: str) -> None:
+        with self._lock:
+            self._states.pop(catalog, None)
+            self._bound.pop(catalog, None)
+
+    def bound(self, catalog: Catalog) -> LearnedIndex | None:
+        """The state of ``catalog``'s fingerprint bound to it, or None."""
+        state = self._states.get(catalog.fingerprint)
+        if state is None:
+            return None
+        bound = self._bound.get(catalog.fingerprint)
+        if bound is None or bound.state is not state:
+            bound = LearnedIndex.bind(state, catalog)
+            with self._lock:
+                self._bound[catalog.fingerprint] = bound
+        return bound
+
+
+def held_back_recall(
+    requests: Sequence[tuple[np.ndarray, Sequence[str]]],
+    dense: Sequence[np.ndarray],
+    catalog: Catalog,
+    learned: LearnedIndex | None,
+    k: int,
+) -> float:
+    """Mean recall@k over held-back ``requests`` (query vector, tools its calls used),
+    ranked by ``dense`` (each request's per-tool cosines from the catalogue's index) plus
+    ``learned``'s boost: the dense part of the proxy's scores, replayed without text."""
+    if not requests:
+        return 0.0
+    total = 0.0
+    for (vector, tools), cosines in zip(requests, dense, strict=True):
+        scores = cosines
+        if learned is not None:
+            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+            query = query / max(float(np.linalg.norm(query)), 1e-12)
+            scores = cosines + learned.boost(query)
+        top = set(np.argsort(-scores, kind="stable")[:k].tolist())
+        wanted = [catalog.index_of(name) for name in dict.fromkeys(tools)]
+        wanted = [position for position in wanted if position is not None]
+        total += sum(position in top for position in wanted) / len(wanted) if wanted else 1.0
+    return total / len(requests)

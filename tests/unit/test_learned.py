@@ -1,0 +1,146 @@
+"""selection.learned: learning a state from evidence, its serialised form, binding it to a
+catalogue, the boost it gives, the ``learned`` reason and the held-back replay."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from selection.catalog import parse_tools
+from selection.learned import (
+    FLOOR,
+    GAIN,
+    PER_TOOL,
+    Evidence,
+    LearnedIndex,
+    LearnedStateError,
+    LearnedStates,
+    decode_state,
+    encode_state,
+    held_back_recall,
+    learn,
+    learned_names,
+)
+from selection.policy import Policy
+from selection.selector import select
+from selection.state import ConversationState
+
+
+def unit(*values: float) -> np.ndarray:
+    vector = np.asarray(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def catalog_of(*names: str):
+    return parse_tools([{"type": "function", "function": {"name": n, "description": n}} for n in names])
+
+
+def pair(tool: str, vector: np.ndarray, status: str = "loaded", request: str = "r", ts: float = 0.0) -> Evidence:
+    return Evidence(request, "c-" + request, tool, status, vector, ts)
+
+
+def test_learn_merges_near_duplicates_and_weights_by_status() -> None:
+    a, b = unit(1, 0, 0), unit(0, 1, 0)
+    state = learn(
+        [pair("t1", a, "loaded"), pair("t1", unit(1, 0.01, 0), "forwarded"), pair("t1", b, "miss"),
+         pair("t2", b, "forwarded"), pair("t3", a, "history")],
+        catalog="fp", embedder="e", version=1, created=5.0,
+    )
+    assert state.tools == ("t1", "t1", "t2")  # history calls are no evidence
+    assert state.weights.tolist() == [1.5, 1.0, 0.5]  # merged 1.0 + 0.5 first
+    assert state.vectors.dtype == np.float16
+    assert state.evidence == {"loaded": 1, "forwarded": 2, "miss": 1}
+
+
+def test_learn_keeps_the_heaviest_vectors_per_tool() -> None:
+    rng = np.random.default_rng(0)
+    pairs = [pair("t", unit(*rng.normal(size=64)), "forwarded", str(i)) for i in range(PER_TOOL + 8)]
+    pairs.append(pair("t", unit(*rng.normal(size=64)), "miss", "heavy"))
+    state = learn(pairs, catalog="fp", embedder="e", version=1, created=0.0)
+    assert len(state.tools) == PER_TOOL
+    assert state.weights[0] == 1.0  # the miss survives the cut
+
+
+def test_boost_is_zero_below_the_floor_and_linear_above() -> None:
+    state = learn([pair("b", unit(1, 0))], catalog="fp", embedder="e", version=1, created=0.0)
+    bound = LearnedIndex.bind(state, catalog_of("a", "b"))
+    near = bound.boost(unit(1, 0).reshape(1, -1))
+    far = bound.boost(unit(0, 1).reshape(1, -1))
+    assert near[0] == 0 and near[1] == pytest.approx(GAIN * (1 - FLOOR), abs=1e-3)
+    assert far.tolist() == [0.0, 0.0]
+    # the best part of a query counts
+    both = bound.boost(np.vstack([unit(0, 1), unit(1, 0)]))
+    assert both[1] == pytest.approx(near[1])
+
+
+def test_the_floor_rises_with_how_alike_the_traffic_is() -> None:
+    spread = [pair("t", unit(*row), request=str(i)) for i, row in enumerate(np.eye(4))]
+    assert learn(spread, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
+    alike = [pair("t", unit(1, i, 0), request=str(i)) for i in range(4)]  # cosines 0.3–0.95
+    state = learn(alike, catalog="fp", embedder="e", version=1, created=0.0)
+    assert 0.9 < state.floor < 0.95
+    assert decode_state(encode_state(state)).floor == state.floor
+    repeats = [pair("t", unit(1, 0), request=str(i)) for i in range(4)]
+    assert learn(repeats, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
+
+
+def test_round_trip_and_bad_bytes() -> None:
+    state = learn([pair("b", unit(1, 0, 0))], catalog="fp", embedder="e", version=3, created=1.0,
+                  measured={"before": 0.5, "after": 0.75})
+    raw = encode_state(state)
+    again = decode_state(raw, catalog="fp", embedder="e")
+    assert again.tools == state.tools and again.version == 3
+    assert np.array_equal(again.vectors, state.vectors)
+    assert again.measured == {"before": 0.5, "after": 0.75}
+    with pytest.raises(LearnedStateError, match="another catalogue"):
+        decode_state(raw, catalog="other")
+    with pytest.raises(LearnedStateError, match="another embedder"):
+        decode_state(raw, embedder="other")
+    with pytest.raises(LearnedStateError, match="unreadable"):
+        decode_state(raw[: len(raw) // 2])
+    with pytest.raises(LearnedStateError):
+        decode_state(b"not an archive at all")
+
+
+def test_binding_drops_tools_the_catalogue_no_longer_has() -> None:
+    state = learn([pair("gone", unit(1, 0)), pair("kept", unit(0, 1))],
+                  catalog="fp", embedder="e", version=1, created=0.0)
+    bound = LearnedIndex.bind(state, catalog_of("kept", "renamed_gone"))
+    assert bound.dropped == ("gone",)
+    boost = bound.boost(unit(1, 0).reshape(1, -1))
+    assert boost.tolist() == [0.0, 0.0]  # the renamed tool is not guessed
+
+
+def test_states_are_per_catalogue_and_embedder() -> None:
+    states = LearnedStates("e")
+    catalog = catalog_of("a", "b")
+    state = learn([pair("b", unit(1, 0))], catalog=catalog.fingerprint, embedder="e",
+                  version=1, created=0.0)
+    states.install(state)
+    assert states.bound(catalog) is states.bound(catalog)  # bound once
+    assert states.bound(catalog_of("a", "b", "c")) is None
+    with pytest.raises(LearnedStateError):
+        states.install(learn([], catalog="x", embedder="other", version=1, created=0.0))
+
+
+def test_a_tool_admitted_only_thanks_to_its_boost_has_reason_learned() -> None:
+    catalog = catalog_of("a", "b", "c")
+    plain = np.asarray([0.9, 0.5, 0.4], dtype=np.float32)
+    boost = np.asarray([0.0, 0.0, 0.6], dtype=np.float32)
+    assert learned_names(catalog, plain + boost, boost, ["a", "c"], 1) == {"c"}
+    assert learned_names(catalog, plain + boost, boost, ["a", "c"], 3) == set()
+    policy = Policy(top_k=1, min_catalog_tools=0, threshold=0.0)
+    chosen = select(catalog, plain + boost, policy, ConversationState(), now=0.0, boost=boost)
+    reasons = {tool.name: tool.reason for tool in chosen.tools}
+    assert reasons.get("c") == "learned"
+
+
+def test_held_back_recall_counts_the_boost() -> None:
+    catalog = catalog_of("a", "b")
+    state = learn([pair("b", unit(1, 0))], catalog="fp", embedder="e", version=1, created=0.0)
+    bound = LearnedIndex.bind(state, catalog)
+    requests = [(unit(1, 0), ["b"])]
+    dense = [np.asarray([0.6, 0.5], dtype=np.float32)]
+    assert held_back_recall(requests, dense, catalog, None, 1) == 0.0
+    assert held_back_recall(requests, dense, catalog, bound, 1) == 1.0
+
