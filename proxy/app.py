@@ -58,7 +58,7 @@ from proxy.http.server import configure
 from proxy.http.upstream import Upstream, create_session
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector
-from proxy.usage.learning import start_learning
+from proxy.usage.learning_schedule import start_learning
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
