@@ -2,8 +2,10 @@
 
 Run from the repository root::
 
-    nice PYTHONPATH=. python benchmarks/learning.py --data $TOOLPRUNE_SHARED_DATA \\
-        --sets livemcpbench_dev,toolbench_dev,restbench_spotify --plot docs/learning.png
+    nice env PYTHONPATH=. python benchmarks/learning.py --data $TOOLPRUNE_SHARED_DATA \\
+        --sets livemcpbench_dev,restbench_spotify:4 --plot docs/learning.png
+    nice env PYTHONPATH=. python benchmarks/learning.py --data $TOOLPRUNE_SHARED_DATA \\
+        --sets toolbench_dev --one-fold --shares 0.1,1.0
 
 Per set, the cases are split by conversation with a fixed seed (``--seed``): into two
 halves, or ``--folds`` folds for the sets given with ``name:folds`` (RestBench: 4). For
@@ -15,8 +17,9 @@ Columns: recall@8 and mean forwarded schema tokens at k = 8 of the ``toolprune``
 pooled over folds (requirements summed), and recall@8 of the held cases whose expected
 tools the traffic never called (``untouched``). ``--plot`` draws recall@8 against the
 share of traffic. Splits are written to a temporary folder beside a copy of the set's
-catalogue files. One embedder serves every run, its vectors memoised by text (the
-product's caches live per engine, and each run builds its own).
+catalogue files. One embedder serves every run, its vectors kept by text in a pickle file
+in the temporary folder (``selection_levers.DiskCachedEmbedder``: the product's caches
+live per engine, and each run builds its own).
 """
 
 from __future__ import annotations
@@ -31,8 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from benchmarks.selection_levers import DiskCachedEmbedder
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
 from selection import learned
@@ -63,43 +65,28 @@ def _split(path: Path, folds: int, seed: int, folder: Path) -> list[tuple[Path, 
     return pairs
 
 
-class MemoEmbedder:
-    """The configured embedder, loaded once, its vectors kept by text for every run."""
-
-    def __init__(self) -> None:
-        self.inner = None
-        self.vectors: dict[str, np.ndarray] = {}
-
-    def factory(self, settings: Any, client: Any) -> MemoEmbedder:
-        if self.inner is None:
-            self.inner = default_embedder_factory(settings, client)
-        return self
-
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def ready(self) -> bool:
-        return self.inner.ready
-
-    async def load(self) -> None:
-        await self.inner.load()
-
-    async def embed(self, texts: Any) -> np.ndarray:
-        missing = list(dict.fromkeys(t for t in texts if t not in self.vectors))
-        if missing:
-            for text, vector in zip(missing, await self.inner.embed(missing), strict=True):
-                self.vectors[text] = vector
-        if not texts:
-            return await self.inner.embed(texts)
-        return np.vstack([self.vectors[t] for t in texts])
+class SharedEmbedder(DiskCachedEmbedder):
+    """The configured embedder, loaded once for every run, its vectors kept in a pickle
+    file (each run's engine closes its embedder at the end: here that only saves)."""
 
     async def aclose(self) -> None:
-        """Kept open for the next run."""
+        self.save()
 
 
-EMBEDDER = MemoEmbedder()
+class Embedders:
+    """The factory :func:`run_eval` calls: one :class:`SharedEmbedder` for every run."""
+
+    def __init__(self) -> None:
+        self.cache = Path(tempfile.gettempdir()) / "toolprune-learning-vectors.pickle"
+        self.shared: SharedEmbedder | None = None
+
+    def factory(self, settings: Any, client: Any) -> SharedEmbedder:
+        if self.shared is None:
+            self.shared = SharedEmbedder(default_embedder_factory(settings, client), self.cache)
+        return self.shared
+
+
+EMBEDDER = Embedders()
 
 
 async def _eval(held: Path, learn_from: Path | None, share: float, seed: int) -> dict[str, Any]:
@@ -229,6 +216,8 @@ def main() -> int:
                         help="skip the plain and control runs (variants of the learned runs)")
     parser.add_argument("--plot", type=Path)
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--cache", type=Path, default=EMBEDDER.cache,
+                        help="pickle file of the embedder's vectors, kept between runs")
     parser.add_argument("--replot", type=Path, nargs="+", metavar="RESULTS.json",
                         help="only draw --plot from the --json results of earlier runs")
     args = parser.parse_args()
@@ -240,6 +229,7 @@ def main() -> int:
         return 0
     learned.FLOOR, learned.GAIN = args.floor, args.gain
     learned.FLOOR_PERCENTILE = args.floor_percentile
+    EMBEDDER.cache = args.cache
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
     if args.data is None:
         parser.error("--data is required")

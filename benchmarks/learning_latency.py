@@ -4,7 +4,7 @@ side by side with the same steps without a state.
 
 Run from the repository root::
 
-    nice PYTHONPATH=. python benchmarks/learning_latency.py
+    nice env PYTHONPATH=. python benchmarks/learning_latency.py
 
 Per catalogue size: a catalogue of that many tools, a state with 8 evidence vectors for
 each of a share of them, and the largest state a catalogue can have

@@ -62,7 +62,7 @@ from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
-from proxy.usage.learning import start_learning
+from proxy.usage.learning_schedule import start_learning
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 

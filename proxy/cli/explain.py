@@ -26,7 +26,7 @@ from proxy.chat.turn import Turn
 from proxy.cli.help import from_setting
 from proxy.components import build_engine
 from proxy.metrics import Metrics
-from proxy.usage.learning import load_states
+from proxy.usage.learning_schedule import load_states
 from selection.errors import PolicyError, SelectionError
 from selection.learned import LearnedStates
 from selection.state import MemoryStateStore

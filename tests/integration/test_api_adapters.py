@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.fault_matrix import proves
 from benchmarks.support.api_replies import Message, Responses
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import Hang, Raw
 
 CHAT_SHAPED: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())

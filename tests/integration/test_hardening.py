@@ -24,7 +24,7 @@ from proxy.app import create_app
 from proxy.http.server import configure
 from tests.conftest import RunningUpstream
 from tests.support.fault_matrix import proves
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Chat
 

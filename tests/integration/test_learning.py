@@ -26,8 +26,8 @@ from tests.integration.test_usage_log import (
     steps_of,
     tool_names,
 )
-from tests.support.data import REAL_CATALOGS
-from tests.support.upstream import CHAT_PATH
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.upstream import CHAT_PATH
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: A request whose words do not lead to the tool the agent then used.

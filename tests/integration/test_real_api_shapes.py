@@ -23,7 +23,7 @@ import pytest
 
 from config.settings import Settings
 from proxy.app import create_app
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import llama_server
 from tests.support.responses_requests import FIXTURES, HOSTED_TOOLS
 from benchmarks.support.servers import serve_in_thread

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from tests.support.fault_matrix import proves
 from tests.support.sse import parse_sse
 from benchmarks.support.upstream import SSE

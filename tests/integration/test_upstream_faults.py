@@ -12,7 +12,7 @@ import httpx
 
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.fault_matrix import proves
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import SSE, Raw
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.fault_matrix import proves
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 from tests.support.openai_schema import check_completion, check_stream
 from benchmarks.support.upstream import SSE, Chat, Raw
 

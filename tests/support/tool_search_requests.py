@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.support.data import REAL_CATALOGS
+from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
 PREFIX = "mcp__github__"

@@ -19,13 +19,13 @@ from proxy.usage.learning import (
     KEPT_ATTEMPTS,
     learn_catalog,
     learn_from_log,
-    load_states,
     read_evidence,
     read_reports,
     read_states,
     record,
     summarise,
 )
+from proxy.usage.learning_schedule import load_states
 from proxy.usage.schema import open_database
 from proxy.usage.writer import UsageLog
 from selection.catalog import parse_tools
