@@ -153,8 +153,11 @@ def test_responses_codex_histories_with_search_items_plain_and_streamed(
     fields = {key: value for key, value in body.items() if key not in ("stream", "model")}
     client = openai_client(proxy + "/v1")
     plain = client.responses.create(model="m", **fields, max_output_tokens=MAX_TOKENS)
-    with client.responses.stream(model="m", **fields, max_output_tokens=MAX_TOKENS) as events:
-        streamed = events.get_final_response()
+    # Raw events: llama-server's carry no output_index, which the SDK's stream helper needs.
+    events = list(client.responses.create(model="m", **fields, max_output_tokens=MAX_TOKENS,
+                                          stream=True))
+    assert events[-1].type == "response.completed"
+    streamed = events[-1].response
     loaded = [tool for item in body["input"] if item.get("type") == "tool_search_output"
               for tool in item["tools"]]
     for result in (plain, streamed):
