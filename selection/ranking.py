@@ -277,3 +277,25 @@ def choose(
     rest = (catalog.tools[p].name for p in ranked)
     tier = [name for name in dict.fromkeys([*refused, *rest]) if name not in taken]
     return Choice(tuple(chosen), tuple(tier[: policy.tier_size]))
+
+
+def semantic_candidates(
+    catalog: Catalog, scores: np.ndarray, top_k: int, threshold: float, exclude: set[str]
+) -> list[tuple[str, float]]:
+    """The ``top_k`` best-scored tools not in ``exclude`` whose score is ≥ ``threshold``
+    (τ, inclusive), best first; ties broken by catalogue order.
+
+    ``scores``: float32 array of shape ``(len(catalog),)``, cosine per tool.
+    """
+    if top_k <= 0 or len(catalog) == 0:
+        return []
+    order = np.argsort(-scores, kind="stable")
+    chosen: list[tuple[str, float]] = []
+    for position in order:
+        score = float(scores[position])
+        if score < threshold or len(chosen) >= top_k:
+            break
+        name = catalog.tools[position].name
+        if name not in exclude:
+            chosen.append((name, score))
+    return chosen

@@ -92,28 +92,6 @@ class Selection:
         return origins
 
 
-def semantic_candidates(
-    catalog: Catalog, scores: np.ndarray, top_k: int, threshold: float, exclude: set[str]
-) -> list[tuple[str, float]]:
-    """The ``top_k`` best-scored tools not in ``exclude`` whose score is ≥ ``threshold``
-    (τ, inclusive), best first; ties broken by catalogue order.
-
-    ``scores``: float32 array of shape ``(len(catalog),)``, cosine per tool.
-    """
-    if top_k <= 0 or len(catalog) == 0:
-        return []
-    order = np.argsort(-scores, kind="stable")
-    chosen: list[tuple[str, float]] = []
-    for position in order:
-        score = float(scores[position])
-        if score < threshold or len(chosen) >= top_k:
-            break
-        name = catalog.tools[position].name
-        if name not in exclude:
-            chosen.append((name, score))
-    return chosen
-
-
 def block_serves(
     score_of: dict[str, float], forwarded: set[str], rank: int, named: Sequence[str] = ()
 ) -> bool:

@@ -36,7 +36,7 @@ import regex
 
 from selection.catalog import Catalog, Tool
 from selection.meta_tools import MetaTools, free_name, short_purpose
-from selection.selector import semantic_candidates
+from selection.ranking import semantic_candidates
 
 #: Longest regex pattern accepted (Anthropic's limit for its regex variant).
 MAX_PATTERN_CHARS = 200

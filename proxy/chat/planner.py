@@ -239,11 +239,8 @@ class Planner:
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
             boost, query_vector = scored.boost, scored.query_vector
-        pinned = [
-            *([choice.pinned] if choice.pinned else []),
-            *called_tools(messages),
-            *text_called_tools(messages, set(catalog.names)),
-        ]
+        pinned = [*([choice.pinned] if choice.pinned else []), *called_tools(messages),
+                  *text_called_tools(messages, set(catalog.names))]
         history = estimated_text_tokens(conversation_messages)
         exact = self.upstream.exact_tokens if self.upstream else None
         reserve = meta_reserve_tokens(catalog, self.policy.ranking.tier_size)

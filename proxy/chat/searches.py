@@ -14,7 +14,7 @@ from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.meta_tools import LoadOutcome, search_outcome
 from selection.policy import Policy
-from selection.selector import semantic_candidates
+from selection.ranking import semantic_candidates
 from selection.tool_search import (
     INVALID_TOOL_INPUT,
     SEARCH_RESULTS,

@@ -32,8 +32,8 @@ from selection.evaluation.scoring import ScoredCase, ScoredRun
 from selection.meta_tools import build_meta_tools
 from selection.policy import Policy, catalog_bundles
 from selection.prefix import block_signature, estimated_text_tokens, split_system
-from selection.ranking import RankingPolicy
-from selection.selector import select, semantic_candidates
+from selection.ranking import RankingPolicy, semantic_candidates
+from selection.selector import select
 from selection.state import ConversationState
 from selection.tokens import BYTES_PER_TOKEN, tool_tokens
 

@@ -16,12 +16,8 @@ from hypothesis import strategies as st
 
 from selection.catalog import Catalog, parse_tools
 from selection.policy import Bundle, Policy
-from selection.selector import (
-    LEFT_OUT_REPORTED,
-    Selection,
-    select,
-    semantic_candidates,
-)
+from selection.ranking import semantic_candidates
+from selection.selector import LEFT_OUT_REPORTED, Selection, select
 from selection.state import ConversationState, LoadedTool
 
 # τ used by most tests; every unscored tool gets 0.0, well below it.
