@@ -18,8 +18,8 @@ pooled over folds (requirements summed), and recall@8 of the held cases whose ex
 tools the traffic never called (``untouched``). ``--plot`` draws recall@8 against the
 share of traffic. Splits are written to a temporary folder beside a copy of the set's
 catalogue files. One embedder serves every run, its vectors kept by text in a pickle file
-in the temporary folder (``selection_levers.DiskCachedEmbedder``: the product's caches
-live per engine, and each run builds its own).
+in the temporary folder (``benchmarks.support.embedder_cache.DiskCachedEmbedder``: the
+product's caches live per engine, and each run builds its own).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.selection_levers import DiskCachedEmbedder
+from benchmarks.support.embedder_cache import DiskCachedEmbedder
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
 from selection import learned

@@ -18,6 +18,7 @@ boost, and of ``select`` without and with the boost, in CPU milliseconds of this
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 
@@ -79,6 +80,7 @@ def measure(tools: int, vectors: int, rng: np.random.Generator) -> dict[str, tup
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()
     rng = np.random.default_rng(0)
     print(f"{'tools':>6} {'vectors':>8} {'state KB':>9}  "
           f"{'dense p50/p99':>14} {'boost p50/p99':>14} {'select':>14} {'select+learned':>15}")
