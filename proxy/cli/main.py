@@ -106,27 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $TOOLPRUNE_WARM_FILES, else none)",
     )
     serve.set_defaults(run=_serve)
-    evaluate = commands.add_parser(
-        "eval", formatter_class=HelpFormatter,
-        help="measure tool selection on labelled cases (recall@k, next to BM25)",
-        description=eval_cli.DESCRIPTION,
-    )
-    eval_cli.add_arguments(evaluate)
-    evaluate.set_defaults(run=eval_cli.run)
-    explain = commands.add_parser(
-        "explain", formatter_class=HelpFormatter,
-        help="show which tools one request would be forwarded, and why (offline)",
-        description=explain_cli.DESCRIPTION,
-    )
-    explain_cli.add_arguments(explain)
-    explain.set_defaults(run=explain_cli.run)
-    learn = commands.add_parser(
-        "learn", formatter_class=HelpFormatter,
-        help="learn selection from the usage log's traffic, promoted only when it ranks better",
-        description=learn_cli.DESCRIPTION,
-    )
-    learn_cli.add_arguments(learn)
-    learn.set_defaults(run=learn_cli.run)
+    for name, module, summary in (
+        ("eval", eval_cli, "measure tool selection on labelled cases (recall@k, next to BM25)"),
+        ("explain", explain_cli,
+         "show which tools one request would be forwarded, and why (offline)"),
+        ("learn", learn_cli,
+         "learn selection from the usage log's traffic, promoted only when it ranks better"),
+    ):
+        command = commands.add_parser(
+            name, formatter_class=HelpFormatter, help=summary, description=module.DESCRIPTION
+        )
+        module.add_arguments(command)
+        command.set_defaults(run=module.run)
     usage = commands.add_parser(
         "usage", help="read the usage log (TOOLPRUNE_USAGE_DB)",
         description="Read the usage log the proxy writes when TOOLPRUNE_USAGE_DB is set.",
