@@ -28,6 +28,7 @@ from tests.integration.test_usage_log import (
 )
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import CHAT_PATH
+from tests.support.logs import Lines
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: A request whose words do not lead to the tool the agent then used.
@@ -42,7 +43,8 @@ CONTROL_TRAFFIC = [
 
 
 def test_traffic_is_logged_as_vectors_learned_reported_and_applied(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    log_lines: Lines,
 ) -> None:
     db = tmp_path / "usage.db"
     conversations = bfcl_conversations()
@@ -90,9 +92,7 @@ def test_traffic_is_logged_as_vectors_learned_reported_and_applied(
         chats = [r for r in proxy.upstream.requests if r.path.endswith(CHAT_PATH)]
         assert len(chats) == 1  # no load_tools round this time
         assert TOOL in tool_names(chats[0].json()["tools"])
-    decisions = [json.loads(line) for line in capsys.readouterr().err.splitlines()
-                 if '"pruning_decision"' in line]
-    assert decisions[-1]["reasons"][TOOL] == "learned"
+    assert log_lines.events("pruning_decision")[-1]["reasons"][TOOL] == "learned"
 
 
 def _embedder_id(db: Path) -> str:
