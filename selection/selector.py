@@ -28,7 +28,7 @@ from selection.tokens import tool_tokens
 
 Reason = Literal[
     "client", "core", "found", "pinned", "requested", "semantic", "named", "dependency",
-    "bundle", "sticky", "learned",
+    "bundle", "sticky", "learned", "whole",
 ]
 #: Where a forwarded tool came from (:attr:`Selection.provenance`): the client kept it
 #: loaded (not deferred), toolprune loaded it by its own ranking (and CORE, pins,

@@ -13,13 +13,14 @@ Semantics, after Anthropic's tool search tool page and OpenAI's tool search guid
   that backtracks catastrophically ends in ``execution_time_exceeded``, never holds the
   event loop.
 * natural-language query (BM25 variant, OpenAI's hosted search): toolprune's own ranking
-  (the scores of :meth:`selection.engine.SelectionEngine.score`).
+  (the scores of :meth:`selection.engine.SelectionEngine.score`), or BM25 alone when the
+  embedder fails (:func:`ranked_search`'s ``threshold`` keeps tools sharing no word out).
 
 What is searched is the pool: every catalogue tool but the client's CORE
 (:attr:`selection.catalog.Catalog.kept`). At most :data:`SEARCH_RESULTS` tools are
 found per call. Errors carry the codes of Anthropic's ``tool_search_tool_result_error``
-(``invalid_tool_input``, ``unavailable``, ``execution_time_exceeded``); an API adapter
-writes them in its own shape.
+(``invalid_tool_input``, ``execution_time_exceeded``; ``unavailable`` is read from
+histories another server wrote); an API adapter writes them in its own shape.
 """
 
 from __future__ import annotations
@@ -212,15 +213,11 @@ def regex_search(
 
 
 def ranked_search(
-    catalog: Catalog, query: str, scores: np.ndarray, *, limit: int = SEARCH_RESULTS
+    catalog: Catalog, query: str, scores: np.ndarray, *, limit: int = SEARCH_RESULTS,
+    threshold: float = -np.inf,
 ) -> SearchResult:
-    """A natural-language search: the ``limit`` best-scored tools of the pool.
-    ``scores``: the query's score per catalogue tool (float32, ``(len(catalog),)``)."""
-    matches = semantic_candidates(catalog, scores, limit, -np.inf, set(catalog.kept))
+    """A natural-language search: the ``limit`` best-scored tools of the pool whose score
+    is at least ``threshold``. ``scores``: the query's score per catalogue tool
+    (float32, ``(len(catalog),)``)."""
+    matches = semantic_candidates(catalog, scores, limit, threshold, set(catalog.kept))
     return SearchResult("query", query, tuple(name for name, _ in matches))
-
-
-def unavailable(kind: SearchKind, argument: str | None) -> SearchResult:
-    """The search could not run (the embedder failed)."""
-    return SearchResult(kind, argument, error=UNAVAILABLE, message="tool search is unavailable")
-

@@ -130,7 +130,8 @@ class EventStreamServer:
             await send_body(self.send, payload)
         if self.relay.first_token and not self.ttft_observed:
             self.ttft_observed = True
-            self.services.metrics.ttft.labels("pruned").observe(time.perf_counter() - self.started)
+            elapsed = time.perf_counter() - self.started
+            self.services.metrics.ttft.labels(self.turn.decision).observe(elapsed)
 
     async def _fail(self, error: ProxyError) -> None:
         if self.client_started:

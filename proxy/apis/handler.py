@@ -22,7 +22,8 @@ from proxy.apis.events import EventStreamServer
 from proxy.apis.rounds import send_turn_round, serve_plain
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.decisions import DecisionFlow
-from proxy.chat.planner import Planner
+from proxy.chat.planner import PlanInput, Planner
+from proxy.chat.translation import whole_turn
 from proxy.chat.turn import Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import ProxyError
@@ -56,6 +57,7 @@ class ApiHandler:
     ) -> None:
         self.adapter = adapter
         self.planner = planner
+        self.shared_state = settings.state_shared_across_credentials
         self.decisions = DecisionFlow(
             api=adapter.api, settings=settings, forwarder=forwarder, metrics=metrics,
             usage=usage,
@@ -69,12 +71,20 @@ class ApiHandler:
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
         request = self.adapter.continued(request)
+        read: PlanInput | None = None  # what the adapter read, once
 
         async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
+            nonlocal read
             read = self.adapter.read(body)
             turn = await self.planner.plan_input(read, headers, top_k)
             turn.api_view = read.api_view  # for the adapter's response side
             return turn
+
+        async def translate(body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
+            # Not read: the adapter cannot read the request (forwarded as sent).
+            if read is None:
+                return None
+            return whole_turn(read, headers, decision, shared=self.shared_state)
 
         async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
             try:
@@ -91,4 +101,6 @@ class ApiHandler:
                     self.services, self.adapter, turn, request, send, report, started, first
                 )
 
-        await self.decisions.run(request, send, read_body=_json_object, plan=plan, serve=serve)
+        await self.decisions.run(
+            request, send, read_body=_json_object, plan=plan, serve=serve, translate=translate
+        )

@@ -31,6 +31,7 @@ from proxy.apis.adapter import RoundReply, UnreadableRequest
 from proxy.apis.messages_search import (
     client_blocks,
     history_found,
+    holds_search,
     is_search_call,
     is_search_tool,
     read_search_tool,
@@ -48,7 +49,7 @@ from proxy.chat.planner import NothingToPrune, PlanInput
 from proxy.chat.round_reader import meta_call as checked_meta_call
 from proxy.chat.turn import Turn, json_bytes
 from proxy.http.forwarding import ClientRequest
-from selection.catalog import without_deferral
+from selection.catalog import DEFER_LOADING, without_deferral
 from selection.history import ToolChoice
 
 
@@ -140,9 +141,12 @@ class MessagesAdapter:
         # llama-server's Messages route keeps none of its own fields (n_cache_reuse): its
         # Anthropic conversion copies only temperature, top_p, top_k, stream and
         # chat_template_kwargs.
+        reshaped = holds_search(body.get("messages")) or any(
+            isinstance(entry, Mapping) and DEFER_LOADING in entry for entry in native.others
+        )
         return PlanInput(
             body=body, native=native, messages=conversation_view(body), choice=choice,
-            llama_fields=False, search=search, found=found,
+            llama_fields=False, search=search, found=found, reshaped=reshaped,
         )
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:

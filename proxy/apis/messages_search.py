@@ -36,7 +36,7 @@ from proxy.chat.planner import InvalidToolRequest
 from proxy.chat.turn import Turn
 from selection.catalog import Catalog
 from selection.meta_tools import free_name
-from selection.tool_search import ClientSearch, SearchResult
+from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
 
 #: The search tool types toolprune emulates → their kind.
 SEARCH_TYPES = {
@@ -119,7 +119,7 @@ def _result_of(block: Mapping[str, Any], kind: str) -> SearchResult:
     """A ``tool_search_tool_result`` block as the search result it reports."""
     content = _content(block)
     if isinstance(content, Mapping) and content.get("type") == "tool_search_tool_result_error":
-        code = str(content.get("error_code") or "unavailable")
+        code = str(content.get("error_code") or UNAVAILABLE)
         message = content.get("error_message")
         return SearchResult(kind, None, error=code,  # type: ignore[arg-type]
                             message=str(message) if message else code)
@@ -170,12 +170,18 @@ def _kind_of(name: Any) -> str:
     return "query" if name == SEARCH_NAMES["query"] else "regex"
 
 
+def holds_search(messages: Any) -> bool:
+    """Whether the conversation holds search blocks or ``tool_reference``s, which
+    :func:`upstream_messages` rewrites for the upstream."""
+    return any(block.get("type") in (SERVER_TOOL_USE, SEARCH_RESULT) or
+               (block.get("type") == "tool_result" and _references(_content(block)))
+               for _, block in _blocks_of(messages))
+
+
 def upstream_messages(messages: list[Any], catalog: Catalog) -> list[Any]:
     """``messages`` as a plain Anthropic-compatible server accepts them (see the module
     docstring); the client's list itself when nothing needs rewriting."""
-    if not any(block.get("type") in (SERVER_TOOL_USE, SEARCH_RESULT) or
-               (block.get("type") == "tool_result" and _references(_content(block)))
-               for _, block in _blocks_of(messages)):
+    if not holds_search(messages):
         return messages
     out: list[Any] = []
     pending: list[dict[str, Any]] = []  # tool_results owed to the next user turn

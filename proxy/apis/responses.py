@@ -200,8 +200,11 @@ class ResponsesAdapter:
         others = [*layout.others, *([layout.client_search] if layout.client_search else [])]
         native = build_catalog(functions.tools, others)
         layout.hosted_name = free_name(TOOL_SEARCH, set(native.names))
+        reshaped = layout.reshaped
         if isinstance(value, list):
-            body = {**body, "input": upstream_items(value, layout, native)}
+            items = upstream_items(value, layout, native)
+            reshaped |= len(items) != len(value) or any(a is not b for a, b in zip(items, value))
+            body = {**body, "input": items}
         choice = read_tool_choice(body)
         if layout.client_search is not None:  # the client's search is the one discovery
             choice = replace(choice, offer_meta=False)
@@ -213,6 +216,7 @@ class ResponsesAdapter:
             conversation=_server_side_conversation(body, self.chains),
             search=ClientSearch("query", TOOL_SEARCH) if layout.hosted else None,
             found=tuple(loaded.found),
+            reshaped=reshaped,
             api_view=layout,
         )
 

@@ -88,7 +88,9 @@ class ToolLayout:
     custom tool. ``namespaces``: namespace name → its entry. ``hosted``: the client
     brings hosted ``tool_search``. ``client_search``: the function standing for a
     client-executed search (Responses function shape), or None. ``hosted_name``: the
-    name of the function standing for hosted search.
+    name of the function standing for hosted search. ``reshaped``: the tools reach the
+    upstream in another shape than the client's beyond the functions' ``defer_loading``
+    (a namespace, a ``tool_search`` entry, ``defer_loading`` on another type).
     """
 
     functions: list[dict[str, Any]] = field(default_factory=list)
@@ -97,6 +99,7 @@ class ToolLayout:
     namespaces: dict[str, Mapping[str, Any]] = field(default_factory=dict)
     hosted: bool = False
     client_search: dict[str, Any] | None = None
+    reshaped: bool = False
     #: The name of the function standing for hosted search (set once the catalogue is
     #: known: ``tool_search`` unless a catalogue function has it).
     hosted_name: str = TOOL_SEARCH
@@ -195,6 +198,7 @@ class _Reader:
         else:
             if kind == "custom" and isinstance(entry.get("name"), str):
                 self.claim(entry["name"], Member(entry["name"], None, entry))
+            self.layout.reshaped |= DEFER_LOADING in entry
             self.layout.others.append(_without_deferral(entry))
 
     def namespace(self, entry: Mapping[str, Any]) -> None:
@@ -205,6 +209,7 @@ class _Reader:
         if space in self.layout.namespaces:
             raise ToolsRejected(f"namespace {space!r} is given twice")
         self.layout.namespaces[space] = entry
+        self.layout.reshaped = True
         deferred = entry.get(DEFER_LOADING) is True
         for member in members:
             kind = member.get("type") if isinstance(member, Mapping) else None
@@ -238,6 +243,7 @@ class _Reader:
             )
         self.search = entry
         self.layout.hosted = execution == "server"
+        self.layout.reshaped = True
 
     def finish(self) -> ToolLayout:
         search = self.search

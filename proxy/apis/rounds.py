@@ -99,6 +99,6 @@ async def serve_plain(
             await services.run_meta_calls(turn, reply.meta)
         turn.response_calls = reply.real_calls
         adapter.finish_reply(turn, data, usage, only_meta=bool(reply.meta) and not reply.real_calls)
-        services.metrics.ttft.labels("pruned").observe(time.perf_counter() - started)
+        services.metrics.ttft.labels(turn.decision).observe(time.perf_counter() - started)
         await send_complete(send, 200, [*headers, *extra_headers], json_bytes(data))
         return

@@ -13,6 +13,12 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 never a RecursionError; or tools that break their API's deferral or tool-search contract:
 a 400 in the API's error shape, :class:`~proxy.chat.planner.InvalidToolRequest`).
 
+A request that is not pruned (``small_catalog``, ``fallback``, ``dry_run``) is forwarded
+as sent unless its tools need translating for a plain server (the client's deferral or
+search tool, Responses namespaces): then its handler's ``translate`` gives a
+translate-only turn (:mod:`proxy.chat.translation`), served like a planned one under that
+decision. ``disabled`` and ``passthrough`` always forward the client's bytes.
+
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded
 tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
@@ -60,6 +66,9 @@ TurnPlanner = Callable[[dict[str, Any], Headers, int | None], Awaitable[Turn]]
 #: Serves a planned turn: ``(turn, body, extra response headers, started)``, ``started``
 #: the request's ``time.perf_counter()`` at arrival.
 TurnServer = Callable[[Turn, dict[str, Any], Headers, float], Awaitable[None]]
+#: The translate-only turn of a request that is not pruned (body, request headers, the
+#: decision), or None: its bytes are forwarded as sent.
+TurnTranslator = Callable[[dict[str, Any], Headers, str], Awaitable[Turn | None]]
 
 
 class Decision(StrEnum):
@@ -167,11 +176,12 @@ class DecisionFlow:
         read_body: BodyReader,
         plan: TurnPlanner,
         serve: TurnServer,
+        translate: TurnTranslator,
     ) -> None:
         """Serve ``request``: an invalid toolprune header is a 400; a request not acted on
-        (disabled, passthrough, small catalogue, selection failed, a defect in planning)
-        is forwarded unchanged; a planned turn is served by ``serve`` (``dry-run``: the
-        original bytes are forwarded with the report header)."""
+        (disabled, passthrough) is forwarded unchanged; a planned turn is served by
+        ``serve``; one not pruned (small catalogue, selection failed, a defect in
+        planning, ``dry-run`` with the report header) goes through :meth:`forward_whole`."""
         started = time.perf_counter()
         try:
             mode = pruning_mode(request.headers)
@@ -186,7 +196,7 @@ class DecisionFlow:
             return
         try:
             body = await read_body(request.body)
-            turn = None if body is None else await self._plan(plan, body, request, top_k)
+            planned = None if body is None else await self._plan(plan, body, request, top_k)
         except RecursionError:
             await self.reject_too_deep(request, send)
             return
@@ -198,9 +208,15 @@ class DecisionFlow:
             self.count(Decision.PASSTHROUGH, log=request.log)
             await self.forwarder.forward(request, send)
             return
-        if turn is None:
-            await self.forwarder.forward(request, send)
+        if not isinstance(planned, Turn):  # counted by _plan
+            if planned is Decision.PASSTHROUGH:
+                await self.forwarder.forward(request, send)
+            else:
+                await self.forward_whole(
+                    planned, request, send, body, translate, serve, [], started
+                )
             return
+        turn = planned
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
         report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
@@ -210,7 +226,12 @@ class DecisionFlow:
         too_deep = False
         try:
             if decision is Decision.DRY_RUN:
-                await self.forwarder.forward(request, send, extra_response_headers=report)
+                whole = await self.forward_whole(
+                    decision, request, send, body, translate, serve, report, started
+                )
+                if whole is not None:  # what this request ran and called, for the log
+                    turn.meta_events, turn.rounds = whole.meta_events, whole.rounds
+                    turn.response_calls = whole.response_calls
                 return
             self.metrics.tools_offered.observe(turn.offered)
             self.metrics.tools_forwarded.observe(len(turn.selection.tools))
@@ -232,6 +253,38 @@ class DecisionFlow:
         if too_deep:
             await self.reject_too_deep(request, send)
 
+    async def forward_whole(
+        self, decision: Decision, request: ClientRequest, send: Send, body: dict[str, Any],
+        translate: TurnTranslator, serve: TurnServer, report: Headers, started: float,
+    ) -> Turn | None:
+        """Forward a request that is not pruned, with the ``report`` response headers: its
+        translate-only turn served by ``serve`` when ``translate`` gives one, else the
+        client's bytes. A request whose catalogue cannot be read, a translation that
+        fails (a defect: logged, rate-limited) or a turn too deeply nested to write sends
+        the client's bytes too. ``started``:
+        the request's ``time.perf_counter()`` at arrival. Returns the translate-only turn
+        served, or None."""
+        try:
+            whole = await translate(body, request.headers, decision.value)
+        except SelectionError:  # the catalogue cannot be read: a fallback said so already
+            whole = None
+        except Exception as exc:  # a defect: the bytes as sent are still a valid request
+            self.fallback_log.error(
+                "translate", "translation_failed",
+                {"api": self.api, "decision": decision.value,
+                 "error": f"{type(exc).__name__} at {where(exc)}"},
+            )
+            whole = None
+        if whole is not None:
+            try:
+                await serve(whole, body, report, started)
+                return whole
+            except RecursionError:  # writing the translated body, before any byte was sent
+                if getattr(send, "started", True):
+                    raise
+        await self.forwarder.forward(request, send, extra_response_headers=report)
+        return None
+
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
         """Refuse a body nested too deeply to read: 400, counted and logged as decision
         ``rejected`` with reason ``json_too_deep``."""
@@ -248,25 +301,27 @@ class DecisionFlow:
 
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest, top_k: int | None
-    ) -> Turn | None:
-        """The planned turn, or None (counted) when the request is to be forwarded as is.
-        Raises InvalidToolRequest (the request is answered 400)."""
+    ) -> Turn | Decision:
+        """The planned turn, or the decision (counted) not to prune it: ``passthrough``,
+        ``small_catalog`` or ``fallback``. Raises InvalidToolRequest (answered 400)."""
         try:
             return await plan(body, request.headers, top_k)
         except InvalidToolRequest:
             raise
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH, log=request.log)
+            return Decision.PASSTHROUGH
         except SmallCatalog as small:
             self.count(Decision.SMALL_CATALOG, small.path, request.log)
             self.metrics.tools_offered.observe(small.size)
+            return Decision.SMALL_CATALOG
         except SelectionError as error:
             self.fallback(error, request.log)
         except RecursionError:
             raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # a defect must cost the pruning, never the request
             self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
-        return None
+        return Decision.FALLBACK
 
     def count(self, decision: Decision, path: str = "none", log: RequestLog | None = None) -> None:
         """Count ``decision``; ``log``: the request's log line, which names it too."""

@@ -17,8 +17,9 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.chat.context import TurnServices, UsageRecorder
 from proxy.chat.decisions import DecisionFlow
-from proxy.chat.planner import Planner
+from proxy.chat.planner import PlanInput, Planner
 from proxy.chat.serving import serve_turn
+from proxy.chat.translation import whole_turn
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
 from proxy.chat.upstream_kind import StreamingSupport
@@ -27,6 +28,7 @@ from proxy.http.headers import Headers
 from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
+from selection.history import read_tool_choice
 from selection.policy import Policy
 from selection.state import StateStore
 
@@ -69,6 +71,7 @@ class ChatHandler:
     ) -> None:
         """``streaming``: whether streamed turns go upstream streamed (None: always)."""
         self.forwarder = forwarder
+        self.shared_state = settings.state_shared_across_credentials
         self.decisions = DecisionFlow(
             api="chat_completions", settings=settings, forwarder=forwarder, metrics=metrics,
             usage=usage,
@@ -111,8 +114,21 @@ class ChatHandler:
                 )
 
         await self.decisions.run(
-            request, send, read_body=self._decode, plan=self.planner.plan, serve=serve
+            request, send, read_body=self._decode, plan=self.planner.plan, serve=serve,
+            translate=self._translate,
         )
+
+    async def _translate(self, body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
+        """The translate-only turn of a request not pruned (:mod:`proxy.chat.translation`):
+        on this API, a native catalogue with deferred functions (``defer_loading`` is not
+        forwarded). None: the bytes go as sent."""
+        key = "tools" if "tools" in body else "functions" if "functions" in body else None
+        messages = body.get("messages")
+        if key is None or not isinstance(messages, list):
+            return None
+        native = self.catalogs.catalog(body[key], legacy=key == "functions")
+        request = PlanInput(body, native, messages, read_tool_choice(body))
+        return whole_turn(request, headers, decision, shared=self.shared_state)
 
     async def _decode(self, raw: bytes) -> dict[str, Any] | None:
         """The body as a JSON object (None when it is not one, or asks for ``n`` > 1

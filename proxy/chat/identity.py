@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from proxy.http.headers import Headers, header, state_key
 from selection.catalog import Catalog, fingerprint
 from selection.query import content_text
 
@@ -29,6 +30,21 @@ def conversation_id(
 
     key = [body.get("model"), catalog.fingerprint, first("system"), first("user")]
     return "h:" + fingerprint(key)[:32]
+
+
+def request_conversation(
+    headers: Headers, body: Mapping[str, Any], messages: Any, given: str | None,
+    catalog: Catalog, *, shared: bool,
+) -> str:
+    """The state key of a request's conversation: from ``X-Conversation-Id``, else the id
+    its API gives it (``given``: the Responses API's ``conversation`` or
+    ``previous_response_id``), else :func:`conversation_id`'s hash of ``body``'s model
+    and ``messages`` (Chat Completions shape); scoped by the request's credential unless
+    ``shared`` (:func:`proxy.http.headers.state_key`)."""
+    named = header(headers, b"x-conversation-id")
+    if named or given is None:
+        given = conversation_id(named, {"model": body.get("model"), "messages": messages}, catalog)
+    return state_key(given, headers, shared=shared)
 
 
 def log_id(conversation: str) -> str:

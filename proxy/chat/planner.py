@@ -13,14 +13,14 @@ from typing import Any
 
 from config.settings import Settings
 from proxy.chat.blocks import agent_block, start_block
-from proxy.chat.identity import conversation_id
-from proxy.chat.searches import client_search, search_tools
-from proxy.chat.text_plan import TextPlan, search_text_plan
+from proxy.chat.identity import request_conversation
+from proxy.chat.searches import client_search, search_tools, whole_searches
+from proxy.chat.text_plan import TextPlan, search_text_plan, selection_catalog
 from proxy.chat.turn import MetaCall, Turn
 from proxy.chat.upstream_info import UpstreamInfo
-from proxy.http.headers import Headers, header, state_key
+from proxy.http.headers import Headers, state_key
 from proxy.metrics import Metrics
-from selection.catalog import Catalog, build_catalog
+from selection.catalog import Catalog
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError
@@ -76,19 +76,6 @@ class NothingToPrune(Exception):
     """No ``tools``/``functions`` and no tool block in a system message."""
 
 
-def selection_catalog(native: Catalog | None, text: TextPlan | None) -> Catalog:
-    """What selection chooses from: the native tools, then text entries not among them."""
-    if text is None:
-        assert native is not None
-        return native
-    entries = text.block.catalog(text.text)
-    if native is None:
-        return entries
-    names = set(native.names)
-    extra = [tool for tool in entries.tools if tool.name not in names]
-    return build_catalog([*native.tools, *extra], native.others, native.legacy)
-
-
 @dataclass(frozen=True)
 class PlanInput:
     """What the planner reads of one request, whatever its API.
@@ -106,6 +93,9 @@ class PlanInput:
     offered a function for it instead of ``load_tools`` / ``search_tools``); None: none.
     ``found``: tools earlier searches found, read from the conversation (Anthropic
     ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
+    ``reshaped``: the adapter writes the request for a plain server in another shape than
+    the client's beyond ``defer_loading`` (namespaces, search tools or search items), so
+    even forwarded whole it is translated (:func:`proxy.chat.translation.whole_turn`).
     """
 
     body: dict[str, Any]
@@ -117,6 +107,7 @@ class PlanInput:
     llama_fields: bool = True
     search: ClientSearch | None = None
     found: tuple[str, ...] = ()
+    reshaped: bool = False
     api_view: Any = None  # what the adapter read beyond these fields: Turn.api_view
 
 
@@ -200,14 +191,9 @@ class Planner:
             raise SmallCatalog(len(catalog), path, "saving")
         preload = self.policy.preload_deferred or not catalog.deferred
         offered = len(catalog)
-        named = header(headers, b"x-conversation-id")
-        if named or request.conversation is None:
-            view = {"model": body.get("model"), "messages": messages}
-            conversation = conversation_id(named, view, catalog)
-        else:
-            conversation = request.conversation
-        conversation = state_key(
-            conversation, headers, shared=self.settings.state_shared_across_credentials
+        conversation = request_conversation(
+            headers, body, messages, request.conversation, catalog,
+            shared=self.settings.state_shared_across_credentials,
         )
         choice = request.choice
         if choice.allowed is not None:
@@ -337,7 +323,11 @@ class Planner:
         one ``tool`` message content per call (JSON text). A call of the function standing
         for the client's search tool is also recorded in ``turn.searches`` (by call id),
         for its API adapter to show the client; with deferral, what the calls load is
-        kept for the conversation (``ConversationState.found``)."""
+        kept for the conversation (``ConversationState.found``). A translate-only turn
+        (``turn.whole``) only runs its searches: nothing to select, no state."""
+        if turn.whole is not None:
+            return await whole_searches(self.engine, self.policy, self.metrics, turn, calls,
+                                        self.on_late_error)
         forwarded = {tool.name for tool in turn.selection.tools}
         outcomes: list[LoadOutcome] = []
         found: list[str] = []  # what the model's searches and loads asked for

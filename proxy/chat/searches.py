@@ -1,15 +1,18 @@
 """Running the search meta-calls the proxy answers itself: toolprune's ``search_tools``
 and the function that stands for the client's own search tool
 (:mod:`selection.tool_search`). The embedder is the only I/O; a failure of it is a late
-error (logged and counted by ``on_late_error``), answered to the model, never raised.
+error (logged and counted by ``on_late_error``), never raised: ``search_tools`` answers
+that search is unavailable; a natural-language search of the client's tool is ranked by
+BM25 alone (the semantics of Anthropic's bm25 variant; no I/O).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from proxy.chat.turn import Turn
+from proxy.chat.turn import MetaCall, Turn
+from proxy.metrics import Metrics
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.meta_tools import LoadOutcome, search_outcome
@@ -22,10 +25,12 @@ from selection.tool_search import (
     ranked_search,
     regex_search,
     search_argument,
-    unavailable,
 )
 
 LateError = Callable[[SelectionError], None]
+#: The least BM25 score (normalised) of a tool a lexical search finds: one query word in
+#: its text (a tool with none is never found).
+LEXICAL_MATCH = 1e-6
 
 
 async def client_search(
@@ -47,8 +52,28 @@ async def client_search(
         scored = await engine.score(turn.catalog, policy.examples, argument)
     except SelectionError as error:
         on_late_error(error)
-        return unavailable("query", argument)
+        lexical = (await engine.lexical_task(turn.catalog)).scores(argument)
+        return ranked_search(turn.catalog, argument, lexical, threshold=LEXICAL_MATCH)
     return ranked_search(turn.catalog, argument, scored.values)
+
+
+async def whole_searches(
+    engine: SelectionEngine, policy: Policy, metrics: Metrics, turn: Turn,
+    calls: Sequence[MetaCall], on_late_error: LateError,
+) -> list[str]:
+    """Answer the search calls of a translate-only turn (``turn.whole``; the search
+    function is its only meta-tool): each recorded in ``turn.searches`` for the client's
+    view and in ``turn.meta_events``; one answer (JSON text) per call. Every tool is
+    forwarded already, so nothing is loaded, and no state is read or written."""
+    answers = []
+    for call in calls:
+        result = await client_search(engine, policy, turn, call.arguments, on_late_error)
+        turn.searches[call.id] = result
+        metrics.meta_calls.labels("client_search").inc()
+        turn.meta_events.append({"tool": "client_search", "loaded": [],
+                                 "found": list(result.found), "error": result.error})
+        answers.append(result.content(turn.catalog))
+    return answers
 
 
 async def search_tools(

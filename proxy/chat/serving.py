@@ -75,7 +75,8 @@ class _TurnServer:
         self.usage: dict[str, Any] | None = None
 
     def _observe_ttft(self) -> None:
-        self.services.metrics.ttft.labels("pruned").observe(time.perf_counter() - self.started)
+        elapsed = time.perf_counter() - self.started
+        self.services.metrics.ttft.labels(self.turn.decision).observe(elapsed)
 
     def _client_for(self, response: UpstreamResponse) -> Client:
         if self.client is None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from selection.catalog import Catalog, build_catalog
 from selection.text_path import TextFormat, ToolBlock, detect
 
 
@@ -78,3 +79,16 @@ async def search_text_plan(
     if sum(len(text) for _, _, text in _system_texts(messages)) > SEARCH_IN_THREAD_CHARS:
         return await asyncio.to_thread(find_text_plan, messages, formats, min_entries)
     return find_text_plan(messages, formats, min_entries)
+
+
+def selection_catalog(native: Catalog | None, text: TextPlan | None) -> Catalog:
+    """What selection chooses from: the native tools, then text entries not among them."""
+    if text is None:
+        assert native is not None
+        return native
+    entries = text.block.catalog(text.text)
+    if native is None:
+        return entries
+    names = set(native.names)
+    extra = [tool for tool in entries.tools if tool.name not in names]
+    return build_catalog([*native.tools, *extra], native.others, native.legacy)

@@ -101,6 +101,11 @@ class Turn:
     #: in the adapter's own type (the Responses adapter's tool layout), or None.
     api_view: Any = None
 
+    #: Translate-only: the decision (``fallback``, ``small_catalog``, ``dry_run``) under
+    #: which the client's catalogue goes whole, translated for a plain server
+    #: (:func:`proxy.chat.translation.whole_turn`): no selection, no state. None: planned.
+    whole: str | None = None
+
     #: The learned part of ``scores`` (``Scores.boost``), kept for meta rounds.
     boost: np.ndarray | None = None
     #: The whole query's vector (``Scores.query_vector``), for the usage log.
@@ -112,6 +117,12 @@ class Turn:
         if self.native is not None and self.text is not None:
             return "both"
         return "native" if self.native is not None else "text"
+
+    @property
+    def decision(self) -> str:
+        """The decision it is served under (the ``decision`` label of
+        ``toolprune_time_to_first_token_seconds``): ``pruned``, or :attr:`whole`'s."""
+        return self.whole or "pruned"
 
     def is_meta(self, name: str | None) -> bool:
         return self.meta is not None and name in self.meta.names
