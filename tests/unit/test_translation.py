@@ -1,0 +1,270 @@
+"""The translate-only path (proxy/chat/translation.py) and where the decision ladder takes
+it (proxy/chat/decisions.py): which requests are translated when not pruned, the turn
+they become (every tool, no ``defer_loading``, the client's search kept as the function
+the proxy answers, nothing stored), and which decisions keep the client's bytes.
+
+The ladder's edges are faked (the forwarder, the handler's serve): the unit is the
+ladder; the wire is tested through the SDKs in tests/integration/test_translate_only.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from config.settings import Settings
+from proxy.apis.messages import MessagesAdapter
+from proxy.apis.responses import ResponsesAdapter
+from proxy.chat.decisions import DecisionFlow
+from proxy.chat.planner import PlanInput, SmallCatalog
+from proxy.chat.searches import client_search
+from proxy.chat.translation import whole_turn
+from proxy.chat.turn import MetaCall, Turn
+from proxy.http.forwarding import ClientRequest
+from proxy.http.headers import Headers
+from proxy.metrics import Metrics
+from selection.catalog import parse_tools
+from selection.errors import EmbedderError
+from selection.history import ToolChoice
+from selection.tool_search import ClientSearch
+from tests.support.logs import Lines
+from tests.unit.test_deferral_planning import HEADERS, planner, request
+from tests.unit.test_evaluation import KeywordEmbedder, engine
+
+REGEX = ClientSearch("regex", "tool_search_tool_regex")
+
+
+def test_a_request_without_deferral_search_or_reshaping_is_not_translated() -> None:
+    tools = [{"type": "function", "function": {"name": n}} for n in ("alpha", "beta")]
+    body = {"model": "m", "messages": [], "tools": tools}
+    plain = PlanInput(body, parse_tools(tools), [], ToolChoice())
+    assert whole_turn(plain, HEADERS, "small_catalog", shared=False) is None
+
+
+def test_the_whole_turn_forwards_every_tool_kept_first_without_defer_loading() -> None:
+    turn = whole_turn(request("gamma please"), HEADERS, "fallback", shared=False)
+    assert turn is not None and turn.whole == "fallback" and turn.decision == "fallback"
+    # alpha and beta are the client's CORE; the rest go after them in the client's order.
+    assert turn.selection.names[:2] == ["alpha", "beta"]
+    assert sorted(turn.selection.names) == sorted(turn.catalog.names)
+    assert turn.meta is None  # no search tool: nothing to answer, nothing invented
+    body = json.loads(turn.upstream_body(with_meta=True))
+    assert "defer_loading" not in json.dumps(body)
+    assert [t["function"]["name"] for t in body["tools"]] == turn.selection.names
+    assert "n_cache_reuse" not in body and "tool_choice" not in body
+
+
+def test_the_client_search_stays_offered_unless_tool_choice_forbids_it() -> None:
+    turn = whole_turn(request("x", search=REGEX), HEADERS, "dry_run", shared=False)
+    assert turn is not None and turn.meta is not None
+    assert turn.meta.client_search == "tool_search_tool_regex" and turn.search == REGEX
+    body = json.loads(turn.upstream_body(with_meta=True))
+    assert body["tools"][-1]["function"]["name"] == "tool_search_tool_regex"
+    silenced = request("x", search=REGEX)
+    silenced = PlanInput(silenced.body, silenced.native, silenced.messages,
+                         ToolChoice(offer_meta=False), search=REGEX)
+    quiet = whole_turn(silenced, HEADERS, "dry_run", shared=False)
+    assert quiet is not None and quiet.meta is None
+
+
+async def test_a_search_in_a_whole_turn_is_answered_and_nothing_is_stored() -> None:
+    plans = planner()
+    turn = whole_turn(request("x", search=REGEX), HEADERS, "fallback", shared=False)
+    assert turn is not None
+    before = turn.selection
+    call = MetaCall("srvtoolu_1", "tool_search_tool_regex", json.dumps({"query": "^gamma$"}))
+    (answer,) = await plans.run_meta_calls(turn, [call])
+    assert [found["name"] for found in json.loads(answer)["found"]] == ["gamma"]
+    assert turn.searches["srvtoolu_1"].found == ("gamma",)
+    assert turn.meta_events == [{"tool": "client_search", "loaded": [], "found": ["gamma"],
+                                 "error": None}]
+    assert turn.selection is before  # every tool is forwarded already
+    assert await plans.store.get(turn.conversation) is None
+
+
+class FailingEmbedder(KeywordEmbedder):
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        raise EmbedderError("no embedding model")
+
+
+async def test_a_query_search_ranks_by_bm25_when_the_embedder_fails() -> None:
+    turn = whole_turn(request("x", search=ClientSearch("query", "tool_search")), HEADERS,
+                      "fallback", shared=False)
+    assert turn is not None
+    late: list[Exception] = []
+    failing = engine(FailingEmbedder())
+    found = await client_search(failing, planner().policy, turn,
+                                json.dumps({"query": "the zeta tool"}), late.append)
+    assert found.error is None and found.found[0] == "zeta"
+    assert [type(error) for error in late] == [EmbedderError]
+    # No word in common with any tool: nothing is found (BM25 scores 0 are not matches).
+    none = await client_search(failing, planner().policy, turn,
+                               json.dumps({"query": "unrelated words"}), late.append)
+    assert none.found == () and none.error is None
+
+
+# --- where the ladder takes it ----------------------------------------------------------
+
+
+class Forwarder:
+    """The edge of the ladder: records what is forwarded as sent."""
+
+    def __init__(self) -> None:
+        self.forwarded: list[Headers] = []
+
+    async def forward(self, request: Any, send: Any, *, extra_response_headers: Headers = (),
+                      **_: Any) -> None:
+        self.forwarded.append(list(extra_response_headers))
+
+
+async def no_send(message: Any) -> None:
+    raise AssertionError("the ladder itself sends nothing here")
+
+
+def client_request(**headers: str) -> ClientRequest:
+    pairs = [(k.lower().replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+    return ClientRequest("POST", "/v1/messages", b"/v1/messages", b"", pairs, b"{}", b"rid-1")
+
+
+class Ladder:
+    """One DecisionFlow with a fake planner outcome; records translations and serves."""
+
+    def __init__(self, outcome: Turn | Exception, translated: Turn | None | Exception) -> None:
+        self.forwarder = Forwarder()
+        self.flow = DecisionFlow(api="messages", settings=Settings(),
+                                 forwarder=self.forwarder,  # type: ignore[arg-type]
+                                 metrics=Metrics())
+        self.outcome, self.translated = outcome, translated
+        self.translations: list[str] = []
+        self.served: list[tuple[Turn, Headers]] = []
+
+    async def run(self, **headers: str) -> None:
+        async def read(raw: bytes) -> dict[str, Any]:
+            return {"model": "m"}
+
+        async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
+            if isinstance(self.outcome, Exception):
+                raise self.outcome
+            return self.outcome
+
+        async def translate(body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
+            self.translations.append(decision)
+            if isinstance(self.translated, Exception):
+                raise self.translated
+            return self.translated
+
+        async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
+            if turn.whole is not None:
+                turn.rounds = 1
+                turn.meta_events.append({"tool": "client_search", "loaded": []})
+            self.served.append((turn, report))
+
+        await self.flow.run(client_request(**headers), no_send, read_body=read, plan=plan,
+                            serve=serve, translate=translate)
+
+
+def whole(decision: str) -> Turn:
+    turn = whole_turn(request("x", search=REGEX), HEADERS, decision, shared=False)
+    assert turn is not None
+    return turn
+
+
+@pytest.mark.parametrize(("failure", "decision"), [
+    (EmbedderError("down"), "fallback"),
+    (RuntimeError("a defect in planning"), "fallback"),
+    (SmallCatalog(3, "native", "tools"), "small_catalog"),
+])
+async def test_a_request_not_pruned_is_served_as_its_translate_only_turn(
+    failure: Exception, decision: str
+) -> None:
+    ladder = Ladder(failure, whole(decision))
+    await ladder.run()
+    assert ladder.translations == [decision]
+    ((turn, report),) = ladder.served
+    assert turn.whole == decision and report == []
+    assert ladder.forwarder.forwarded == []
+
+
+async def test_without_a_translation_the_bytes_go_as_sent() -> None:
+    ladder = Ladder(EmbedderError("down"), None)
+    await ladder.run()
+    assert ladder.translations == ["fallback"] and ladder.served == []
+    assert ladder.forwarder.forwarded == [[]]
+
+
+async def test_a_translation_that_fails_sends_the_bytes_and_is_logged(log_lines: Lines) -> None:
+    ladder = Ladder(SmallCatalog(3, "native", "tools"), KeyError("a defect in translating"))
+    await ladder.run()
+    assert ladder.served == [] and ladder.forwarder.forwarded == [[]]
+    (line,) = log_lines.events("translation_failed")
+    assert (line["decision"], line["api"]) == ("small_catalog", "messages")
+    assert line["error"].startswith("KeyError at ")
+
+
+@pytest.mark.parametrize("mode", ["off", "pruned"])
+async def test_the_off_switch_and_passthrough_never_translate(mode: str) -> None:
+    from proxy.chat.planner import NothingToPrune
+
+    if mode == "off":
+        ladder = Ladder(whole("fallback"), whole("fallback"))
+        await ladder.run(x_tool_pruning="off")
+    else:
+        ladder = Ladder(NothingToPrune(), whole("fallback"))
+        await ladder.run()
+    assert ladder.translations == [] and ladder.served == []
+    assert ladder.forwarder.forwarded == [[]]
+
+
+async def test_a_dry_run_serves_the_translation_and_logs_the_plan(
+    log_lines: Lines, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolprune")
+    planned = await planner(preload=False).plan_input(request("x", search=REGEX), HEADERS)
+    ladder = Ladder(planned, whole("dry_run"))
+    await ladder.run(x_tool_pruning="dry-run")
+    assert ladder.translations == ["dry_run"]
+    ((turn, report),) = ladder.served
+    assert turn.whole == "dry_run"
+    assert report == [(b"x-tool-pruning-tools", b"2/10; client=2; toolprune=0; search=0")]
+    (line,) = log_lines.events("pruning_decision")
+    assert (line["decision"], line["forwarded"], line["offered"]) == ("dry_run", 2, 10)
+    assert (line["rounds"], line["meta"]) == (1, [{"tool": "client_search", "loaded": []}])
+
+
+# --- what each API's adapter reshapes ---------------------------------------------------
+
+
+def test_responses_namespaces_search_entries_and_items_are_reshaped() -> None:
+    function = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    space = {"type": "namespace", "name": "crm", "description": "CRM.", "tools": [
+        {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}]}
+    adapter = ResponsesAdapter()
+    assert not adapter.read({"model": "m", "input": "hi", "tools": [function]}).reshaped
+    assert adapter.read({"model": "m", "input": "hi", "tools": [function, space]}).reshaped
+    searching = {"model": "m", "input": "hi",
+                 "tools": [function, {"type": "tool_search", "execution": "client"}]}
+    assert adapter.read(searching).reshaped
+    called = [{"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"}]
+    assert not adapter.read({"model": "m", "input": called, "tools": [function]}).reshaped
+    spaced = [{**called[0], "name": "get_customer", "namespace": "crm"}]
+    read = adapter.read({"model": "m", "input": spaced, "tools": [function, space]})
+    assert read.reshaped and read.body["input"][0]["name"] == "crm__get_customer"
+
+
+def test_messages_search_histories_and_deferred_server_tools_are_reshaped() -> None:
+    tool = {"name": "alpha", "input_schema": {"type": "object"}}
+    adapter = MessagesAdapter()
+    ask = [{"role": "user", "content": "hi"}]
+    assert not adapter.read({"model": "m", "messages": ask, "tools": [tool]}).reshaped
+    referenced = [*ask, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t1", "name": "Search", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                      "content": [{"type": "tool_reference", "tool_name": "alpha"}]}]}]
+    assert adapter.read({"model": "m", "messages": referenced, "tools": [tool]}).reshaped
+    server = {"type": "web_search_20250305", "name": "web_search", "defer_loading": True}
+    assert adapter.read({"model": "m", "messages": ask, "tools": [tool, server]}).reshaped
