@@ -261,9 +261,8 @@ class DecisionFlow:
         translate-only turn served by ``serve`` when ``translate`` gives one, else the
         client's bytes. A request whose catalogue cannot be read, a translation that
         fails (a defect: logged, rate-limited) or a turn too deeply nested to write sends
-        the client's bytes too. ``started``:
-        the request's ``time.perf_counter()`` at arrival. Returns the translate-only turn
-        served, or None."""
+        the client's bytes too. ``started``: the request's ``time.perf_counter()`` at
+        arrival. Returns the translate-only turn served, or None."""
         try:
             whole = await translate(body, request.headers, decision.value)
         except SelectionError:  # the catalogue cannot be read: a fallback said so already

@@ -118,7 +118,9 @@ class ChatHandler:
             translate=self._translate,
         )
 
-    async def _translate(self, body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
+    async def _translate(
+        self, body: dict[str, Any], headers: Headers, decision: str
+    ) -> Turn | None:
         """The translate-only turn of a request not pruned (:mod:`proxy.chat.translation`):
         on this API, a native catalogue with deferred functions (``defer_loading`` is not
         forwarded). None: the bytes go as sent."""
