@@ -46,6 +46,30 @@ logger = logging.getLogger("toolprune.state")
 T = TypeVar("T")
 
 
+def redis_client(url: str, *, timeout_s: float, max_connections: int) -> tuple[Redis, str]:
+    """An asyncio Redis client for ``url`` (see :class:`RedisStateStore`) whose commands
+    each wait at most ``timeout_s`` for a pooled connection, to connect and to read, and
+    retry once at once on a broken connection; and where it connects, for logs (host and
+    port or socket path, never the password). Nothing connects here; an invalid URL raises
+    ValueError."""
+    # A bounded pool that makes a burst wait for a free connection (within the
+    # operation's budget) instead of failing; the URL's query string may override
+    # (``?max_connections=256``).
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=timeout_s,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        # One immediate retry on a broken connection (e.g. pooled before Redis
+        # restarted); none on timeouts, which would double a slow Redis's cost.
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+    )
+    kwargs = pool.connection_kwargs
+    endpoint = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+    return Redis.from_pool(pool), endpoint
+
+
 class RedisStateStore:
     """:class:`~selection.state.StateStore` in Redis; see the module docstring.
 
@@ -70,23 +94,11 @@ class RedisStateStore:
         self._prefix = f"{key_prefix}state:{FORMAT_VERSION}:"
         self._ttl_ms = max(1, round(ttl_s * 1000))
         self._timeout_s = timeout_s
-        # A bounded pool that makes a burst wait for a free connection (within the
-        # operation's budget) instead of failing; the URL's query string may override
-        # (``?max_connections=256``).
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            # One immediate retry on a broken connection (e.g. pooled before Redis
-            # restarted); none on timeouts, which would double a slow Redis's cost.
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        self._client, endpoint = redis_client(
+            url, timeout_s=timeout_s, max_connections=max_connections
         )
-        self._client: Redis = Redis.from_pool(pool)
-        kwargs = pool.connection_kwargs
         #: Where Redis is, for logs (never the password).
-        self.endpoint = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+        self.endpoint = endpoint
         self._available = True
 
     @property
