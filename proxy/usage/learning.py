@@ -148,6 +148,19 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
     return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
 
 
+def read_embedder(path: Path | str) -> str | None:
+    """The id of the embedder whose query vectors the log holds (None: none, or an older
+    log). Raises sqlite3.Error, FileNotFoundError."""
+    connection = connect_read_only(path)
+    try:
+        row = connection.execute("SELECT value FROM meta WHERE key = 'query_embedder'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        connection.close()
+    return None if row is None else str(row[0])
+
+
 def read_states(path: Path | str, embedder: str) -> dict[str, LearnedState]:
     """The promoted state in use per catalogue (its latest promotion). A corrupt or foreign
     one is skipped with one log line; none for an older log."""

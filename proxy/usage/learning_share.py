@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -227,3 +227,20 @@ class SharedStates:
                 "store": "redis", "endpoint": self.endpoint}})
         return result
 
+
+
+async def shared_report(
+    url: str, *, embedder: str, key_prefix: str = "toolprune:",
+    timeout_s: float = TRANSFER_TIMEOUT_S,
+) -> dict[str, Any]:
+    """What Redis holds for ``embedder``, for ``toolprune usage report``: ``{"endpoint",
+    "versions": {catalogue fingerprint: version}}``, or ``{"endpoint", "error":
+    "unavailable"}`` when Redis does not answer (logged). Never raises but ValueError for
+    an invalid URL."""
+    shared = SharedStates(url, embedder=embedder, key_prefix=key_prefix, timeout_s=timeout_s)
+    try:
+        return {"endpoint": shared.endpoint, "versions": await shared.versions()}
+    except _Unavailable:
+        return {"endpoint": shared.endpoint, "error": "unavailable"}
+    finally:
+        await shared.aclose()

@@ -262,6 +262,12 @@ def test_replicas_install_what_toolprune_learn_published_and_survive_redis_going
 
         promote(2)  # a later promotion reaches the running replica by its refresh
         log_lines.wait_until("learned_state_installed", lambda f: f["version"] == 2)
+        # The usage report says what Redis holds, and whose it is.
+        assert main(["usage", "report", "--db", str(db_a), "--json", "--no-tokenize"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert report["learning_shared"]["versions"] == {fingerprint: 2}
+        assert main(["usage", "report", "--db", str(db_b), "--no-tokenize"]) == 0
+        assert f"{fingerprint[:12]} v2 (another replica's)" in capsys.readouterr().out
 
         server.kill()
         log_lines.wait_until("learned_states_unavailable")
@@ -270,4 +276,6 @@ def test_replicas_install_what_toolprune_learn_published_and_survive_redis_going
             assert b.post(body, conversation).status_code == 200
         b.flush()
     assert len(log_lines.events("learned_states_unavailable")) == 1
+    assert main(["usage", "report", "--db", str(db_a), "--no-tokenize"]) == 0
+    assert f"shared through Redis at 127.0.0.1:{server.port}: unavailable" in capsys.readouterr().out
     raw.close()
