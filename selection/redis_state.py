@@ -70,6 +70,19 @@ def redis_client(url: str, *, timeout_s: float, max_connections: int) -> tuple[R
     return Redis.from_pool(pool), endpoint
 
 
+async def get_string(client: Redis, key: str) -> bytes | None:
+    """``GET key`` (None: no such key); a key of another type (a hash, a list: WRONGTYPE)
+    reads as an unreadable value, ``b""``, not as Redis failing, so the next ``SET``
+    replaces it. Raises RedisError."""
+    try:
+        value: bytes | None = await client.get(key)
+    except ResponseError as error:
+        if str(error).startswith("WRONGTYPE"):
+            return b""
+        raise
+    return value
+
+
 class RedisStateStore:
     """:class:`~selection.state.StateStore` in Redis; see the module docstring.
 
@@ -113,7 +126,7 @@ class RedisStateStore:
         """The stored state, or None when absent, expired or unreadable (a value in another
         format, or of another Redis type, is overwritten by the next write). Raises
         StateStoreError."""
-        raw = await self._call("get", lambda: self._get_string(self.key(conversation_id)))
+        raw = await self._call("get", lambda: get_string(self._client, self.key(conversation_id)))
         if raw is None:
             return None
         try:
@@ -124,17 +137,6 @@ class RedisStateStore:
                 extra={"fields": {"store": "redis", "error": str(error)[:200]}},
             )
             return None
-
-    async def _get_string(self, key: str) -> bytes | None:
-        """``GET key``; a key of another type (a hash, a list: WRONGTYPE) reads as an
-        unreadable value, not as Redis failing, so the next ``SET`` replaces it."""
-        try:
-            value: bytes | None = await self._client.get(key)
-        except ResponseError as error:
-            if str(error).startswith("WRONGTYPE"):
-                return b""
-            raise
-        return value
 
     async def put(self, conversation_id: str, state: ConversationState) -> None:
         """Replace the state and reset its TTL, in one ``SET … PX``. Raises StateStoreError."""

@@ -39,7 +39,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from proxy.log import get_logger
 from selection.learned import LearnedState, LearnedStates, LearnedStateError, decode_state, encode_state
-from selection.redis_state import redis_client
+from selection.redis_state import get_string, redis_client
 
 #: Format of the keys and values; part of every key.
 FORMAT_VERSION = "v1"
@@ -146,15 +146,17 @@ class SharedStates:
         """Install in ``learned`` the states Redis holds with a higher version than the
         one in memory, and publish those of ``learned`` newer than Redis's (a promotion
         made while Redis was down, or a Redis restarted empty); how many were installed.
-        Never raises: a failure leaves ``learned`` as it was (module docstring)."""
+        Never raises: Redis failing ends the refresh, with what it installed so far kept
+        (module docstring)."""
+        installed = 0
         try:
             held = await self.versions()
-            installed = 0
             in_memory = {state.catalog: state.version for state in learned.states()}
             for catalog, version in held.items():
                 if version <= in_memory.get(catalog, 0) or self._fetched.get(catalog) == version:
                     continue
-                raw = await self._call("refresh", lambda c=catalog: self._get(self.key(c)))
+                key = self.key(catalog)
+                raw = await self._call("refresh", lambda k=key: get_string(self._client, k))
                 self._fetched[catalog] = version
                 state = self._decode(catalog, version, raw)
                 if state is not None and learned.install_if_newer(state):
@@ -166,7 +168,7 @@ class SharedStates:
                 if state.version > held.get(state.catalog, 0):
                     await self._write(state)
         except _Unavailable:
-            return 0
+            pass
         return installed
 
     async def aclose(self) -> None:
@@ -199,16 +201,6 @@ class SharedStates:
             return {}
         self._index_unreadable = False
         return index
-
-    async def _get(self, key: str) -> bytes | None:
-        """``GET key``; a key of another Redis type reads as unreadable bytes."""
-        try:
-            value: bytes | None = await self._client.get(key)
-        except ResponseError as error:
-            if str(error).startswith("WRONGTYPE"):
-                return b""
-            raise
-        return value
 
     async def _call(self, operation: str, command: Callable[[], Awaitable[T]]) -> T:
         try:
