@@ -17,8 +17,9 @@ Publishing is a compare-and-set, one Lua script run atomically by Redis
 newer than the one Redis holds, so of two replicas promoting at once the newer state stays,
 whatever the order of their writes. No TTL: a state is bounded per catalogue and stays in
 use until a newer one is promoted (a TTL would make replicas that start later lose it, and
-restart the versions); deleting the keys deletes it (``redis-cli --scan --pattern
-'toolprune:learned:*'``).
+restart the versions). Deleting the keys deletes it once no running replica holds it: a
+refresh publishes again the states in memory that Redis lacks (so Redis needs no
+persistence).
 
 Failures never reach a request (nothing here is on the request path) and never stop
 learning: Redis down or slow (each command bounded by ``timeout_s``) leaves the states in
