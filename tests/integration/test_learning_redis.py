@@ -25,7 +25,7 @@ import redis
 from proxy.cli.main import main
 from proxy.usage.learning import LearnOutcome, learn_from_log, read_evidence, read_states, record
 from proxy.usage.learning_schedule import load_states, refresh_periodically
-from proxy.usage.learning_share import SharedStates
+from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates
 from selection.learned import LearnedStates, encode_state, learn
 from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 from benchmarks.support.upstream import CHAT_PATH
@@ -279,3 +279,26 @@ def test_replicas_install_what_toolprune_learn_published_and_survive_redis_going
     assert main(["usage", "report", "--db", str(db_a), "--no-tokenize"]) == 0
     assert f"shared through Redis at 127.0.0.1:{server.port}: unavailable" in capsys.readouterr().out
     raw.close()
+
+
+async def test_a_redis_that_never_answers_costs_one_budget_per_refresh(
+    tmp_path: Path, server: RedisServer, info: None, log_lines: Lines
+) -> None:
+    a = Replica(tmp_path / "a.db", server.url)
+    state = learn([], catalog=CATALOG.fingerprint, embedder="fake", version=1, created=0.0)
+    a.learned.install(state)
+    server.pause()  # SIGSTOP: connections are accepted, nothing is answered
+    try:
+        started = asyncio.get_running_loop().time()
+        assert await a.shared.refresh(a.learned) == 0
+        assert not await a.shared.publish(state)
+        took = asyncio.get_running_loop().time() - started
+    finally:
+        server.resume()
+    assert took < 2 * (TRANSFER_TIMEOUT_S + 1.0)  # bounded: each command by its budget
+    assert a.learned.get(CATALOG.fingerprint) is state
+    assert [f["error"] for f in log_lines.events("learned_states_unavailable")] == ["TimeoutError"]
+    assert await a.shared.refresh(a.learned) == 0  # answered again: it publishes what it holds
+    assert log_lines.events("learned_states_recovered")
+    assert await a.shared.versions() == {CATALOG.fingerprint: 1}
+    await a.shared.aclose()
