@@ -415,6 +415,12 @@ class Settings(BaseSettings):
         description="With `learn`: run a learning pass (`toolprune learn`) this often, "
         "seconds; 0: only by hand.",
     )
+    learn_refresh_s: float = Field(
+        60.0, ge=0,
+        description="With `learn` and `state_url`: install the learned states other replicas "
+        "published to Redis at start and then this often, seconds (a scheduled pass also "
+        "does); 0: at start and on scheduled passes only.",
+    )
 
     @field_validator("state_url", mode="before")
     @classmethod

@@ -63,6 +63,7 @@ from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
 from proxy.usage.learning_schedule import start_learning
+from proxy.usage.learning_share import SharedStates
 from proxy.usage.writer import UsageLog
 from selection.embedders import Embedder
 
@@ -229,10 +230,19 @@ def create_app(settings: Settings) -> Starlette:
             if settings.usage_db is not None
             else None
         )
-        learner = None
+        learner: list[asyncio.Task[None]] = []
+        shared = None
         if learning:
             assert settings.usage_db is not None
-            learner = start_learning(settings.usage_db, settings.learn_interval_s, engine, policy)
+            if settings.state_url:
+                shared = SharedStates(
+                    settings.state_url, embedder=embedder.id,
+                    key_prefix=settings.state_key_prefix, timeout_s=settings.redis_timeout_s,
+                )
+            learner = start_learning(
+                settings.usage_db, settings.learn_interval_s, engine, policy,
+                shared=shared, refresh_s=settings.learn_refresh_s,
+            )
         upstream_info = UpstreamInfo(settings, upstream)
         streaming = StreamingSupport(settings, upstream)
         chat = ChatHandler(
@@ -269,8 +279,10 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.wait(cut, timeout=SHUTDOWN_NOTICE_TIMEOUT_S)
             loading.cancel()
             warming.cancel()
-            if learner is not None:
-                learner.cancel()
+            for task in learner:
+                task.cancel()
+            if shared is not None:
+                await shared.aclose()
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()

@@ -330,6 +330,20 @@ class LearnedStates:
             self._states[state.catalog] = state
             self._bound.pop(state.catalog, None)
 
+    def install_if_newer(self, state: LearnedState) -> bool:
+        """:meth:`install` ``state`` unless the state in use for its catalogue has the same
+        or a higher version; whether it was installed. Raises LearnedStateError for a
+        state of another embedder."""
+        if state.embedder != self.embedder:
+            raise LearnedStateError("learned state of another embedder")
+        with self._lock:
+            held = self._states.get(state.catalog)
+            if held is not None and held.version >= state.version:
+                return False
+            self._states[state.catalog] = state
+            self._bound.pop(state.catalog, None)
+        return True
+
     def remove(self, catalog: str) -> None:
         with self._lock:
             self._states.pop(catalog, None)

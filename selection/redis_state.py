@@ -46,6 +46,43 @@ logger = logging.getLogger("toolprune.state")
 T = TypeVar("T")
 
 
+def redis_client(url: str, *, timeout_s: float, max_connections: int) -> tuple[Redis, str]:
+    """An asyncio Redis client for ``url`` (see :class:`RedisStateStore`) whose commands
+    each wait at most ``timeout_s`` for a pooled connection, to connect and to read, and
+    retry once at once on a broken connection; and where it connects, for logs (host and
+    port or socket path, never the password). Nothing connects here; an invalid URL raises
+    ValueError."""
+    # A bounded pool that makes a burst wait for a free connection (within the
+    # operation's budget) instead of failing; the URL's query string may override
+    # (``?max_connections=256``).
+    pool = BlockingConnectionPool.from_url(
+        url,
+        max_connections=max_connections,
+        timeout=timeout_s,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        # One immediate retry on a broken connection (e.g. pooled before Redis
+        # restarted); none on timeouts, which would double a slow Redis's cost.
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+    )
+    kwargs = pool.connection_kwargs
+    endpoint = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+    return Redis.from_pool(pool), endpoint
+
+
+async def get_string(client: Redis, key: str) -> bytes | None:
+    """``GET key`` (None: no such key); a key of another type (a hash, a list: WRONGTYPE)
+    reads as an unreadable value, ``b""``, not as Redis failing, so the next ``SET``
+    replaces it. Raises RedisError."""
+    try:
+        value: bytes | None = await client.get(key)
+    except ResponseError as error:
+        if str(error).startswith("WRONGTYPE"):
+            return b""
+        raise
+    return value
+
+
 class RedisStateStore:
     """:class:`~selection.state.StateStore` in Redis; see the module docstring.
 
@@ -70,23 +107,11 @@ class RedisStateStore:
         self._prefix = f"{key_prefix}state:{FORMAT_VERSION}:"
         self._ttl_ms = max(1, round(ttl_s * 1000))
         self._timeout_s = timeout_s
-        # A bounded pool that makes a burst wait for a free connection (within the
-        # operation's budget) instead of failing; the URL's query string may override
-        # (``?max_connections=256``).
-        pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=timeout_s,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            # One immediate retry on a broken connection (e.g. pooled before Redis
-            # restarted); none on timeouts, which would double a slow Redis's cost.
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        self._client, endpoint = redis_client(
+            url, timeout_s=timeout_s, max_connections=max_connections
         )
-        self._client: Redis = Redis.from_pool(pool)
-        kwargs = pool.connection_kwargs
         #: Where Redis is, for logs (never the password).
-        self.endpoint = str(kwargs.get("path") or f"{kwargs.get('host')}:{kwargs.get('port')}")
+        self.endpoint = endpoint
         self._available = True
 
     @property
@@ -101,7 +126,7 @@ class RedisStateStore:
         """The stored state, or None when absent, expired or unreadable (a value in another
         format, or of another Redis type, is overwritten by the next write). Raises
         StateStoreError."""
-        raw = await self._call("get", lambda: self._get_string(self.key(conversation_id)))
+        raw = await self._call("get", lambda: get_string(self._client, self.key(conversation_id)))
         if raw is None:
             return None
         try:
@@ -112,17 +137,6 @@ class RedisStateStore:
                 extra={"fields": {"store": "redis", "error": str(error)[:200]}},
             )
             return None
-
-    async def _get_string(self, key: str) -> bytes | None:
-        """``GET key``; a key of another type (a hash, a list: WRONGTYPE) reads as an
-        unreadable value, not as Redis failing, so the next ``SET`` replaces it."""
-        try:
-            value: bytes | None = await self._client.get(key)
-        except ResponseError as error:
-            if str(error).startswith("WRONGTYPE"):
-                return b""
-            raise
-        return value
 
     async def put(self, conversation_id: str, state: ConversationState) -> None:
         """Replace the state and reset its TTL, in one ``SET … PX``. Raises StateStoreError."""

@@ -21,6 +21,7 @@ from proxy.cli.eval import EmbedderFactory, default_embedder_factory, offline_en
 from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.learning import LearnOutcome, learn_from_log
 from proxy.usage.learning_schedule import load_states
+from proxy.usage.learning_share import SharedStates
 from selection.errors import EmbedderError, PolicyError, SelectionError
 from selection.learned import LearnedStates
 
@@ -30,7 +31,10 @@ calls the usage log holds (kept when TOOLPRUNE_LEARN is on), learn per catalogue
 requests lead to which tools, and promote the result only when it ranks held-back
 requests of the log better than the state in use. Prints the before/after recall@k per
 catalogue. A running proxy picks promoted states up at its next start or scheduled pass
-(TOOLPRUNE_LEARN_INTERVAL_S).
+(TOOLPRUNE_LEARN_INTERVAL_S). With TOOLPRUNE_LEARN and a Redis state store
+(TOOLPRUNE_STATE_URL), the states other replicas published there are the states in use,
+and promotions are published there (replicas install them every
+TOOLPRUNE_LEARN_REFRESH_S).
 
 example:
   toolprune learn --db /var/lib/toolprune/usage.db
@@ -76,13 +80,23 @@ async def run_learn(
         await embedder.load()
         engine = offline_engine(settings, embedder)
         engine.learned = LearnedStates(embedder.id)
+        shared = None
+        if settings.learn and settings.state_url:
+            shared = SharedStates(settings.state_url, embedder=embedder.id,
+                                  key_prefix=settings.state_key_prefix,
+                                  timeout_s=settings.redis_timeout_s)
         try:
             load_states(settings.usage_db, engine.learned)
+            if shared is not None:
+                await shared.refresh(engine.learned)
             return await learn_from_log(
-                settings.usage_db, engine, policy.examples, k=policy.top_k, now=time.time()
+                settings.usage_db, engine, policy.examples, k=policy.top_k, now=time.time(),
+                publish=shared.publish if shared is not None else None,
             )
         finally:
             await engine.aclose()
+            if shared is not None:
+                await shared.aclose()
 
 
 def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None) -> int:

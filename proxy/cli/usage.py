@@ -5,12 +5,15 @@ proxy stored user text) suggested example utterances as a policy-file ``[example
 fragment; see :mod:`proxy.usage.analysis` for the definitions. Token counts come from
 the upstream's tokenizer when it answers (llama-server ``POST /tokenize`` with
 ``{"content": …}`` → ``{"tokens": […]}``); otherwise token numbers are labelled
-estimates. Nothing else is contacted.
+estimates. With TOOLPRUNE_LEARN and a Redis state store (TOOLPRUNE_STATE_URL), the
+versions of the learned states Redis holds for the log's embedder are read too. Nothing
+else is contacted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sqlite3
 import sys
@@ -22,7 +25,8 @@ from urllib.parse import urlsplit
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.analysis import add_token_counts, analyse
-from proxy.usage.learning import read_reports, summarise
+from proxy.usage.learning import read_embedder, read_reports, summarise
+from proxy.usage.learning_share import shared_report
 from proxy.usage.reader import parse_since, read_definitions, read_usage
 from proxy.usage.report import format_report
 
@@ -141,6 +145,13 @@ def build_report(args: argparse.Namespace) -> dict[str, Any]:
     report["db"] = str(db)
     report["since"] = since
     report["learning"] = summarise(read_reports(db))
+    embedder = read_embedder(db) if settings.learn and settings.state_url else None
+    if embedder is not None:
+        assert settings.state_url is not None
+        report["learning_shared"] = asyncio.run(shared_report(
+            settings.state_url, embedder=embedder, key_prefix=settings.state_key_prefix,
+            timeout_s=settings.redis_timeout_s,
+        ))
     if not args.no_tokenize:
         counts = token_counts(Path(db), report, args.upstream or settings.upstream_url)
         if counts:

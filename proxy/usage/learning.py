@@ -32,7 +32,7 @@ import hashlib
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -146,6 +146,19 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
     for catalog, tool, definition in members:
         evidence[catalog].extend(by_tool.get((tool, definition), ()))
     return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
+
+
+def read_embedder(path: Path | str) -> str | None:
+    """The id of the embedder whose query vectors the log holds (None: none, or an older
+    log). Raises sqlite3.Error, FileNotFoundError."""
+    connection = connect_read_only(path)
+    try:
+        row = connection.execute("SELECT value FROM meta WHERE key = 'query_embedder'").fetchone()
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        connection.close()
+    return None if row is None else str(row[0])
 
 
 def read_states(path: Path | str, embedder: str) -> dict[str, LearnedState]:
@@ -313,13 +326,23 @@ async def learn_from_log(
     *,
     k: int,
     now: float,
+    publish: Callable[[LearnedState], Awaitable[object]] | None = None,
 ) -> list[LearnOutcome]:
     """One learning run over the whole log (module docstring): per catalogue with
-    evidence, an outcome; promoted states are written to the log and installed in
-    ``engine.learned`` (when set). Raises sqlite3.Error, FileNotFoundError."""
+    evidence, an outcome; promoted states are written to the log, installed in
+    ``engine.learned`` (when set) and given to ``publish`` (when set: shared with other
+    replicas, :class:`proxy.usage.learning_share.SharedStates`; it must not raise). The
+    state in use is the log's, or the one in ``engine.learned`` when its version is
+    higher (installed from another replica): the candidate must beat it, and its version
+    follows it. Raises sqlite3.Error, FileNotFoundError."""
     embedder = engine.embedder.id
     evidence = await asyncio.to_thread(read_evidence, path, embedder)
     current = await asyncio.to_thread(read_states, path, embedder)
+    if engine.learned is not None:
+        for state in engine.learned.states():
+            held = current.get(state.catalog)
+            if held is None or state.version > held.version:
+                current[state.catalog] = state
     outcomes = []
     for fingerprint, pairs in evidence.items():
         catalog = _catalog(path, fingerprint)
@@ -333,7 +356,9 @@ async def learn_from_log(
         )
         await asyncio.to_thread(record, path, outcome, state, now)
         if state is not None and engine.learned is not None:
-            engine.learned.install(state)
+            engine.learned.install_if_newer(state)
+        if state is not None and publish is not None:
+            await publish(state)
         logger.info("learning_outcome", extra={"fields": asdict(outcome)})
         outcomes.append(outcome)
     return outcomes

@@ -1,6 +1,8 @@
 """Learning in a running proxy (``TOOLPRUNE_LEARN``): the promoted states of the usage
-log installed at start, and the schedule of ``TOOLPRUNE_LEARN_INTERVAL_S``
-(:func:`proxy.usage.learning.learn_from_log` on a timer)."""
+log installed at start, the schedule of ``TOOLPRUNE_LEARN_INTERVAL_S``
+(:func:`proxy.usage.learning.learn_from_log` on a timer) and, with a Redis state store,
+the states of other replicas installed at start and every ``TOOLPRUNE_LEARN_REFRESH_S``
+(:class:`proxy.usage.learning_share.SharedStates`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from proxy.log import get_logger
 from proxy.usage.learning import learn_from_log, read_states
+from proxy.usage.learning_share import SharedStates
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.learned import LearnedStates
@@ -21,8 +24,9 @@ logger = get_logger("learning")
 
 
 def load_states(path: Path | str, learned: LearnedStates) -> int:
-    """Install the promoted states of the log at ``path`` in ``learned``; how many. A log
-    that cannot be read installs none, with one log line."""
+    """Install the promoted states of the log at ``path`` in ``learned``, each unless the
+    state in use has the same or a higher version (another replica's, from Redis); how
+    many. A log that cannot be read installs none, with one log line."""
     try:
         states = read_states(path, learned.embedder)
     except (OSError, sqlite3.Error) as error:
@@ -32,9 +36,7 @@ def load_states(path: Path | str, learned: LearnedStates) -> int:
                               "db": str(path)}},
         )
         return 0
-    for state in states.values():
-        learned.install(state)
-    return len(states)
+    return sum(learned.install_if_newer(state) for state in states.values())
 
 
 async def learn_periodically(
@@ -44,17 +46,22 @@ async def learn_periodically(
     *,
     k: int,
     interval_s: float,
+    shared: SharedStates | None = None,
     clock: Callable[[], float] = time.time,
 ) -> None:
     """``toolprune serve``'s schedule: every ``interval_s`` seconds, install what other
-    processes promoted, then run :func:`learn_from_log`. A failed run is logged and the
-    schedule goes on (selection keeps the states it has)."""
+    processes promoted (in the log, then in ``shared``), then run :func:`learn_from_log`,
+    publishing its promotions to ``shared``. A failed run is logged and the schedule goes
+    on (selection keeps the states it has)."""
     while True:
         await asyncio.sleep(interval_s)
         try:
             if engine.learned is not None:
                 await asyncio.to_thread(load_states, path, engine.learned)
-            await learn_from_log(path, engine, examples, k=k, now=clock())
+                if shared is not None:
+                    await shared.refresh(engine.learned)
+            await learn_from_log(path, engine, examples, k=k, now=clock(),
+                                 publish=shared.publish if shared is not None else None)
         except (OSError, sqlite3.Error, SelectionError) as error:
             logger.warning(
                 "learning_failed",
@@ -63,18 +70,41 @@ async def learn_periodically(
             )
 
 
+async def refresh_periodically(
+    shared: SharedStates, learned: LearnedStates, interval_s: float
+) -> None:
+    """Install the states ``shared`` holds newer than ``learned``'s at once, then every
+    ``interval_s`` seconds (0: once). :meth:`SharedStates.refresh` never raises: Redis
+    down costs the refresh, not the task."""
+    while True:
+        await shared.refresh(learned)
+        if interval_s <= 0:
+            return
+        await asyncio.sleep(interval_s)
+
+
 def start_learning(
-    path: Path, interval_s: float, engine: SelectionEngine, policy: Policy
-) -> asyncio.Task[None] | None:
+    path: Path,
+    interval_s: float,
+    engine: SelectionEngine,
+    policy: Policy,
+    *,
+    shared: SharedStates | None = None,
+    refresh_s: float = 0.0,
+) -> list[asyncio.Task[None]]:
     """At ``toolprune serve``'s start with ``TOOLPRUNE_LEARN``: give ``engine`` the
-    promoted states of the usage log at ``path`` and, with ``interval_s`` > 0, start the
-    schedule (the task to cancel at shutdown; None without a schedule)."""
+    promoted states of the usage log at ``path``; with ``shared``, start installing the
+    states of other replicas (at once, then every ``refresh_s`` > 0 seconds); with
+    ``interval_s`` > 0, start the schedule. The tasks to cancel at shutdown."""
     engine.learned = LearnedStates(engine.embedder.id)
     if path.is_file():
         installed = load_states(path, engine.learned)
         logger.info("learned_states_loaded", extra={"fields": {"states": installed}})
-    if interval_s <= 0:
-        return None
-    return asyncio.create_task(learn_periodically(
-        path, engine, policy.examples, k=policy.top_k, interval_s=interval_s,
-    ))
+    tasks = []
+    if shared is not None:
+        tasks.append(asyncio.create_task(refresh_periodically(shared, engine.learned, refresh_s)))
+    if interval_s > 0:
+        tasks.append(asyncio.create_task(learn_periodically(
+            path, engine, policy.examples, k=policy.top_k, interval_s=interval_s, shared=shared,
+        )))
+    return tasks

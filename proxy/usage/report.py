@@ -96,12 +96,33 @@ def format_report(report: Mapping[str, Any], *, limit: int | None = 40) -> str:
             "TOOLPRUNE_USAGE_STORE_TEXT=true)"
         )
     lines.append("")
-    lines.extend(format_learning(report.get("learning") or []))
+    lines.extend(format_learning(report.get("learning") or [], report.get("learning_shared")))
     return "\n".join(lines)
 
 
-def format_learning(catalogs: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The report's learned-selection lines (:func:`proxy.usage.learning.summarise`)."""
+def format_learning(
+    catalogs: Sequence[Mapping[str, Any]], shared: Mapping[str, Any] | None = None
+) -> list[str]:
+    """The report's learned-selection lines (:func:`proxy.usage.learning.summarise`), and
+    what Redis holds when ``shared`` (:func:`proxy.usage.learning_share.shared_report`)."""
+    lines = _format_promotions(catalogs)
+    if shared is None:
+        return lines
+    if "error" in shared:
+        return [*lines, f"  shared through Redis at {shared['endpoint']}: {shared['error']}"]
+    versions: Mapping[str, int] = shared["versions"]
+    promoted_here = {row["catalog"]: (row.get("in_use") or {}).get("version") for row in catalogs}
+    lines.append(f"  shared through Redis at {shared['endpoint']}: "
+                 + (", ".join(
+                     f"{catalog[:12]} v{version}"
+                     + ("" if promoted_here.get(catalog) == version else
+                        " (another replica's)")
+                     for catalog, version in sorted(versions.items()))
+                    or "nothing"))
+    return lines
+
+
+def _format_promotions(catalogs: Sequence[Mapping[str, Any]]) -> list[str]:
     if not catalogs:
         return ["nothing learned (learning needs TOOLPRUNE_LEARN=true, then `toolprune learn` "
                 "or TOOLPRUNE_LEARN_INTERVAL_S)"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 
@@ -35,3 +36,18 @@ class Lines(logging.Handler):
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return [fields for event, fields in self.lines if event == name]
+
+    def wait_until(
+        self, name: str, match: Callable[[dict[str, Any]], bool] = lambda fields: True,
+        timeout: float = 30,
+    ) -> dict[str, Any]:
+        """The first ``name`` line that ``match`` accepts, once written (by a background
+        task: a start-up step, a periodic refresh); TimeoutError if none comes."""
+
+        def found() -> list[dict[str, Any]]:
+            return [f for f in self.events(name) if match(f)]
+
+        with self._added:
+            if not self._added.wait_for(found, timeout):
+                raise TimeoutError(f"no matching {name} line")
+        return found()[0]
