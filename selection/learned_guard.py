@@ -9,8 +9,10 @@ learned from the other folds. Every pair of :data:`GAINS` × :data:`CENTERINGS` 
 (0, 0) is tried on the same folds; the best mean recall@k wins if it beats the state in
 use and does not cost the *untouched* requests — held-back requests none of whose tools
 the candidate's teaching folds ever called, the stand-ins for tools nobody used yet —
-more than :data:`UNTOUCHED_TOLERANCE` of their mean recall@k. Ties go to the smaller
-gain, then the smaller centering.
+any of their mean recall@k (:data:`UNTOUCHED_TOLERANCE`). Ties go to the smaller
+gain, then the smaller centering. A few lucky requests must not promote a state: the
+mean of the per-request differences (chosen − in use) must exceed its standard error
+(a one-sided paired t statistic above 1).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ GAINS: tuple[float, ...] = (0.0, 0.5, 1.0, 2.0)
 #: Shares of the traffic's mean query vector taken off a query vector before the dense
 #: ranking, that the guard chooses among (0: none).
 CENTERINGS: tuple[float, ...] = (0.0, 0.5)
-#: Most mean recall@k the untouched held-back requests may lose to a promotion.
-UNTOUCHED_TOLERANCE = 0.01
+#: Most mean recall@k the untouched held-back requests may lose to a promotion: none,
+#: since the replay sees fewer of them than a deployment will meet (on ToolBench's held
+#: half a state whose replay lost them 0.002 lost 0.014 on cases it never saw).
+UNTOUCHED_TOLERANCE = 0.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ def judge(
     untouched = np.asarray([request.untouched for request in held], dtype=bool)
     bound = LearnedIndex.bind(in_use, catalog) if in_use is not None else None
     before = recalls(held, best_scores, catalog, bound, k)
-    best: tuple[float, float, float, float] | None = None  # after, untouched_after, gain, centering
+    best: tuple[np.ndarray, float, float] | None = None  # per-request recalls, gain, centering
     for gain in GAINS:
         for centering in CENTERINGS:
             if gain == 0 and centering == 0:
@@ -117,16 +121,24 @@ def judge(
                 for fold in folds
             ])
             spared = _mean(after[untouched]) >= _mean(before[untouched]) - UNTOUCHED_TOLERANCE
-            if spared and (best is None or after.mean() > best[0]):
-                best = (float(after.mean()), _mean(after[untouched]), gain, centering)
+            if spared and (best is None or after.mean() > best[0].mean()):
+                best = (after, gain, centering)
     if best is None:  # every candidate cost the untouched requests
-        return Judgement(float(before.mean()), float(before.mean()), int(untouched.sum()),
-                         _mean(before[untouched]), _mean(before[untouched]), 0.0, 0.0, False)
-    after_mean, untouched_after, gain, centering = best
-    return Judgement(float(before.mean()), after_mean, int(untouched.sum()),
-                     _mean(before[untouched]), untouched_after, gain, centering,
-                     after_mean > float(before.mean()))
+        best = (before, 0.0, 0.0)
+    after, gain, centering = best
+    return Judgement(float(before.mean()), float(after.mean()), int(untouched.sum()),
+                     _mean(before[untouched]), _mean(after[untouched]), gain, centering,
+                     _significant(after - before))
 
 
 def _mean(values: np.ndarray) -> float:
     return float(values.mean()) if len(values) else 0.0
+
+
+def _significant(differences: np.ndarray) -> bool:
+    """Whether the mean of paired ``differences`` is above zero by more than its standard
+    error (one-sided t > 1)."""
+    if len(differences) < 2 or differences.mean() <= 0:
+        return False
+    spread = float(differences.std(ddof=1)) / np.sqrt(len(differences))
+    return float(differences.mean()) > spread

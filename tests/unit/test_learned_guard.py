@@ -77,3 +77,14 @@ def test_the_state_in_use_is_the_bar() -> None:
     folds = [Fold(state, [HeldBack(query, ("b",), untouched=False)])]
     verdict = judge(folds, state, CATALOG, best_scores, 1)
     assert verdict.before == 1.0 and not verdict.better
+
+
+def test_one_lucky_request_promotes_nothing() -> None:
+    # One held request gains (its "b" is boosted in); the others, about "c", do not move.
+    query = unit(1, 0.9, 0)
+    others = [HeldBack(unit(0, 0, 1), ("c",), untouched=False)] * 6
+    lucky = Fold(candidate(("b", query)), [HeldBack(query, ("b",), untouched=False), *others])
+    verdict = judge([lucky], None, CATALOG, best_scores, 1)
+    assert verdict.after > verdict.before and not verdict.better
+    twice = Fold(lucky.candidate, [HeldBack(query, ("b",), untouched=False)] * 2 + others)
+    assert judge([twice], None, CATALOG, best_scores, 1).better
