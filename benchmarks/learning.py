@@ -37,7 +37,7 @@ from typing import Any
 from benchmarks.support.embedder_cache import DiskCachedEmbedder
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
-from selection import learned
+from selection import learned, learned_guard
 from selection.evaluation.cases import load_cases
 
 
@@ -203,8 +203,11 @@ def main() -> int:
                         help="set whose cases are the control's traffic (another catalogue)")
     parser.add_argument("--floor", type=float, default=learned.FLOOR,
                         help="selection.learned.FLOOR for this run (a variant)")
-    parser.add_argument("--gain", type=float, default=learned.GAIN,
-                        help="selection.learned.GAIN for this run (a variant)")
+    parser.add_argument("--gains", default=",".join(f"{g:g}" for g in learned_guard.GAINS),
+                        help="selection.learned_guard.GAINS for this run (a variant)")
+    parser.add_argument("--centerings",
+                        default=",".join(f"{c:g}" for c in learned_guard.CENTERINGS),
+                        help="selection.learned_guard.CENTERINGS for this run (a variant)")
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")
@@ -227,7 +230,9 @@ def main() -> int:
             parser.error("--replot needs --plot")
         plot([r for path in args.replot for r in json.loads(path.read_text())], shares, args.plot)
         return 0
-    learned.FLOOR, learned.GAIN = args.floor, args.gain
+    learned.FLOOR = args.floor
+    learned_guard.GAINS = tuple(float(g) for g in args.gains.split(","))
+    learned_guard.CENTERINGS = tuple(float(c) for c in args.centerings.split(","))
     learned.FLOOR_PERCENTILE = args.floor_percentile
     EMBEDDER.cache = args.cache
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}

@@ -28,7 +28,8 @@ import numpy as np
 import redis
 
 from proxy.usage.learning_share import SharedStates
-from selection.learned import MAX_VECTORS, LearnedState, LearnedStates
+from selection.learned import MAX_VECTORS, LearnedState
+from selection.learned_states import LearnedStates
 from benchmarks.support.redis_server import redis_server
 
 DIMENSION = 384

@@ -23,7 +23,7 @@ from selection.index import (
     text_key,
     tool_texts,
 )
-from selection.learned import LearnedStates
+from selection.learned_states import LearnedStates
 from selection.name_match import NameIndex, one_intent
 from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
@@ -79,8 +79,8 @@ class SelectionEngine:
     queries embedded in one call of at most ``query_batch_texts`` texts, and the last
     ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute,
     None until learning is on): promoted learned states by catalogue
-    (:mod:`selection.learned`); their boost is added to the fused score of the catalogues
-    they were learned for.
+    (:mod:`selection.learned`): for the catalogues they were learned for, the query vectors
+    are centred by them before the dense ranking and their boost is added to the fused score.
     """
 
     def __init__(
@@ -252,7 +252,8 @@ class SelectionEngine:
         started = time.perf_counter()
         vectors = await self.embed_parts(parts)
         embedding_s = index_s + time.perf_counter() - started
-        dense = index.best_scores(vectors)
+        learned = self.learned.bound(catalog) if self.learned is not None and parts else None
+        dense = index.best_scores(learned.center(vectors) if learned is not None else vectors)
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
         query_vector = vectors[0] if len(vectors) else None
         if (self.lexical_weight == 0 and self.name_weight == 0) or not parts:
@@ -261,7 +262,6 @@ class SelectionEngine:
             lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
             names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
             fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
-        learned = self.learned.bound(catalog) if self.learned is not None and parts else None
         boost = learned.boost(vectors) if learned is not None else None
         if boost is not None:
             fused = fused + boost

@@ -12,12 +12,19 @@ query (``query_parts``' first part), so no user text is needed.
 A :class:`LearnedState` keeps, per tool, up to :data:`PER_TOOL` evidence vectors
 (float16, L2-normalised), near-duplicates (cosine ≥ :data:`DEDUPE_COSINE`) merged into
 one with the summed weight. Applied to a request (:meth:`LearnedIndex.boost`), each tool
-gains ``GAIN × weight × max(0, cos(part, evidence) − FLOOR)`` for its best evidence
+gains ``gain × weight × max(0, cos(part, evidence) − floor)`` for its best evidence
 vector against the best query part: requests like ones that led to a tool bring it, and a
 request like none of the traffic changes nothing (the floor). This is Tool2Vec's idea
 (tool vectors from the queries that used them; Moghaddam et al., 2024) kept as separate
 example vectors, as the policy file's example utterances are, rather than averaged into
-one centroid: the same tool serves unrelated tasks. Measured choices: docs/learning.md.
+one centroid: the same tool serves unrelated tasks.
+
+A state also keeps the mean of the traffic's query vectors: the direction every request of
+this agent shares (its boilerplate), which tells no tool from another. With ``centering``
+c > 0 a query vector q is ranked against the index as ``normalise(q − c × mean)``
+(:meth:`LearnedIndex.center`; the common-mean removal of "All-but-the-Top", Mu &
+Viswanath, ICLR 2018): it needs no calls and reaches tools nobody called yet. The guard
+(:mod:`selection.learned_guard`) picks ``gain`` and ``centering`` per catalogue.
 
 A state is bound to one catalogue fingerprint and one embedder; binding it to a catalogue
 (:meth:`LearnedIndex.bind`) drops evidence of tools the catalogue no longer has (renamed
@@ -28,7 +35,6 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,7 +63,8 @@ DEDUPE_COSINE = 0.95
 FLOOR = 0.3
 FLOOR_PERCENTILE: float | None = 90.0
 FLOOR_SAMPLE = 512
-#: Boost per unit of (cosine − FLOOR) × weight, added to the fused score.
+#: Boost per unit of (cosine − floor) × weight, added to the fused score, of a state
+#: learned without the guard's choice (:data:`selection.learned_guard.GAINS`).
 GAIN = 1.0
 #: A weight counts at most this much (many repeats of one request do not dominate).
 MAX_WEIGHT = 2.0
@@ -104,6 +111,12 @@ class LearnedState:
     measured: Mapping[str, float] = field(default_factory=dict)
     #: The cosine below which evidence gives no boost (see :data:`FLOOR`).
     floor: float = FLOOR
+    #: Boost per unit of (cosine − floor) × weight.
+    gain: float = GAIN
+    #: Share of ``center`` taken off a query vector before the dense ranking.
+    centering: float = 0.0
+    #: The mean of the traffic's L2-normalised query vectors, float16 (d,); None: none.
+    center: np.ndarray | None = None
 
     @property
     def learned_tools(self) -> list[str]:
@@ -122,10 +135,13 @@ def learn(
     version: int,
     created: float,
     measured: Mapping[str, float] | None = None,
+    gain: float = GAIN,
+    centering: float = 0.0,
 ) -> LearnedState:
     """A state from ``evidence`` (pairs of tools outside ``STATUS_WEIGHTS`` ignored):
     per tool, near-duplicate vectors merged, the :data:`PER_TOOL` heaviest kept, and at
-    most :data:`MAX_VECTORS` in all (the heaviest, then the most recent)."""
+    most :data:`MAX_VECTORS` in all (the heaviest, then the most recent); with ``gain``
+    0, no vectors (no boost). ``center``: the mean of every evidence request's vector."""
     by_tool: dict[str, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
     requests: dict[str, np.ndarray] = {}
@@ -159,6 +175,9 @@ def learn(
     rows = [entry[1] for entry in kept_all]
     weights = [entry[2] for entry in kept_all]
     dimension = rows[0].shape[0] if rows else 0
+    if gain <= 0:
+        tools, rows, weights = [], [], []
+    center = np.vstack(list(requests.values())).mean(axis=0) if requests else None
     return LearnedState(
         catalog=catalog,
         embedder=embedder,
@@ -170,6 +189,9 @@ def learn(
         evidence=dict(counts),
         measured=dict(measured or {}),
         floor=_floor(list(requests.values())[:FLOOR_SAMPLE]),
+        gain=gain,
+        centering=centering,
+        center=None if center is None else center.astype(np.float16),
     )
 
 
@@ -197,25 +219,32 @@ def encode_state(state: LearnedState) -> bytes:
         "evidence": dict(state.evidence),
         "measured": dict(state.measured),
         "floor": state.floor,
+        "gain": state.gain,
+        "centering": state.centering,
     }
+    arrays = {} if state.center is None else {"center": state.center.astype(np.float16)}
     buffer = io.BytesIO()
     np.savez(
         buffer,
         header=np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
         vectors=state.vectors.astype(np.float16),
         weights=state.weights.astype(np.float32),
+        **arrays,
     )
     return buffer.getvalue()
 
 
 def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None = None) -> LearnedState:
     """Read :func:`encode_state`'s bytes. Raises LearnedStateError when they are corrupt,
-    of another format, or learned for another ``catalog`` / ``embedder`` (when given)."""
+    of another format, or learned for another ``catalog`` / ``embedder`` (when given).
+    A state written before ``gain``/``centering`` existed reads as gain 1, no centering."""
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
             header = json.loads(bytes(archive["header"]).decode("utf-8"))
             vectors = np.asarray(archive["vectors"], dtype=np.float16)
             weights = np.asarray(archive["weights"], dtype=np.float32)
+            center = (np.asarray(archive["center"], dtype=np.float16)
+                      if "center" in archive.files else None)
         if not isinstance(header, dict) or header.get("format") != FORMAT:
             raise LearnedStateError("not a toolprune learned state")
         tools = tuple(str(name) for name in header["tools"])
@@ -230,6 +259,9 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
             evidence={str(k): int(v) for k, v in dict(header.get("evidence", {})).items()},
             measured={str(k): float(v) for k, v in dict(header.get("measured", {})).items()},
             floor=float(header.get("floor", FLOOR)),
+            gain=float(header.get("gain", GAIN)),
+            centering=float(header.get("centering", 0.0)) if center is not None else 0.0,
+            center=center,
         )
     except LearnedStateError:
         raise
@@ -237,6 +269,8 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
         raise LearnedStateError(f"unreadable learned state: {type(exc).__name__}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(tools) or weights.shape != (len(tools),):
         raise LearnedStateError("learned state arrays do not match its tools")
+    if center is not None and (center.ndim != 1 or not np.isfinite(center).all()):
+        raise LearnedStateError("learned state's mean query vector is malformed")
     if catalog is not None and state.catalog != catalog:
         raise LearnedStateError("learned state of another catalogue")
     if embedder is not None and state.embedder != embedder:
@@ -247,7 +281,8 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
 @dataclass(frozen=True)
 class LearnedIndex:
     """A state bound to a catalogue: ``positions[i]`` is the catalogue position of the
-    tool owning ``vectors[i]`` (float32). ``dropped``: learned tools the catalogue lacks."""
+    tool owning ``vectors[i]`` (float32). ``dropped``: learned tools the catalogue lacks.
+    ``shift``: float32 (d,), ``centering × center`` (None: queries are ranked as they are)."""
 
     state: LearnedState
     positions: np.ndarray
@@ -255,12 +290,16 @@ class LearnedIndex:
     weights: np.ndarray
     n_tools: int
     dropped: tuple[str, ...]
+    shift: np.ndarray | None = None
 
     @classmethod
     def bind(cls, state: LearnedState, catalog: Catalog) -> LearnedIndex:
         keep = [i for i, name in enumerate(state.tools) if catalog.index_of(name) is not None]
         dropped = tuple(sorted({name for name in state.tools if catalog.index_of(name) is None}))
         positions = np.asarray([catalog.index_of(state.tools[i]) for i in keep], dtype=np.int64)
+        shift = None
+        if state.center is not None and state.centering > 0:
+            shift = np.float32(state.centering) * state.center.astype(np.float32)
         return cls(
             state,
             positions,
@@ -268,7 +307,19 @@ class LearnedIndex:
             state.weights[keep].astype(np.float32),
             len(catalog),
             dropped,
+            shift,
         )
+
+    def center(self, queries: np.ndarray) -> np.ndarray:
+        """The query vectors to rank against the catalogue's index: ``queries`` (float32
+        (p, d), rows L2-normalised) less the state's share of the traffic's mean, rows
+        L2-normalised again; ``queries`` themselves without centering (or of another
+        dimension)."""
+        if self.shift is None or queries.ndim != 2 or queries.shape[1] != self.shift.shape[0]:
+            return queries
+        shifted = np.asarray(queries, dtype=np.float32) - self.shift
+        norms = np.linalg.norm(shifted, axis=1, keepdims=True)
+        return shifted / np.maximum(norms, 1e-12)
 
     def boost(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool boost, float32 ``(n_tools,)`` (0 for tools without evidence), for a
@@ -280,7 +331,7 @@ class LearnedIndex:
             return out
         best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
         floor = np.float32(self.state.floor)
-        gains = np.float32(GAIN) * self.weights * np.maximum(best - floor, 0)
+        gains = np.float32(self.state.gain) * self.weights * np.maximum(best - floor, 0)
         np.maximum.at(out, self.positions, gains)
         return out
 
@@ -300,89 +351,3 @@ def learned_names(
         if position is not None and boost[position] > 0 and plain[position] < cutoff:
             names.add(name)
     return names
-
-
-class LearnedStates:
-    """The promoted states in memory, by catalogue fingerprint, and their bindings
-    (built once per state). Safe to replace from another thread."""
-
-    def __init__(self, embedder: str) -> None:
-        self.embedder = embedder
-        self._states: dict[str, LearnedState] = {}
-        self._bound: dict[str, LearnedIndex] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._states)
-
-    def states(self) -> list[LearnedState]:
-        return list(self._states.values())
-
-    def get(self, catalog: str) -> LearnedState | None:
-        return self._states.get(catalog)
-
-    def install(self, state: LearnedState) -> None:
-        """Use ``state`` for its catalogue from now on. Raises LearnedStateError for a
-        state of another embedder."""
-        if state.embedder != self.embedder:
-            raise LearnedStateError("learned state of another embedder")
-        with self._lock:
-            self._states[state.catalog] = state
-            self._bound.pop(state.catalog, None)
-
-    def install_if_newer(self, state: LearnedState) -> bool:
-        """:meth:`install` ``state`` unless the state in use for its catalogue has the same
-        or a higher version; whether it was installed. Raises LearnedStateError for a
-        state of another embedder."""
-        if state.embedder != self.embedder:
-            raise LearnedStateError("learned state of another embedder")
-        with self._lock:
-            held = self._states.get(state.catalog)
-            if held is not None and held.version >= state.version:
-                return False
-            self._states[state.catalog] = state
-            self._bound.pop(state.catalog, None)
-        return True
-
-    def remove(self, catalog: str) -> None:
-        with self._lock:
-            self._states.pop(catalog, None)
-            self._bound.pop(catalog, None)
-
-    def bound(self, catalog: Catalog) -> LearnedIndex | None:
-        """The state of ``catalog``'s fingerprint bound to it, or None."""
-        state = self._states.get(catalog.fingerprint)
-        if state is None:
-            return None
-        bound = self._bound.get(catalog.fingerprint)
-        if bound is None or bound.state is not state:
-            bound = LearnedIndex.bind(state, catalog)
-            with self._lock:
-                self._bound[catalog.fingerprint] = bound
-        return bound
-
-
-def held_back_recall(
-    requests: Sequence[tuple[np.ndarray, Sequence[str]]],
-    dense: Sequence[np.ndarray],
-    catalog: Catalog,
-    learned: LearnedIndex | None,
-    k: int,
-) -> float:
-    """Mean recall@k over held-back ``requests`` (query vector, tools its calls used),
-    ranked by ``dense`` (each request's per-tool cosines from the catalogue's index) plus
-    ``learned``'s boost: the dense part of the proxy's scores, replayed without text."""
-    if not requests:
-        return 0.0
-    total = 0.0
-    for (vector, tools), cosines in zip(requests, dense, strict=True):
-        scores = cosines
-        if learned is not None:
-            query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-            query = query / max(float(np.linalg.norm(query)), 1e-12)
-            scores = cosines + learned.boost(query)
-        top = set(np.argsort(-scores, kind="stable")[:k].tolist())
-        wanted = [catalog.index_of(name) for name in dict.fromkeys(tools)]
-        wanted = [position for position in wanted if position is not None]
-        total += sum(position in top for position in wanted) / len(wanted) if wanted else 1.0
-    return total / len(requests)

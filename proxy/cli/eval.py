@@ -36,7 +36,7 @@ from selection.evaluation import (
     parse_ks,
     strip_miss_lists,
 )
-from selection.learned import LearnedStates
+from selection.learned_states import LearnedStates
 
 if TYPE_CHECKING:
     import httpx

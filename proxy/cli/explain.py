@@ -28,7 +28,7 @@ from proxy.components import build_engine
 from proxy.metrics import Metrics
 from proxy.usage.learning_schedule import load_states
 from selection.errors import PolicyError, SelectionError
-from selection.learned import LearnedStates
+from selection.learned_states import LearnedStates
 from selection.state import MemoryStateStore
 
 #: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).

@@ -23,14 +23,15 @@ from proxy.usage.learning import LearnOutcome, learn_from_log
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.learning_share import SharedStates
 from selection.errors import EmbedderError, PolicyError, SelectionError
-from selection.learned import LearnedStates
+from selection.learned_states import LearnedStates
 
 DESCRIPTION = """\
 Learn tool selection from the agent's own traffic, once: read the query vectors and tool
 calls the usage log holds (kept when TOOLPRUNE_LEARN is on), learn per catalogue which
 requests lead to which tools, and promote the result only when it ranks held-back
-requests of the log better than the state in use. Prints the before/after recall@k per
-catalogue. A running proxy picks promoted states up at its next start or scheduled pass
+requests of the log better than the state in use without costing the held-back requests
+whose tools were never called. Prints the before/after recall@k per catalogue. A running
+proxy picks promoted states up at its next start or scheduled pass
 (TOOLPRUNE_LEARN_INTERVAL_S). With TOOLPRUNE_LEARN and a Redis state store
 (TOOLPRUNE_STATE_URL), the states other replicas published there are the states in use,
 and promotions are published there (replicas install them every
@@ -54,12 +55,16 @@ def format_outcomes(outcomes: Sequence[LearnOutcome]) -> str:
     if not outcomes:
         return "nothing to learn: the usage log holds no query vectors with tool calls"
     lines = [f"{'catalogue':<14} {'tools':>6} {'requests':>9} {'pairs':>6} "
-             f"{'recall@k before → after':>24}  outcome"]
+             f"{'recall@k before → after':>24} {'untouched before → after':>26}  outcome"]
     for o in outcomes:
-        change = f"{o.before:.3f} → {o.after:.3f} (k={o.k})" if o.reason != "too_little_traffic" else "–"
-        verdict = f"promoted v{o.version}: {o.learned_tools} tools, {o.size_bytes} B" if o.promoted else o.reason
+        judged = o.reason != "too_little_traffic"
+        change = f"{o.before:.3f} → {o.after:.3f} (k={o.k})" if judged else "–"
+        spared = (f"{o.untouched_before:.3f} → {o.untouched_after:.3f} ({o.untouched})"
+                  if judged and o.untouched else "–")
+        verdict = (f"promoted v{o.version}: {o.learned_tools} tools, {o.size_bytes} B, "
+                   f"gain {o.gain:g}, centering {o.centering:g}" if o.promoted else o.reason)
         lines.append(f"{o.catalog[:12]:<14} {o.tools:>6} {o.requests:>9} {o.pairs:>6} "
-                     f"{change:>24}  {verdict}")
+                     f"{change:>24} {spared:>26}  {verdict}")
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ from proxy.usage.learning import learn_from_log, read_states
 from proxy.usage.learning_share import SharedStates
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
-from selection.learned import LearnedStates
+from selection.learned_states import LearnedStates
 from selection.policy import Policy
 
 logger = get_logger("learning")

@@ -39,7 +39,8 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisError, ResponseError
 
 from proxy.log import get_logger
-from selection.learned import LearnedState, LearnedStates, LearnedStateError, decode_state, encode_state
+from selection.learned import LearnedState, LearnedStateError, decode_state, encode_state
+from selection.learned_states import LearnedStates
 from selection.redis_state import get_string, redis_client
 
 #: Format of the keys and values; part of every key.

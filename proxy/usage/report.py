@@ -135,7 +135,8 @@ def _format_promotions(catalogs: Sequence[Mapping[str, Any]]) -> list[str]:
         if in_use:
             head += (f"v{in_use['version']} in use, {in_use['learned_tools']} tools learned from "
                      f"{in_use['pairs']} calls of {in_use['requests']} requests, "
-                     f"{in_use['before']:.3f} → {in_use['after']:.3f} at k={in_use['k']}")
+                     f"{in_use['before']:.3f} → {in_use['after']:.3f} at k={in_use['k']}, "
+                     f"gain {in_use.get('gain', 1.0):g}, centering {in_use.get('centering', 0.0):g}")
         else:
             head += "no state in use"
         lines.append(head)

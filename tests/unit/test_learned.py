@@ -1,7 +1,11 @@
 """selection.learned: learning a state from evidence, its serialised form, binding it to a
-catalogue, the boost it gives, the ``learned`` reason and the held-back replay."""
+catalogue, the boost and the centring it gives, and the ``learned`` reason."""
 
 from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,13 +18,12 @@ from selection.learned import (
     Evidence,
     LearnedIndex,
     LearnedStateError,
-    LearnedStates,
     decode_state,
     encode_state,
-    held_back_recall,
     learn,
     learned_names,
 )
+from selection.learned_states import LearnedStates
 from selection.policy import Policy
 from selection.selector import select
 from selection.state import ConversationState
@@ -135,12 +138,45 @@ def test_a_tool_admitted_only_thanks_to_its_boost_has_reason_learned() -> None:
     assert reasons.get("c") == "learned"
 
 
-def test_held_back_recall_counts_the_boost() -> None:
-    catalog = catalog_of("a", "b")
-    state = learn([pair("b", unit(1, 0))], catalog="fp", embedder="e", version=1, created=0.0)
-    bound = LearnedIndex.bind(state, catalog)
-    requests = [(unit(1, 0), ["b"])]
-    dense = [np.asarray([0.6, 0.5], dtype=np.float32)]
-    assert held_back_recall(requests, dense, catalog, None, 1) == 0.0
-    assert held_back_recall(requests, dense, catalog, bound, 1) == 1.0
+def test_centering_takes_the_traffic_mean_off_the_query() -> None:
+    traffic = [pair("t", unit(1, 1, 0), request="r1"), pair("t", unit(1, -1, 0), request="r2")]
+    state = learn(traffic, catalog="fp", embedder="e", version=1, created=0.0, centering=1.0)
+    assert np.allclose(state.center.astype(np.float32), [np.sqrt(0.5), 0, 0], atol=1e-3)
+    bound = LearnedIndex.bind(state, catalog_of("t"))
+    centred = bound.center(np.vstack([unit(1, 1, 0)]))
+    assert np.allclose(centred, [[0, 1, 0]], atol=1e-3)  # the shared direction is gone
+    plain = LearnedIndex.bind(replace(state, centering=0.0), catalog_of("t"))
+    query = np.vstack([unit(1, 1, 0)])
+    assert plain.center(query) is query
 
+
+def test_gain_scales_the_boost_and_zero_learns_no_vectors() -> None:
+    evidence = [pair("b", unit(1, 0))]
+    query = np.vstack([unit(1, 0)])
+    boosts = [
+        LearnedIndex.bind(learn(evidence, catalog="fp", embedder="e", version=1, created=0.0,
+                                gain=gain), catalog_of("a", "b")).boost(query)[1]
+        for gain in (0.0, 1.0, 2.0)
+    ]
+    assert boosts[0] == 0.0 and boosts[2] == pytest.approx(2 * boosts[1]) and boosts[1] > 0
+    assert learn(evidence, catalog="fp", embedder="e", version=1, created=0.0, gain=0.0).tools == ()
+
+
+def test_gain_and_centering_survive_the_serialised_form() -> None:
+    state = learn([pair("t", unit(1, 2, 3))], catalog="fp", embedder="e", version=1,
+                  created=0.0, gain=0.5, centering=0.5)
+    again = decode_state(encode_state(state))
+    assert (again.gain, again.centering) == (0.5, 0.5)
+    assert np.array_equal(again.center, state.center)
+
+
+def test_a_state_written_before_centering_reads_as_boost_only() -> None:
+    state = learn([pair("t", unit(1, 2, 3))], catalog="fp", embedder="e", version=1, created=0.0)
+    buffer = io.BytesIO()
+    header = json.loads(bytes(np.load(io.BytesIO(encode_state(state)))["header"]).decode())
+    for key in ("gain", "centering"):
+        del header[key]
+    np.savez(buffer, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
+             vectors=state.vectors, weights=state.weights)
+    old = decode_state(buffer.getvalue())
+    assert (old.gain, old.centering, old.center) == (GAIN, 0.0, None)

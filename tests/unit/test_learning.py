@@ -30,7 +30,8 @@ from proxy.usage.schema import open_database
 from proxy.usage.writer import UsageLog
 from selection.catalog import parse_tools
 from selection.history import read_tool_choice
-from selection.learned import LearnedStates, decode_state
+from selection.learned import decode_state
+from selection.learned_states import LearnedStates
 from selection.selector import Selection, SelectedTool
 from selection.state import ConversationState
 from tests.unit.test_engine import FakeEmbedder, bag, engine_for

@@ -15,7 +15,8 @@ import pytest
 import redis
 
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates, embedder_tag
-from selection.learned import LearnedState, LearnedStates, LearnedStateError, decode_state, learn
+from selection.learned import LearnedState, LearnedStateError, decode_state, learn
+from selection.learned_states import LearnedStates
 from tests.support.logs import Lines
 from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 
