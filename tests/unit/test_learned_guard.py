@@ -86,5 +86,8 @@ def test_one_lucky_request_promotes_nothing() -> None:
     lucky = Fold(candidate(("b", query)), [HeldBack(query, ("b",), untouched=False), *others])
     verdict = judge([lucky], None, CATALOG, best_scores, 1)
     assert verdict.after > verdict.before and not verdict.better
+    # Two gains in eight requests are within two standard errors of chance; four in ten are not.
     twice = Fold(lucky.candidate, [HeldBack(query, ("b",), untouched=False)] * 2 + others)
-    assert judge([twice], None, CATALOG, best_scores, 1).better
+    assert not judge([twice], None, CATALOG, best_scores, 1).better
+    four = Fold(lucky.candidate, [HeldBack(query, ("b",), untouched=False)] * 4 + others)
+    assert judge([four], None, CATALOG, best_scores, 1).better
