@@ -75,24 +75,36 @@ class Judgement:
     better: bool
 
 
-def recalls(
+def dense_scores(
     held: Sequence[HeldBack],
     best_scores: Callable[[np.ndarray], np.ndarray],
+    learned: LearnedIndex | None,
+) -> list[np.ndarray]:
+    """Per held-back request, float32 ``(n_tools,)``: ``best_scores`` (the catalogue
+    index's per-tool best cosine for float32 (1, d) queries,
+    :meth:`selection.index.ToolIndex.best_scores`) of its query vector, centred by
+    ``learned`` (as it is without): the dense part of the replayed ranking, which depends
+    on a state's centring but not on its gain."""
+    return [
+        best_scores(learned.center(query) if learned is not None else query)
+        for query in (request.vector.reshape(1, -1) for request in held)
+    ]
+
+
+def recalls(
+    held: Sequence[HeldBack],
+    dense: Sequence[np.ndarray],
     catalog: Catalog,
     learned: LearnedIndex | None,
     k: int,
 ) -> np.ndarray:
-    """Recall@k of each held-back request, float64 ``(len(held),)``: ranked by
-    ``best_scores`` (the catalogue index's per-tool best cosine for float32 (1, d)
-    queries, :meth:`selection.index.ToolIndex.best_scores`) of the query vector, centred
-    by ``learned``, plus ``learned``'s boost (none: the unlearned dense ranking)."""
+    """Recall@k of each held-back request, float64 ``(len(held),)``: ranked by its
+    ``dense`` scores (:func:`dense_scores` with the same ``learned``) plus ``learned``'s
+    boost (none: the unlearned dense ranking)."""
     out = np.ones(len(held), dtype=np.float64)
-    for i, request in enumerate(held):
-        query = request.vector.reshape(1, -1)
-        if learned is None:
-            scores = best_scores(query)
-        else:
-            scores = best_scores(learned.center(query)) + learned.boost(query)
+    for i, (request, scores) in enumerate(zip(held, dense, strict=True)):
+        if learned is not None:
+            scores = scores + learned.boost(request.vector.reshape(1, -1))
         top = set(np.argsort(-scores, kind="stable")[:k].tolist())
         wanted = {catalog.index_of(name) for name in request.tools} - {None}
         if wanted:
@@ -111,18 +123,23 @@ def judge(
     held = [request for fold in folds for request in fold.held]
     untouched = np.asarray([request.untouched for request in held], dtype=bool)
     bound = LearnedIndex.bind(in_use, catalog) if in_use is not None else None
-    before = recalls(held, best_scores, catalog, bound, k)
+    before = recalls(held, dense_scores(held, best_scores, bound), catalog, bound, k)
+    dense: dict[tuple[int, float], list[np.ndarray]] = {}  # (fold, centering) → its rows
     best: tuple[np.ndarray, float, float] | None = None  # per-request recalls, gain, centering
     for gain in GAINS:
         for centering in CENTERINGS:
             if gain == 0 and centering == 0:
                 continue
-            after = np.concatenate([
-                recalls(fold.held, best_scores, catalog, LearnedIndex.bind(
+            parts = []
+            for position, fold in enumerate(folds):
+                learned = LearnedIndex.bind(
                     dataclasses.replace(fold.candidate, gain=gain, centering=centering), catalog
-                ), k)
-                for fold in folds
-            ])
+                )
+                if (position, centering) not in dense:
+                    dense[(position, centering)] = dense_scores(fold.held, best_scores, learned)
+                rows = dense[(position, centering)]
+                parts.append(recalls(fold.held, rows, catalog, learned, k))
+            after = np.concatenate(parts)
             spared = _mean(after[untouched]) >= _mean(before[untouched]) - UNTOUCHED_TOLERANCE
             if spared and (best is None or after.mean() > best[0].mean()):
                 best = (after, gain, centering)

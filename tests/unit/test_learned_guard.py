@@ -10,7 +10,7 @@ import numpy as np
 
 from selection.catalog import parse_tools
 from selection.learned import Evidence, LearnedIndex, learn
-from selection.learned_guard import Fold, HeldBack, judge, recalls
+from selection.learned_guard import Fold, HeldBack, dense_scores, judge, recalls
 
 NAMES = ("a", "b", "c")
 CATALOG = parse_tools(
@@ -39,13 +39,13 @@ def candidate(*evidence: tuple[str, np.ndarray]):
 def test_recalls_count_the_boost_and_the_centring() -> None:
     query = unit(1, 0.9, 0)  # ranks "a" first, "b" second
     held = [HeldBack(query, ("b",), untouched=False)]
-    assert recalls(held, best_scores, CATALOG, None, 1).tolist() == [0.0]
+    assert recalls(held, dense_scores(held, best_scores, None), CATALOG, None, 1).tolist() == [0.0]
     boosted = LearnedIndex.bind(candidate(("b", query)), CATALOG)
-    assert recalls(held, best_scores, CATALOG, boosted, 1).tolist() == [1.0]
+    assert recalls(held, dense_scores(held, best_scores, boosted), CATALOG, boosted, 1).tolist() == [1.0]
     # Traffic that all leans towards "a": taking its mean off brings "b" up, no boost needed.
     leaning = candidate(("c", unit(1, 0, 0.2)), ("c", unit(1, 0, -0.2)))
     centred = LearnedIndex.bind(replace(leaning, gain=0.0, centering=0.5), CATALOG)
-    assert recalls(held, best_scores, CATALOG, centred, 1).tolist() == [1.0]
+    assert recalls(held, dense_scores(held, best_scores, centred), CATALOG, centred, 1).tolist() == [1.0]
 
 
 def test_the_best_choice_wins_and_ties_go_to_the_smaller_gain() -> None:
