@@ -83,6 +83,44 @@ async def get_string(client: Redis, key: str) -> bytes | None:
     return value
 
 
+#: What a Redis command that did not answer raises (redis-py's errors, sockets, deadlines).
+REDIS_FAILURES = (RedisError, OSError, TimeoutError)
+
+
+class RedisCalls:
+    """Runs the commands of one Redis client, each within ``timeout_s`` seconds, and logs
+    on ``log`` once per change that ``endpoint`` stopped answering (warning ``events[0]``,
+    with the operation and the error's type) or answers again (info ``events[1]``)."""
+
+    def __init__(
+        self, endpoint: str, timeout_s: float, log: logging.Logger, events: tuple[str, str]
+    ) -> None:
+        self.endpoint = endpoint
+        self.timeout_s = timeout_s
+        self._log = log
+        self._events = events
+        self._available = True
+
+    async def run(self, operation: str, command: Callable[[], Awaitable[T]]) -> T:
+        """``command()``'s result. Raises what it raised (:data:`REDIS_FAILURES`), or
+        TimeoutError past ``timeout_s``."""
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                result = await command()
+        except REDIS_FAILURES as error:
+            if self._available:
+                self._available = False
+                self._log.warning(self._events[0], extra={"fields": {
+                    "store": "redis", "endpoint": self.endpoint, "operation": operation,
+                    "error": type(error).__name__}})
+            raise
+        if not self._available:
+            self._available = True
+            self._log.info(self._events[1], extra={"fields": {
+                "store": "redis", "endpoint": self.endpoint}})
+        return result
+
+
 class RedisStateStore:
     """:class:`~selection.state.StateStore` in Redis; see the module docstring.
 
@@ -106,13 +144,14 @@ class RedisStateStore:
             raise ValueError("ttl_s and timeout_s must be positive")
         self._prefix = f"{key_prefix}state:{FORMAT_VERSION}:"
         self._ttl_ms = max(1, round(ttl_s * 1000))
-        self._timeout_s = timeout_s
         self._client, endpoint = redis_client(
             url, timeout_s=timeout_s, max_connections=max_connections
         )
         #: Where Redis is, for logs (never the password).
         self.endpoint = endpoint
-        self._available = True
+        self._calls = RedisCalls(
+            endpoint, timeout_s, logger, ("state_store_unavailable", "state_store_recovered")
+        )
 
     @property
     def ttl_ms(self) -> int:
@@ -158,28 +197,7 @@ class RedisStateStore:
 
     async def _call(self, operation: str, command: Callable[[], Awaitable[T]]) -> T:
         try:
-            async with asyncio.timeout(self._timeout_s):
-                result = await command()
-        except (RedisError, OSError, TimeoutError) as error:
+            return await self._calls.run(operation, command)
+        except REDIS_FAILURES as error:
             detail = f"redis {operation} failed: {type(error).__name__}: {error}"
-            if self._available:
-                self._available = False
-                logger.warning(
-                    "state_store_unavailable",
-                    extra={
-                        "fields": {
-                            "store": "redis",
-                            "endpoint": self.endpoint,
-                            "operation": operation,
-                            "error": type(error).__name__,
-                        }
-                    },
-                )
             raise StateStoreError(detail[:500]) from error
-        if not self._available:
-            self._available = True
-            logger.info(
-                "state_store_recovered",
-                extra={"fields": {"store": "redis", "endpoint": self.endpoint}},
-            )
-        return result

@@ -31,17 +31,16 @@ version (it is not fetched again until its version changes).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import ResponseError
 
 from proxy.log import get_logger
 from selection.learned import LearnedState, LearnedStateError, decode_state, encode_state
 from selection.learned_states import LearnedStates
-from selection.redis_state import get_string, redis_client
+from selection.redis_state import REDIS_FAILURES, RedisCalls, get_string, redis_client
 
 #: Format of the keys and values; part of every key.
 FORMAT_VERSION = "v1"
@@ -94,14 +93,15 @@ class SharedStates:
         timeout_s: float = TRANSFER_TIMEOUT_S,
     ) -> None:
         self.embedder = embedder
-        self._timeout_s = max(timeout_s, TRANSFER_TIMEOUT_S)
+        timeout_s = max(timeout_s, TRANSFER_TIMEOUT_S)
         self._client, self.endpoint = redis_client(
-            url, timeout_s=self._timeout_s, max_connections=MAX_CONNECTIONS
+            url, timeout_s=timeout_s, max_connections=MAX_CONNECTIONS
         )
         #: The hash of catalogue fingerprint → version; each state's key extends it.
         self.index_key = f"{key_prefix}learned:{FORMAT_VERSION}:{embedder_tag(embedder)}"
         self._publish = self._client.register_script(PUBLISH_SCRIPT)
-        self._available = True
+        self._calls = RedisCalls(self.endpoint, timeout_s, logger,
+                                 ("learned_states_unavailable", "learned_states_recovered"))
         self._fetched: dict[str, int] = {}  # catalogue → the index's version last fetched
         self._index_unreadable = False
 
@@ -206,21 +206,9 @@ class SharedStates:
 
     async def _call(self, operation: str, command: Callable[[], Awaitable[T]]) -> T:
         try:
-            async with asyncio.timeout(self._timeout_s):
-                result = await command()
-        except (RedisError, OSError, TimeoutError) as error:
-            if self._available:
-                self._available = False
-                logger.warning("learned_states_unavailable", extra={"fields": {
-                    "store": "redis", "endpoint": self.endpoint, "operation": operation,
-                    "error": type(error).__name__}})
+            return await self._calls.run(operation, command)
+        except REDIS_FAILURES as error:
             raise _Unavailable from error
-        if not self._available:
-            self._available = True
-            logger.info("learned_states_recovered", extra={"fields": {
-                "store": "redis", "endpoint": self.endpoint}})
-        return result
-
 
 
 async def shared_report(

@@ -43,7 +43,7 @@ def test_keys_are_per_embedder_under_the_prefix_and_never_hold_its_id() -> None:
     assert len(tag) == 16 and tag != embedder_tag("onnx:m")
     assert shared.index_key == f"fleet-a:learned:v1:{tag}"
     assert shared.key(CATALOG) == f"fleet-a:learned:v1:{tag}:{CATALOG}"
-    assert shared._timeout_s == TRANSFER_TIMEOUT_S  # a state is large: never below it
+    assert shared._calls.timeout_s == TRANSFER_TIMEOUT_S  # a state is large: never below it
     assert shared.endpoint == "127.0.0.1:6390"
 
 
