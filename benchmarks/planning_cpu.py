@@ -2,8 +2,8 @@
 
 What the proxy's own code costs per acting request before it forwards, as the catalogue
 grows: split the body (catalogue from the cache), key the conversation, score against the
-warm index, select, build the meta-tool, save the state (``ChatHandler`` decoding and
-``Planner.plan``, in process). The embedder is a deterministic stand-in (a seeded random
+warm index, select, build the meta-tool, save the state (the Chat Completions adapter's decoding
+and reading, ``Planner.plan``, in process). The embedder is a deterministic stand-in (a seeded random
 unit vector per text, 64 dimensions, ~0.1 ms a text), so the figures are the proxy's work
 alone: add the real query embedding (~11 ms on one core, ``selection_latency.py``) for
 the whole.
@@ -36,7 +36,8 @@ from tabulate import tabulate
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.chat.planner import Planner
+from proxy.apis.chat.adapter import read_chat
+from proxy.turn.planner import Planner
 from proxy.components import limit_blas_threads
 from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
@@ -97,7 +98,7 @@ async def measure(size: int, core: list[str], requests: int, profile: int = 0) -
     planner = Planner(
         settings=settings, policy=load_policy(settings), engine=engine,
         store=MemoryStateStore(3600.0, requests + 10), metrics=Metrics(),
-        on_late_error=lambda error: None, catalogs=cache,
+        on_late_error=lambda error: None,
     )
     tools = catalogue(size)
     bodies = [
@@ -106,7 +107,9 @@ async def measure(size: int, core: list[str], requests: int, profile: int = 0) -
         for query in QUERIES
     ]
     started = time.perf_counter()
-    await planner.plan(cache.decode_body(bodies[0]), [(b"x-conversation-id", b"warm")])
+    policy = planner.policy
+    warm = await read_chat(cache.decode_body(bodies[0]), cache, policy)
+    await planner.plan(warm, [(b"x-conversation-id", b"warm")])
     cold_s = time.perf_counter() - started
     seconds = []
     forwarded = 0
@@ -116,7 +119,7 @@ async def measure(size: int, core: list[str], requests: int, profile: int = 0) -
     for n in range(requests):
         raw = bodies[n % len(bodies)]
         started = time.perf_counter()
-        body = cache.decode_body(raw)
+        body = await read_chat(cache.decode_body(raw), cache, policy)
         turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
         seconds.append(time.perf_counter() - started)
         forwarded = len(turn.selection.tools)

@@ -16,7 +16,7 @@ then measures, on prefixes of the GitHub MCP server catalogue (117 tools):
 * Part 0 -- the model's own tokenizer (``POST /apply-template`` then ``POST /tokenize``):
   prompt tokens with 0, 1, 2, ... 117 tools (tokens per tool, slope), and for each
   catalogue size the full prompt vs what the proxy forwards (planned offline with the
-  proxy's own :class:`proxy.chat.planner.Planner`), with and without the ``load_tools`` menu.
+  proxy's own :class:`proxy.turn.planner.Planner`), with and without the ``load_tools`` menu.
 * Part 1 -- first turn, cold (``"cache_prompt": false``), streaming with
   ``stream_options.include_usage``: ``usage.prompt_tokens``, ``timings.prompt_n``,
   llama-server's prefill time, TTFT (first streamed content token) and total time,

@@ -186,9 +186,11 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
     """Plan each body with a Planner built as ``toolprune explain`` builds it."""
     from config.policy import load_policy
     from config.settings import Settings
-    from proxy.chat.planner import Planner, SmallCatalog
+    from proxy.apis.chat.adapter import ChatRequest, read_chat
     from proxy.components import build_embedder
     from proxy.metrics import Metrics
+    from proxy.turn.planner import Planner, SmallCatalog
+    from selection.catalog_cache import CatalogCache
     from selection.engine import SelectionEngine
     from selection.state import MemoryStateStore
 
@@ -212,16 +214,18 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
                     store=MemoryStateStore(settings.state_ttl_s, 16), metrics=Metrics(),
                     on_late_error=lambda error: None,
                 )
+                catalogs = CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes)
+                request = ChatRequest(await read_chat(body, catalogs, policy))
                 try:
-                    turn = await planner.plan(body, [])
+                    turn = await planner.plan(request.input, [])
                 except SmallCatalog:
                     planned[size] = Planned(pruned=False)
                     continue
                 planned[size] = Planned(
                     pruned=True,
                     forwarded=len(turn.selection.tools),
-                    with_meta=json.loads(turn.upstream_body(with_meta=True)),
-                    without_meta=json.loads(turn.upstream_body(with_meta=False)),
+                    with_meta=json.loads(request.upstream_body(turn, with_meta=True)),
+                    without_meta=json.loads(request.upstream_body(turn, with_meta=False)),
                     meta_names=sorted(turn.meta.names) if turn.meta else [],
                 )
         finally:

@@ -24,12 +24,9 @@ from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.apis.handler import ApiHandler
-from proxy.apis.messages import MessagesAdapter
-from proxy.apis.responses import ResponsesAdapter
-from proxy.chat.upstream_info import UpstreamInfo
-from proxy.chat.handler import ChatHandler
-from proxy.chat.upstream_kind import StreamingSupport
+from proxy.apis.chat.adapter import ChatApi
+from proxy.apis.messages.adapter import MessagesApi
+from proxy.apis.responses.adapter import ResponsesApi
 from proxy.components import (
     build_engine,
     build_state_store,
@@ -62,9 +59,15 @@ from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
+from proxy.turn.decisions import late_error_reporter
+from proxy.turn.handler import TurnHandler
+from proxy.turn.planner import Planner
+from proxy.turn.upstream_info import UpstreamInfo
+from proxy.turn.upstream_kind import StreamingSupport
 from proxy.usage.learning_schedule import start_learning
 from proxy.usage.learning_share import SharedStates
 from proxy.usage.writer import UsageLog
+from selection.catalog_cache import CatalogCache
 from selection.embedders import Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
@@ -84,9 +87,9 @@ class Services:
     upstream: Upstream
     forwarder: Forwarder
     embedder: Embedder
-    chat: ChatHandler
-    #: Acting handlers of the other APIs, by path (``/v1/responses``, ``/v1/messages``).
-    apis: dict[str, ApiHandler]
+    #: The acting handlers, by path (``/v1/chat/completions``, ``/v1/responses``,
+    #: ``/v1/messages``): one turn core, one adapter each.
+    apis: dict[str, TurnHandler]
     #: Tasks serving proxied requests: at shutdown, those the server cancelled get a
     #: moment to tell their clients before the process exits.
     in_flight: set[asyncio.Task[Any] | None] = field(default_factory=set)
@@ -160,9 +163,7 @@ class ProxyEndpoint:
             request_id=scope[REQUEST_ID_SCOPE_KEY],
             log=log,
         )
-        if request.method == "POST" and request.path == CHAT_COMPLETIONS_PATH:
-            handler = services.chat.handle
-        elif request.method == "POST" and request.path in services.apis:
+        if request.method == "POST" and request.path in services.apis:
             handler = services.apis[request.path].handle
         else:
             handler = services.forwarder.forward
@@ -245,27 +246,27 @@ def create_app(settings: Settings) -> Starlette:
             )
         upstream_info = UpstreamInfo(settings, upstream)
         streaming = StreamingSupport(settings, upstream)
-        chat = ChatHandler(
-            settings=settings,
-            policy=policy,
-            engine=engine,
-            store=store,
-            forwarder=forwarder,
-            metrics=metrics,
-            usage=usage,
-            upstream_info=upstream_info,
-            streaming=streaming,
+        planner = Planner(
+            settings=settings, policy=policy, engine=engine, store=store, metrics=metrics,
+            on_late_error=late_error_reporter(metrics, settings.fallback_log_interval_s),
+            upstream=upstream_info,
+        )
+        catalogs = CatalogCache(
+            settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
+        )
+        adapters = (
+            (CHAT_COMPLETIONS_PATH, ChatApi(policy, catalogs), streaming),
+            (RESPONSES_PATH, ResponsesApi(), None),
+            (MESSAGES_PATH, MessagesApi(), None),
         )
         apis = {
-            path: ApiHandler(
-                adapter=adapter, settings=settings, planner=chat.planner,
-                forwarder=forwarder, metrics=metrics, usage=usage,
+            path: TurnHandler(
+                api=api, settings=settings, planner=planner, forwarder=forwarder,
+                metrics=metrics, usage=usage, streaming=api_streaming,
             )
-            for path, adapter in (
-                (RESPONSES_PATH, ResponsesAdapter()), (MESSAGES_PATH, MessagesAdapter())
-            )
+            for path, api, api_streaming in adapters
         }
-        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, chat, apis)
+        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, apis)
         loading = asyncio.create_task(load_embedder(embedder))
         warming = asyncio.create_task(warm_catalogs(settings.warm_files, engine, policy))
         app.state.warming = warming

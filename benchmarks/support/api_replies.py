@@ -25,6 +25,11 @@ def _split(text: str, parts: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)]
 
 
+def _input_text(value: Any) -> str:
+    """A ``tool_use`` input as the ``partial_json`` text a stream carries."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def _event(data: dict[str, Any]) -> bytes:
     return b"event: " + data["type"].encode() + b"\ndata: " + json.dumps(data).encode() + b"\n\n"
 
@@ -33,11 +38,14 @@ def _event(data: dict[str, Any]) -> bytes:
 class Responses:
     """A Responses API answer: an output message with ``text`` (None: no message), then
     one ``function_call`` item per ``calls`` entry ``{"call_id", "name", "arguments"}``.
-    ``usage`` defaults to input_tokens = request bytes // 4, output_tokens = 5."""
+    ``usage`` defaults to input_tokens = request bytes // 4, output_tokens = 5.
+    ``status``: ``completed``, or ``incomplete`` (cut by ``max_output_tokens``: the
+    stream ends with ``response.incomplete``)."""
 
     text: str | None = "ok"
     calls: list[dict[str, str]] | None = None
     usage: dict[str, Any] | None = None
+    status: str = "completed"
     model: str = DEFAULT_MODEL
     id: str = field(default_factory=lambda: f"resp_{uuid.uuid4().hex[:16]}")
 
@@ -49,7 +57,9 @@ class Responses:
             "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0},
             "total_tokens": size // 4 + 5,
         }
-        done = self._response(request, "completed", output, usage)
+        done = self._response(request, self.status, output, usage)
+        if self.status == "incomplete":
+            done["incomplete_details"] = {"reason": "max_output_tokens"}
         if request.get("stream") is not True:
             return done
         return self._events(request, output, done)
@@ -108,16 +118,18 @@ class Responses:
                 events.append({"type": "response.function_call_arguments.done", **ref,
                                "name": item["name"], "arguments": item["arguments"]})
             events.append({"type": "response.output_item.done", **at, "item": item})
-        events.append({"type": "response.completed", "response": done})
+        events.append({"type": f"response.{self.status}", "response": done})
         return [_event({**event, "sequence_number": n}) for n, event in enumerate(events)]
 
 
 @dataclass
 class Message:
     """An Anthropic Messages answer: a text block with ``text`` (None: none), then one
-    ``tool_use`` block per ``calls`` entry ``{"id", "name", "input"}``. ``stop_reason``
-    defaults to ``tool_use`` with calls, else ``end_turn``; ``usage`` to input_tokens =
-    request bytes // 4, output_tokens = 5."""
+    ``tool_use`` block per ``calls`` entry ``{"id", "name", "input"}`` (an ``input`` given
+    as text is streamed as those ``partial_json`` bytes, as a model that wrote broken JSON;
+    a plain answer carries it as the text). ``stop_reason`` defaults to ``tool_use`` with
+    calls, else ``end_turn``; ``usage`` to input_tokens = request bytes // 4,
+    output_tokens = 5."""
 
     text: str | None = "ok"
     calls: list[dict[str, Any]] | None = None
@@ -156,7 +168,7 @@ class Message:
                                "content_block": {**block, "input": {}}})
                 events += [{"type": "content_block_delta", "index": index,
                             "delta": {"type": "input_json_delta", "partial_json": piece}}
-                           for piece in _split(json.dumps(block["input"]), 3)]
+                           for piece in _split(_input_text(block["input"]), 3)]
             events.append({"type": "content_block_stop", "index": index})
         events.append({"type": "message_delta",
                        "delta": {"stop_reason": stop, "stop_sequence": None},

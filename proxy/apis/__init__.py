@@ -1,2 +1,4 @@
-"""Tool pruning for the Responses API (``/v1/responses``) and the Anthropic Messages API
-(``/v1/messages``): per-API request and response adapters around the shared planner."""
+"""The three acting APIs, each an adapter of the turn core (:mod:`proxy.turn.adapter`):
+Chat Completions (:mod:`proxy.apis.chat`), the Anthropic Messages API
+(:mod:`proxy.apis.messages`) and the Responses API (:mod:`proxy.apis.responses`). No API
+package imports another."""

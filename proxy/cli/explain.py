@@ -2,7 +2,7 @@
 request body of any of the three APIs (chat completions, Responses, Anthropic Messages;
 ``--api``, guessed from the body by default) — which tools would be forwarded and why,
 the best-scored tools left out, forwarded/offered, and the estimated prompt saving. Same code path as
-the proxy (:class:`proxy.chat.planner.Planner`); no upstream is contacted unless the
+the proxy (each API's adapter, then :class:`proxy.turn.planner.Planner`); no upstream is contacted unless the
 configured embedder is an HTTP one.
 """
 
@@ -19,14 +19,17 @@ from tabulate import tabulate
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.apis.messages import MessagesAdapter
-from proxy.apis.responses import ResponsesAdapter
-from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
-from proxy.chat.turn import Turn
+from proxy.apis.chat.adapter import ChatApi
+from proxy.apis.messages.adapter import MessagesApi
+from proxy.apis.responses.adapter import ResponsesApi
 from proxy.cli.help import from_setting
 from proxy.components import build_engine
 from proxy.metrics import Metrics
+from proxy.turn.adapter import Api
+from proxy.turn.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.turn.turn import Turn
 from proxy.usage.learning_schedule import load_states
+from selection.catalog_cache import CatalogCache
 from selection.errors import PolicyError, SelectionError
 from selection.learned_states import LearnedStates
 from selection.state import MemoryStateStore
@@ -38,7 +41,7 @@ APIS = ("auto", "chat_completions", "responses", "messages")
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
 
 
-#: Why a catalogue is forwarded whole (:class:`~proxy.chat.planner.SmallCatalog` reasons).
+#: Why a catalogue is forwarded whole (:class:`~proxy.turn.planner.SmallCatalog` reasons).
 SMALL_CATALOG_REASONS = {
     "tools": "at most min_catalog_tools tools",
     "saving": "pruning would save less than min_saving of its tool tokens",
@@ -168,11 +171,12 @@ async def explain(
             on_late_error=lambda error: None,
         )
         try:
-            if api == "chat_completions":
-                turn = await planner.plan(body, [], top_k)
-            else:
-                adapter = ResponsesAdapter() if api == "responses" else MessagesAdapter()
-                turn = await planner.plan_input(adapter.read(body), [], top_k)
+            adapter: Api = (
+                ChatApi(policy, CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes))
+                if api == "chat_completions"
+                else ResponsesApi() if api == "responses" else MessagesApi()
+            )
+            turn = await planner.plan((await adapter.read(body)).input, [], top_k)
             return {"api": api, **report(turn)}
         except NothingToPrune:
             return {"api": api, "decision": "passthrough", "reason": "no function tools and no tool block"}

@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from proxy.chat.planner import NothingToPrune, Planner, SmallCatalog
-from proxy.chat.turn import MetaCall, Turn
+from proxy.apis.chat.adapter import read_chat
 from proxy.metrics import Metrics
+from proxy.turn.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.turn.turn import MetaCall, Turn
 from proxy.usage.learning import learn_from_log
 from proxy.usage.writer import UsageLog
 from selection.catalog import name_words
@@ -77,8 +78,11 @@ async def _reach(planner: Planner, turn: Turn, missing: list[str]) -> None:
     await planner.run_meta_calls(turn, calls)
 
 
-async def replay_traffic(cases: Iterable[Case], planner: Planner, usage: UsageLog) -> TrafficSummary:
-    """Plan every case, reach its expected tools, record it in ``usage`` (flushed)."""
+async def replay_traffic(
+    cases: Iterable[Case], planner: Planner, catalogs: CatalogCache, usage: UsageLog
+) -> TrafficSummary:
+    """Plan every case as a Chat Completions request (its catalogue parsed through
+    ``catalogs``), reach its expected tools, record it in ``usage`` (flushed)."""
     requests = skipped = forwarded_calls = meta_calls = 0
     for case in cases:
         if case.catalog is None or not case.requirements:
@@ -93,7 +97,7 @@ async def replay_traffic(cases: Iterable[Case], planner: Planner, usage: UsageLo
             body["tool_choice"] = case.tool_choice
         headers = [(b"x-conversation-id", case.conversation.encode("utf-8"))]
         try:
-            turn = await planner.plan(body, headers)
+            turn = await planner.plan(await read_chat(body, catalogs, planner.policy), headers)
         except (NothingToPrune, SmallCatalog, SelectionError):
             skipped += 1
             continue
@@ -134,11 +138,11 @@ async def learn_from_cases(
             settings=settings, policy=policy, engine=engine,
             store=MemoryStateStore(ttl_s=86400.0, max_conversations=1_000_000),
             metrics=Metrics(), on_late_error=lambda error: None,
-            catalogs=CatalogCache(settings.catalog_cache_bytes,
-                                  max_tool_bytes=settings.max_tool_definition_bytes),
         )
+        catalogs = CatalogCache(settings.catalog_cache_bytes,
+                                max_tool_bytes=settings.max_tool_definition_bytes)
         try:
-            summary = await replay_traffic(cases, planner, usage)
+            summary = await replay_traffic(cases, planner, catalogs, usage)
         finally:
             await asyncio.to_thread(usage.close)
         outcomes = await learn_from_log(

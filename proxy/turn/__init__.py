@@ -1,2 +1,3 @@
-"""The acting ``POST /v1/chat/completions`` turn: plan the selection, rewrite the body, serve
-the response (plain or streaming) and answer the meta-tool calls."""
+"""The acting turn, whatever its API: decide, plan the selection, serve the upstream rounds
+and answer the meta-tool calls. Each API is an adapter of :mod:`proxy.turn.adapter`
+(:mod:`proxy.apis`); nothing here imports an API package."""

@@ -1,119 +1,214 @@
-"""What the proxy needs of one API besides Chat Completions: the request adapter (read
-the catalogue, conversation and ``tool_choice``; write the pruned request) and the
-response adapter (find, hide and answer meta-calls in a plain response; an
-:class:`EventRelay` for event streams). :mod:`proxy.apis.handler` drives them with the
-shared planner.
+"""The adapter protocol: what the turn core needs of one API, so that Chat Completions,
+Messages and Responses are served by one handler (:mod:`proxy.turn.handler`) and one round
+loop (:mod:`proxy.turn.rounds`).
+
+Three parts, one per lifetime:
+
+* :class:`Api` (one per API, for the app's life): decode a request body and read it
+  (:meth:`Api.read`).
+* :class:`ApiRequest` (one per request): what the API read of it (:attr:`ApiRequest.input`,
+  the planner's input, and whatever else the API needs to write it back), the body of
+  each upstream round, the meta exchange appended to it, and the client's view.
+* :class:`ClientView` (one per client response): reads each round's answer — a JSON body
+  or an SSE stream, event by event — shows the client what it may see as it is read, and
+  reports the round as a :class:`Reply`; then finishes or fails the client's response in
+  the API's shape.
+
+The rules a turn follows (when meta-calls run, when the request is re-issued, what an
+error or a cut-off round gives the client) are the round loop's, written once.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
-from proxy.chat.planner import PlanInput
-from proxy.chat.turn import MetaCall, Turn, json_bytes
-from proxy.http.errors import ProxyError, sse_error_event
+from starlette.types import Send
+
+from proxy.http.errors import ProxyError
 from proxy.http.forwarding import ClientRequest
-from proxy.http.sse import Event
+from proxy.http.headers import Headers
+from proxy.http.upstream import UpstreamResponse
+from proxy.turn.planner import PlanInput
+from proxy.turn.turn import MetaCall, Turn
 from selection.errors import SelectionError
 
 
-@dataclass
-class RoundReply:
-    """What one upstream round answered, as far as meta-calls go.
+class Ending(StrEnum):
+    """How an upstream round ended.
 
-    ``meta``: the meta-calls (hidden from the client). ``real_calls``: names of the
-    client tool calls. ``items``: the round's output (items or content blocks) as the
-    model produced them, meta-calls included (with the arguments they were run with):
-    appended to the conversation when the request is re-issued.
+    ``complete``: a finished answer (``stop``, ``tool_calls``, ``end_turn``, ``tool_use``,
+    ``response.completed``…). ``cut``: the upstream ended it short of a finished answer —
+    the output limit (``length``, ``max_tokens``, Responses ``incomplete``) or a failed
+    response: its meta-calls never run, the client is told what the upstream said.
+    ``unfinished``: no end at all (no ``finish_reason``, no ``message_delta``, no terminal
+    event).
+    """
+
+    COMPLETE = "complete"
+    CUT = "cut"
+    UNFINISHED = "unfinished"
+
+
+@dataclass
+class Reply:
+    """What one upstream round answered, as the turn's rules read it.
+
+    ``meta``: the meta-calls (hidden from the client), arguments checked
+    (:func:`proxy.turn.turn.meta_call`). ``real_calls``: names of the client's tool calls.
+    ``items``: the round's output as the re-issued request appends it, in the API's shape
+    (meta-calls with the arguments they were run with). ``error``: an error the upstream
+    sent inside its answer, in the view's own terms (given back to
+    :meth:`ClientView.fail_upstream`). ``problem``: why the answer cannot be interpreted
+    (the client gets ``upstream_invalid_response``). ``normal_stop``: a streamed round
+    that ended as a finished answer without calls (``stop``, ``end_turn``,
+    ``response.completed``): with nothing shown, what a server that drops streamed tool
+    calls sends.
     """
 
     meta: list[MetaCall] = field(default_factory=list)
     real_calls: list[str] = field(default_factory=list)
     items: list[Any] = field(default_factory=list)
+    ending: Ending = Ending.COMPLETE
+    error: Any = None
+    problem: str | None = None
+    normal_stop: bool = False
 
 
-def typed_event(data: dict[str, Any]) -> bytes:
-    """One SSE event named by its payload's ``type`` (both APIs name events so; the
-    Anthropic SDKs dispatch on the ``event:`` field)."""
-    return b"event: " + str(data.get("type")).encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
+@dataclass(frozen=True)
+class ClientOut:
+    """Where a client view writes: ``send`` (ASGI), ``headers`` (the proxy's report
+    headers, ``X-Tool-Pruning-*``, added to the response's), ``on_output`` (called once,
+    when the first content or call reaches the client: the time to first token)."""
+
+    send: Send
+    headers: Headers
+    on_output: Callable[[], None]
 
 
-class EventRelay(ABC):
-    """What the client sees of each upstream event; state for one client response."""
+class ClientView(ABC):
+    """What the client gets of one acting request over all its upstream rounds: one
+    response, plain or streamed, in the API's shape.
 
-    def __init__(self, turn: Turn) -> None:
+    The round loop calls :meth:`start_round`, then :meth:`event` for each SSE event of
+    the answer (comments go to :meth:`comment`) or :meth:`body` for a JSON answer, then
+    :meth:`end_round`; after the last round :meth:`finish` (or :meth:`fail`)."""
+
+    def __init__(self, turn: Turn, out: ClientOut) -> None:
         self.turn = turn
-        #: An ``error`` event was relayed: the stream ends with it.
-        self.failed = False
-        #: A content or tool-call delta reached the client (time to first token).
-        self.first_token = False
-        #: The upstream ended its stream with ``data: [DONE]``.
+        self.out = out
+        #: The round's stream ended with ``data: [DONE]``.
         self.done_marker = False
-        self.round = 0
-        #: Why the stream cannot be relayed further (an event that cannot be interpreted:
-        #: it may carry part of a hidden call, so it is neither relayed nor guessed at).
+        #: Why the round's answer cannot be interpreted (set while reading).
         self.problem: str | None = None
+        self._output_noted = False
 
-    def feed(self, event: Event) -> list[bytes]:
-        """Bytes to send the client for one upstream event (none once ``problem`` is set)."""
-        if event.data is None:
-            return [event.raw]  # comments (keep-alives)
-        if event.data.strip() == "[DONE]":
-            self.done_marker = True
-            return []
-        try:
-            data = json.loads(event.data)
-        except (json.JSONDecodeError, RecursionError):
-            data = None
-        if not isinstance(data, dict):
-            self.problem = "the upstream sent an event that is not a JSON object"
-            return []
-        return [typed_event(payload) for payload in self.on_event(data)]
+    #: Whether SSE answers are read event by event (False: read whole, as a JSON body).
+    reads_events = True
 
-    def error_event(self, error: ProxyError) -> bytes:
-        """The event that ends the client's stream with ``error``, in the API's shape
-        (:func:`proxy.http.errors.sse_error_event`: OpenAI's, Anthropic's on Messages)."""
-        return sse_error_event(error)
+    @property
+    @abstractmethod
+    def started(self) -> bool:
+        """Whether the client's response has started (status and headers sent)."""
 
-    def start_round(self) -> None:
-        """Called before each upstream round's events."""
-        self.round += 1
+    @property
+    @abstractmethod
+    def shown_output(self) -> bool:
+        """Whether any content or call was shown (or will be, for a plain response)."""
+
+    def note_output(self) -> None:
+        """The first content or call reached the client (calls ``out.on_output`` once)."""
+        if not self._output_noted:
+            self._output_noted = True
+            self.out.on_output()
+
+    async def start_round(self, response: UpstreamResponse) -> None:
+        """A round answered 200; its body follows."""
+        self.done_marker = False
+        self.problem = None
+
+    async def comment(self, raw: bytes) -> None:
+        """An SSE comment of the upstream (a keep-alive): relayed to a streaming client."""
 
     @abstractmethod
-    def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
-        """Payloads to relay for one upstream event (possibly rewritten, or none)."""
+    async def event(self, name: str | None, data: dict[str, Any]) -> bool:
+        """One SSE event (``name``: its ``event:`` field; ``data`` its JSON object); False
+        once the round's stream is over (an error event, a problem)."""
+
+    def unreadable(self, what: str) -> None:
+        """An event whose data is not a JSON object: it may carry any part of a hidden
+        call, so the round ends with a problem (neither relayed nor guessed at)."""
+        self.problem = f"the upstream sent an event that is not {what}"
 
     @abstractmethod
-    def end_round(self) -> RoundReply:
-        """The round's meta-calls, client calls and output, once its stream ended."""
-
-    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
-        """Payloads to relay once ``reply``'s meta-calls have run (before the next round,
-        or before the stream ends): what the client's API shows of the calls the proxy
-        ran for it, such as the client's own search tool (``turn.searches``). None by
-        default: meta-calls are hidden."""
-        return []
+    async def body(self, raw: bytes) -> bool:
+        """A round answered with one JSON body (decoded). False when it is not an answer in
+        the API's shape: before the response started, the round loop relays it as it is.
+        Raises UpstreamResponseInvalid when the response has started."""
 
     @abstractmethod
-    def ended_normally(self) -> bool:
-        """Whether the last round ended as a finished answer (not cut, not failed)."""
+    async def end_round(self) -> Reply:
+        """The round's answer ended: what was held back is shown; the round as read (see
+        :class:`Reply`)."""
+
+    def upstream_error(self, status: int, body: bytes) -> Any:
+        """An upstream's error answer (``status``, decoded ``body``) to a later round, in
+        the terms :meth:`fail_upstream` takes: its OpenAI-shaped error object by default
+        (:func:`upstream_error_object`)."""
+        return upstream_error_object(status, body)
+
+    async def answered(self, reply: Reply) -> None:
+        """``reply``'s meta-calls ran: show what the API shows of them (the client's own
+        search tool answered by the proxy). Hidden by default."""
 
     @abstractmethod
-    def finish(self, only_meta: bool) -> list[dict[str, Any]]:
-        """The events that end the client's stream (``only_meta``: the last round made
-        meta-calls only, all hidden)."""
+    async def note(self, text: str) -> None:
+        """Add ``text`` as the answer's content (a response otherwise left empty once its
+        meta-calls are hidden)."""
 
-    def finish_bytes(self, only_meta: bool) -> bytes:
-        events = b"".join(typed_event(payload) for payload in self.finish(only_meta))
-        return events + (b"data: [DONE]\n\n" if self.done_marker else b"")
+    @abstractmethod
+    async def finish(self, reply: Reply, only_meta: bool) -> None:
+        """End the client's response after the last round (``reply``); ``only_meta``: that
+        round made meta-calls only, all hidden."""
+
+    @abstractmethod
+    async def fail(self, error: ProxyError) -> None:
+        """End the client's response with the proxy's ``error``."""
+
+    @abstractmethod
+    async def fail_upstream(self, error: Any) -> None:
+        """End the client's response with the upstream's error (:attr:`Reply.error`, or
+        :meth:`upstream_error`'s)."""
 
 
-class ApiAdapter(Protocol):
-    """One API's request and response adapters."""
+class ApiRequest(Protocol):
+    """One request as its API read it (see the module docstring)."""
+
+    #: What the planner reads of the request.
+    input: PlanInput
+
+    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
+        """The body of the next upstream round (JSON, UTF-8): pruned tools (with the
+        meta-tools in their place when ``with_meta``: :meth:`Turn.block_entries`), the
+        meta exchanges appended; every other field as the client sent it."""
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+        """Record a round that ended in meta-calls and their results (one per call) for
+        the re-issued request."""
+
+    def view(
+        self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
+    ) -> ClientView:
+        """The client's view of ``turn`` (one per response); ``first``: the first round's
+        response (headers read), ``stream``: the client asked for a stream."""
+
+
+class Api(Protocol):
+    """One API's adapter (see the module docstring)."""
 
     #: The ``api`` label of metrics and the decision log.
     api: str
@@ -123,34 +218,39 @@ class ApiAdapter(Protocol):
         or with the ids of server-side state the proxy showed the client mapped to the
         upstream's (Responses ``previous_response_id``)."""
 
-    def read(self, body: dict[str, Any]) -> PlanInput:
-        """What the planner needs of ``body``. Raises NothingToPrune (no function
-        tools), CatalogError, UnreadableRequest (forward the original bytes)."""
+    async def decode(self, raw: bytes) -> dict[str, Any] | None:
+        """The body as the JSON object to act on, or None (passed through). Raises
+        RecursionError for one nested deeper than the decoder follows."""
 
-    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
-        """The body of the next upstream round: pruned tools (with the meta-tools in
-        their place when ``with_meta``: :meth:`proxy.chat.turn.Turn.block_entries`),
-        ``tool_choice`` as planned, the meta exchanges appended; every other field as the
-        client sent it."""
+    async def read(self, body: dict[str, Any]) -> ApiRequest:
+        """What the proxy needs of ``body``. Raises NothingToPrune (no tools to prune),
+        CatalogError, UnreadableRequest (forward the original bytes), InvalidToolRequest
+        (answered 400)."""
 
-    def append_exchange(
-        self, turn: Turn, reply: RoundReply, results: Sequence[str]
-    ) -> None:
-        """Record a round that ended in meta-calls and their answers (one per call) for
-        the re-issued request."""
 
-    def read_reply(self, turn: Turn, data: dict[str, Any]) -> RoundReply:
-        """Split a plain response body. Raises ValueError/KeyError/TypeError when it has
-        not the API's shape (the body is then relayed as it is)."""
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """A request body as a JSON object, or None (not JSON, or not an object). Raises
+    RecursionError for one nested deeper than ``json.loads`` follows
+    (:class:`proxy.turn.decisions.DecisionFlow` refuses it)."""
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
 
-    def finish_reply(
-        self, turn: Turn, data: dict[str, Any], usage: dict[str, Any] | None, only_meta: bool
-    ) -> None:
-        """Make ``data`` what the client sees: meta-calls removed, ``usage`` summed over
-        rounds, the stop reason consistent with what is left."""
 
-    def relay(self, turn: Turn) -> EventRelay:
-        """A relay for this turn's event stream (one per client response)."""
+def upstream_error_object(status: int, body: bytes) -> dict[str, Any]:
+    """The error object of an upstream error answer (``{"error": {...}}`` or
+    ``{"error": "text"}``), else one that carries the status and body text."""
+    try:
+        parsed = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        parsed = None
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        return error
+    message = error if isinstance(error, str) else body.decode("utf-8", errors="replace")[:2000]
+    return {"message": message, "type": "upstream_error", "param": None, "code": status}
 
 
 class UnreadableRequest(SelectionError):

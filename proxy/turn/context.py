@@ -1,7 +1,8 @@
-"""What serving an acting turn (plain or streaming) needs from the chat handler.
+"""What serving an acting turn needs from its handler, and what the handler needs from the
+usage log.
 
-The handler builds one :class:`TurnServices` and passes it to
-:func:`proxy.chat.serving.serve_turn`, so that module depends on this small record, not
+The handler (:mod:`proxy.turn.handler`) builds one :class:`TurnServices` and passes it to
+:func:`proxy.turn.rounds.serve_turn`, so the round loop depends on this small record, not
 on the handler that calls it.
 """
 
@@ -11,10 +12,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from proxy.chat.turn import MetaCall, Turn
 from proxy.http.forwarding import Forwarder
 from proxy.log import get_logger
 from proxy.metrics import Metrics
+from proxy.turn.turn import MetaCall, Turn
 
 logger = get_logger("serving")
 
@@ -24,13 +25,15 @@ MetaCallRunner = Callable[[Turn, Sequence[MetaCall]], Awaitable[list[str]]]
 
 @dataclass(frozen=True)
 class TurnServices:
-    """``forwarder``: relays upstream responses and owns the upstream client;
-    ``metrics``: the proxy's Prometheus metrics; ``max_meta_rounds``: upstream re-issues
-    allowed after meta-tool calls (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``:
-    answers meta-tool calls and updates the conversation's state; ``upstream_stream``:
-    whether streaming requests are sent upstream as streaming
-    (:class:`proxy.chat.upstream_kind.StreamingSupport`; None: always)."""
+    """``api``: the API's label (metrics, logs); ``forwarder``: relays upstream responses
+    and owns the upstream client; ``metrics``: the proxy's Prometheus metrics;
+    ``max_meta_rounds``: upstream re-issues allowed after meta-tool calls
+    (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``: answers meta-tool calls and
+    updates the conversation's state (:meth:`proxy.turn.planner.Planner.run_meta_calls`);
+    ``upstream_stream``: whether streaming requests are sent upstream as streaming
+    (:class:`proxy.turn.upstream_kind.StreamingSupport`; None: always)."""
 
+    api: str
     forwarder: Forwarder
     metrics: Metrics
     max_meta_rounds: int
@@ -49,7 +52,7 @@ class TurnServices:
 
 
 class UsageRecorder(Protocol):
-    """The usage log as :class:`proxy.chat.handler.ChatHandler` sees it (implemented by
+    """The usage log as :class:`proxy.turn.decisions.DecisionFlow` sees it (implemented by
     :class:`proxy.usage.writer.UsageLog`); must never raise nor block."""
 
     def record(self, turn: Turn, decision: str) -> None: ...

@@ -11,13 +11,14 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``rejected`` (a body nested deeper than the proxy can read, write or select from:
 400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
 never a RecursionError; or tools that break their API's deferral or tool-search contract:
-a 400 in the API's error shape, :class:`~proxy.chat.planner.InvalidToolRequest`).
+a 400 in the API's error shape, :class:`~proxy.turn.planner.InvalidToolRequest`).
 
 A request that is not pruned (``small_catalog``, ``fallback``, ``dry_run``) is forwarded
 as sent unless its tools need translating for a plain server (the client's deferral or
 search tool, Responses namespaces): then its handler's ``translate`` gives a
-translate-only turn (:mod:`proxy.chat.translation`), served like a planned one under that
-decision. ``disabled`` and ``passthrough`` always forward the client's bytes.
+translate-only turn (:mod:`proxy.turn.translation`), served like a planned one under that
+decision. A dry run plans without saving (:meth:`proxy.turn.planner.Planner.plan`,
+``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough`` always forward the client's bytes.
 
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded
@@ -34,10 +35,10 @@ from typing import Any
 from starlette.types import Send
 
 from config.settings import Settings
-from proxy.chat.context import UsageRecorder
-from proxy.chat.identity import log_id
-from proxy.chat.planner import InvalidToolRequest, NothingToPrune, SmallCatalog
-from proxy.chat.turn import Turn
+from proxy.turn.context import UsageRecorder
+from proxy.turn.identity import log_id
+from proxy.turn.planner import InvalidToolRequest, NothingToPrune, SmallCatalog
+from proxy.turn.turn import Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
@@ -61,8 +62,9 @@ INDEX_HEADER = b"x-tool-pruning-index"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
-#: Plans a turn from the body, the request headers and the ``X-Tool-Pruning-Top-K`` value.
-TurnPlanner = Callable[[dict[str, Any], Headers, int | None], Awaitable[Turn]]
+#: Plans a turn from the body, the request headers, the ``X-Tool-Pruning-Top-K`` value and
+#: whether to save it (False: a dry run, which changes no state).
+TurnPlanner = Callable[[dict[str, Any], Headers, int | None, bool], Awaitable[Turn]]
 #: Serves a planned turn: ``(turn, body, extra response headers, started)``, ``started``
 #: the request's ``time.perf_counter()`` at arrival.
 TurnServer = Callable[[Turn, dict[str, Any], Headers, float], Awaitable[None]]
@@ -196,7 +198,9 @@ class DecisionFlow:
             return
         try:
             body = await read_body(request.body)
-            planned = None if body is None else await self._plan(plan, body, request, top_k)
+            planned = None if body is None else await self._plan(
+                plan, body, request, top_k, save=mode != "dry-run"
+            )
         except RecursionError:
             await self.reject_too_deep(request, send)
             return
@@ -299,12 +303,14 @@ class DecisionFlow:
         ))
 
     async def _plan(
-        self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest, top_k: int | None
+        self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest,
+        top_k: int | None, *, save: bool,
     ) -> Turn | Decision:
-        """The planned turn, or the decision (counted) not to prune it: ``passthrough``,
-        ``small_catalog`` or ``fallback``. Raises InvalidToolRequest (answered 400)."""
+        """The planned turn (saved unless ``save`` is False), or the decision (counted) not
+        to prune it: ``passthrough``, ``small_catalog`` or ``fallback``. Raises
+        InvalidToolRequest (answered 400)."""
         try:
-            return await plan(body, request.headers, top_k)
+            return await plan(body, request.headers, top_k, save)
         except InvalidToolRequest:
             raise
         except NothingToPrune:
@@ -342,13 +348,21 @@ class DecisionFlow:
              "detail": str(error)},
         )
 
-    def late_error(self, error: SelectionError) -> None:
-        """Count and log (rate-limited) a selection failure after the request was planned
-        (saving a meta-tool's loads, a ``search_tools`` query): the request stays pruned,
-        so it is not a fallback. The planner is shared by the APIs, so no ``api`` field."""
-        self.metrics.late_errors.labels(error.reason).inc()
-        self.fallback_log.error(
+
+def late_error_reporter(metrics: Metrics, interval_s: float) -> Callable[[SelectionError], None]:
+    """What the shared planner calls with a selection failure after a request was planned
+    (saving a meta-tool's loads, a ``search_tools`` query): the request stays pruned, so
+    it is not a fallback; counted and logged (rate-limited, at most once per
+    ``interval_s`` seconds per reason). The planner serves every API, so no ``api``
+    field."""
+    log = RateLimitedLog(logger, interval_s)
+
+    def report(error: SelectionError) -> None:
+        metrics.late_errors.labels(error.reason).inc()
+        log.error(
             f"late:{error.reason}",
             "selection_error_after_planning",
             {"reason": error.reason, "error": type(error).__name__, "detail": str(error)},
         )
+
+    return report

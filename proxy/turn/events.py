@@ -1,140 +1,157 @@
-"""Serving an acting request of a typed-event API (Responses, Messages) as one event
-stream over several upstream rounds.
+"""The client's view of a typed event stream (Responses, Messages): one client stream over
+all the upstream rounds, each API's relay deciding event by event what the client sees.
 
-An :class:`proxy.apis.adapter.EventRelay` (one per API) decides, event by event, what the client sees:
-hidden meta-call items are dropped, indexes renumbered, the round's terminal events
-held back. When a round ends with meta-calls only, the calls are answered and the
-request re-issued; the next round's stream continues the same client response. The
-relay then ends the stream with one terminal event describing what the client saw. An
-event the relay cannot interpret (``EventRelay.problem``) ends the stream with the API's
-error event (``upstream_invalid_response``); no meta-call of that round runs.
+The client's response starts (status 200, the first round's headers) when the first
+round answers with an event stream. Each upstream event goes through the API's
+:meth:`EventStreamView.on_event` (hidden meta-call items dropped, indexes renumbered, the
+round's terminal events held back); the upstream's comments (keep-alives) are relayed as
+they come. After the last round the API's terminal events describe what the client saw.
+An upstream ``error`` event, or an error answer to a re-issued round, ends the stream with
+the API's error event; an event the relay cannot interpret (:attr:`ClientView.problem`)
+with ``upstream_invalid_response``.
 """
 
 from __future__ import annotations
 
-import time
+from abc import abstractmethod
+from typing import Any
 
-from starlette.types import Send
-
-from proxy.apis.adapter import ApiAdapter, RoundReply, typed_event
-from proxy.apis.rounds import send_turn_round
-from proxy.chat.context import TurnServices
-from proxy.chat.turn import Turn
 from proxy.http.asgi import send_body, send_error, start_response
-from proxy.http.errors import ProxyError, UpstreamResponseInvalid
-from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
-from proxy.http.headers import Headers
-from proxy.http.sse import EventSplitter
-from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
+from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
+from proxy.http.forwarding import response_headers
+from proxy.http.upstream import UpstreamResponse
+from proxy.turn.adapter import ClientOut, ClientView, Reply
+from proxy.turn.turn import Turn, json_bytes
 
 
-class EventStreamServer:
-    """Runs the rounds of one streamed acting request (see the module docstring)."""
+def typed_event(data: dict[str, Any]) -> bytes:
+    """One SSE event named by its payload's ``type`` (both APIs name events so; the
+    Anthropic SDKs dispatch on the ``event:`` field)."""
+    return b"event: " + str(data.get("type")).encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
 
-    def __init__(
-        self, services: TurnServices, adapter: ApiAdapter, turn: Turn, request: ClientRequest,
-        send: Send, extra_headers: Headers, started: float,
-    ) -> None:
-        self.services = services
-        self.adapter = adapter
-        self.turn = turn
-        self.request = request
-        self.send = send
-        self.extra_headers = extra_headers
-        self.started = started
-        self.relay = adapter.relay(turn)
-        self.client_started = False
-        self.ttft_observed = False
 
-    async def run(self, first: UpstreamResponse) -> None:
-        """Serve the turn; ``first``: the first round's response (:mod:`proxy.apis.handler`
-        sends that round)."""
-        response = first
-        while True:
-            offered = self.turn.offer_meta_now(self.services.max_meta_rounds)
-            try:
-                if not await self._begin(response):
-                    return
-                await self._relay_round(response)
-            except ProxyError as error:
-                await self._fail(error)
-                return
-            finally:
-                await response.aclose()
-            if self.relay.failed:
-                await send_body(self.send, b"", more=False)
-                return
-            reply = self.relay.end_round()
-            if reply.meta and not reply.real_calls and offered:
-                results = await self.services.run_meta_calls(self.turn, reply.meta)
-                await self._emit(self._answered(reply))
-                self.adapter.append_exchange(self.turn, reply, results)
-                self.turn.rounds += 1
-                try:
-                    response = await send_turn_round(
-                        self.services, self.adapter, self.turn, self.request
-                    )
-                except ProxyError as error:
-                    await self._fail(error)
-                    return
-                continue
-            if reply.meta:  # mixed, or rounds exhausted: loads take effect next turn
-                await self.services.run_meta_calls(self.turn, reply.meta)
-                await self._emit(self._answered(reply))
-            self.turn.response_calls = reply.real_calls
-            if not reply.meta and not reply.real_calls and not self.relay.first_token and self.relay.ended_normally():
-                self.services.suspicious_stop(self.adapter.api, self.request.request_id)
-            only_meta = bool(reply.meta) and not reply.real_calls
-            await send_body(self.send, self.relay.finish_bytes(only_meta), more=False)
-            return
+def client_headers(response: UpstreamResponse, report: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """The client's response headers: the upstream's (but its length and encoding: the
+    proxy rewrites the body, uncompressed), then the proxy's ``report``."""
+    kept = [(n, v) for n, v in response_headers(response)
+            if n not in (b"content-length", b"content-encoding")]
+    return [*kept, *report]
 
-    def _answered(self, reply: RoundReply) -> list[bytes]:
-        return [typed_event(payload) for payload in self.relay.answered(reply)]
 
-    async def _begin(self, response: UpstreamResponse) -> bool:
-        """Start the client response on the first round; on a later round, check the
-        upstream answered with a stream. False when the request ended here."""
-        if response.status_code == 200 and is_event_stream(response):
-            if not self.client_started:
-                headers = [
-                    (n, v) for n, v in response_headers(response)
-                    if n not in (b"content-length", b"content-encoding")
-                ]
-                await start_response(self.send, 200, [*headers, *self.extra_headers])
-                self.client_started = True
-            return True
-        if not self.client_started:
-            await self.services.forwarder.relay(response, self.send, self.extra_headers)
+class EventStreamView(ClientView):
+    """See the module docstring; one per client response."""
+
+    def __init__(self, turn: Turn, out: ClientOut) -> None:
+        super().__init__(turn, out)
+        self._started = False
+        self.round = 0
+        #: A content or tool-call delta reached the client (time to first token).
+        self.first_token = False
+        #: The upstream's ``error`` event of this round (its payload), or None.
+        self.error: dict[str, Any] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    @property
+    def shown_output(self) -> bool:
+        return self.first_token
+
+    async def start_round(self, response: UpstreamResponse) -> None:
+        await super().start_round(response)
+        self.round += 1
+        self.error = None
+        self.begin_round()
+        if not self._started:
+            await start_response(self.out.send, 200, client_headers(response, self.out.headers))
+            self._started = True
+
+    async def comment(self, raw: bytes) -> None:
+        await self._send([raw])
+
+    async def event(self, name: str | None, data: dict[str, Any]) -> bool:
+        if data.get("type") == "error":
+            self.error = data
             return False
-        await read_decoded(response)
+        payloads = self.on_event(data)
+        if self.problem is not None:
+            return False
+        await self._send([typed_event(payload) for payload in payloads])
+        return True
+
+    async def body(self, raw: bytes) -> bool:
         raise UpstreamResponseInvalid(
-            f"upstream answered a re-issued request with status {response.status_code}"
+            "upstream answered a re-issued request with a body that is not an event stream"
         )
 
-    async def _relay_round(self, response: UpstreamResponse) -> None:
-        self.relay.start_round()
-        splitter = EventSplitter()
-        async for chunk in raw_chunks(response):
-            for event in splitter.feed(chunk):
-                await self._emit(self.relay.feed(event))
-        for event in splitter.flush():
-            await self._emit(self.relay.feed(event))
+    async def end_round(self) -> Reply:
+        if self.problem is not None:
+            return Reply(problem=self.problem)
+        if self.error is not None:
+            return Reply(error=self.error)
+        return self.round_reply()
 
-    async def _emit(self, payloads: list[bytes]) -> None:
-        if self.relay.problem is not None:
-            raise UpstreamResponseInvalid(self.relay.problem)
-        await self._send(payloads)
+    async def answered(self, reply: Reply) -> None:
+        await self._send([typed_event(payload) for payload in self.answered_events(reply)])
+
+    async def note(self, text: str) -> None:
+        await self._send([typed_event(payload) for payload in self.note_events(text)])
+
+    async def finish(self, reply: Reply, only_meta: bool) -> None:
+        events = b"".join(typed_event(payload) for payload in self.finish_events(reply))
+        await send_body(self.out.send, events + (b"data: [DONE]\n\n" if self.done_marker else b""),
+                        more=False)
+
+    async def fail(self, error: ProxyError) -> None:
+        if self._started:
+            await send_body(self.out.send, self.error_event(error), more=False)
+        else:
+            await send_error(self.out.send, error, headers=self.out.headers)
+
+    async def fail_upstream(self, error: Any) -> None:
+        await send_body(self.out.send, typed_event(self.next_event(error)), more=False)
+
+    def error_event(self, error: ProxyError) -> bytes:
+        """The event that ends the client's stream with the proxy's ``error``, in the API's
+        shape (:func:`proxy.http.errors.sse_error_event`: OpenAI's, Anthropic's on
+        Messages)."""
+        return sse_error_event(error)
+
+    def next_event(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """``payload`` as the client's next event (Responses numbers its events)."""
+        return payload
 
     async def _send(self, payloads: list[bytes]) -> None:
         for payload in payloads:
-            await send_body(self.send, payload)
-        if self.relay.first_token and not self.ttft_observed:
-            self.ttft_observed = True
-            elapsed = time.perf_counter() - self.started
-            self.services.metrics.ttft.labels(self.turn.decision).observe(elapsed)
+            await send_body(self.out.send, payload)
+        if self.first_token:
+            self.note_output()
 
-    async def _fail(self, error: ProxyError) -> None:
-        if self.client_started:
-            await send_body(self.send, self.relay.error_event(error), more=False)
-        else:
-            await send_error(self.send, error, headers=self.extra_headers)
+    # --- the API's relay ----------------------------------------------------------
+    def begin_round(self) -> None:
+        """Called before each upstream round's events."""
+
+    @abstractmethod
+    def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """Payloads to relay for one upstream event (possibly rewritten, or none); sets
+        :attr:`problem` for an event it cannot interpret."""
+
+    @abstractmethod
+    def round_reply(self) -> Reply:
+        """The round's meta-calls, client calls, output and ending, once its stream ended."""
+
+    def answered_events(self, reply: Reply) -> list[dict[str, Any]]:
+        """Payloads to relay once ``reply``'s meta-calls have run: what the client's API
+        shows of the calls the proxy ran for it (the client's own search tool). None by
+        default: meta-calls are hidden."""
+        return []
+
+    @abstractmethod
+    def note_events(self, text: str) -> list[dict[str, Any]]:
+        """Payloads that add ``text`` as a text item or block of the answer."""
+
+    @abstractmethod
+    def finish_events(self, reply: Reply) -> list[dict[str, Any]]:
+        """The events that end the client's stream after the last round (none when the
+        upstream ended without its own)."""

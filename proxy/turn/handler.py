@@ -1,106 +1,102 @@
-"""``POST /v1/responses`` and ``POST /v1/messages``: the same decisions as chat
-completions (:mod:`proxy.chat.decisions`) with the same planner, headers and switches,
-through one API's adapter (:mod:`proxy.apis.adapter`); ``api`` = the adapter's label.
-A body that is not a JSON object passes through; one the adapter cannot read (or with no
-function tools) too.
+"""``POST /v1/chat/completions``, ``/v1/responses`` and ``/v1/messages``: one handler,
+given the API's adapter (:class:`proxy.turn.adapter.Api`). The decisions and their
+counting are :class:`proxy.turn.decisions.DecisionFlow`'s, the plan the shared
+:class:`proxy.turn.planner.Planner`'s, the rounds :func:`proxy.turn.rounds.serve_turn`'s;
+``api`` = the adapter's label. A body the adapter does not decode (not a JSON object,
+Chat Completions ``n`` > 1) passes through; one it cannot read, or with no tools to
+prune, too.
 
-The first round's answer decides how the turn is served: an event stream as a stream, any
-other as a plain response, whatever the request's ``stream`` (some servers answer one with
-the other): the client gets the shape the upstream chose, its meta-calls hidden.
+A turn whose tools are all in a system-prompt text block (Chat Completions' text path:
+no native tools) is forwarded rewritten, its answer relayed unread.
 """
 
 from __future__ import annotations
 
-import json
+import time
 from typing import Any
 
 from starlette.types import Send
 
 from config.settings import Settings
-from proxy.apis.adapter import ApiAdapter
-from proxy.apis.events import EventStreamServer
-from proxy.apis.rounds import send_turn_round, serve_plain
-from proxy.chat.context import TurnServices, UsageRecorder
-from proxy.chat.decisions import DecisionFlow
-from proxy.chat.planner import PlanInput, Planner
-from proxy.chat.translation import whole_turn
-from proxy.chat.turn import Turn
-from proxy.http.asgi import send_error
-from proxy.http.errors import ProxyError
-from proxy.http.forwarding import ClientRequest, Forwarder, is_event_stream
+from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
+from proxy.turn.adapter import Api, ApiRequest, ClientOut
+from proxy.turn.context import TurnServices, UsageRecorder
+from proxy.turn.decisions import DecisionFlow
+from proxy.turn.planner import Planner
+from proxy.turn.rounds import serve_turn
+from proxy.turn.translation import whole_turn
+from proxy.turn.turn import Turn
+from proxy.turn.upstream_kind import StreamingSupport
 
 
-async def _json_object(raw: bytes) -> dict[str, Any] | None:
-    """The body as a JSON object, or None. Raises RecursionError for one nested deeper
-    than ``json.loads`` follows (:class:`proxy.chat.decisions.DecisionFlow` refuses it)."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return body if isinstance(body, dict) else None
-
-
-class ApiHandler:
-    """Serves one API's requests; see the module docstring."""
+class TurnHandler:
+    """Serves one API's acting requests; see the module docstring. ``streaming``: whether
+    streamed turns go upstream streamed (None: always; only an API whose client view makes
+    a stream of a JSON answer takes it: Chat Completions)."""
 
     def __init__(
         self,
         *,
-        adapter: ApiAdapter,
+        api: Api,
         settings: Settings,
         planner: Planner,
         forwarder: Forwarder,
         metrics: Metrics,
         usage: UsageRecorder | None = None,
+        streaming: StreamingSupport | None = None,
     ) -> None:
-        self.adapter = adapter
+        self.api = api
         self.planner = planner
+        self.forwarder = forwarder
+        self.metrics = metrics
         self.shared_state = settings.state_shared_across_credentials
         self.decisions = DecisionFlow(
-            api=adapter.api, settings=settings, forwarder=forwarder, metrics=metrics,
-            usage=usage,
+            api=api.api, settings=settings, forwarder=forwarder, metrics=metrics, usage=usage,
         )
         self.services = TurnServices(
+            api=api.api,
             forwarder=forwarder,
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=planner.run_meta_calls,
+            upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
         )
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
-        request = self.adapter.continued(request)
-        read: PlanInput | None = None  # what the adapter read, once
+        request = self.api.continued(request)
+        read: ApiRequest | None = None  # what the adapter read, once
 
-        async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
+        async def plan(body: dict[str, Any], headers: Headers, top_k: int | None, save: bool) -> Turn:
             nonlocal read
-            read = self.adapter.read(body)
-            turn = await self.planner.plan_input(read, headers, top_k)
-            turn.api_view = read.api_view  # for the adapter's response side
-            return turn
+            read = await self.api.read(body)
+            return await self.planner.plan(read.input, headers, top_k, save=save)
 
         async def translate(body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
-            # Not read: the adapter cannot read the request (forwarded as sent).
-            if read is None:
+            if read is None:  # the adapter could not read the request: forwarded as sent
                 return None
-            return whole_turn(read, headers, decision, shared=self.shared_state)
+            return whole_turn(read.input, headers, decision, shared=self.shared_state)
 
         async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
-            try:
-                first = await send_turn_round(self.services, self.adapter, turn, request)
-            except ProxyError as error:
-                await send_error(send, error, headers=report)
-                return
-            if first.status_code == 200 and is_event_stream(first):
-                await EventStreamServer(
-                    self.services, self.adapter, turn, request, send, report, started
-                ).run(first)
-            else:
-                await serve_plain(
-                    self.services, self.adapter, turn, request, send, report, started, first
+            assert read is not None
+            if turn.native is None:  # text path: the answer is not rewritten
+                rewritten = read.upstream_body(turn, False)
+                await self.forwarder.forward(
+                    request, send, body=rewritten, extra_response_headers=report
                 )
+                return
+
+            def first_output() -> None:
+                elapsed = time.perf_counter() - started
+                self.metrics.ttft.labels(turn.decision).observe(elapsed)
+
+            await serve_turn(
+                self.services, read, turn, request, ClientOut(send, report, first_output),
+                stream=body.get("stream") is True,
+            )
 
         await self.decisions.run(
-            request, send, read_body=_json_object, plan=plan, serve=serve, translate=translate
+            request, send, read_body=self.api.decode, plan=plan, serve=serve,
+            translate=translate,
         )

@@ -1,7 +1,8 @@
-"""Planning an acting chat-completions request: parse the catalogue (native ``tools`` and
-a system-prompt tool block), score it against the conversation, select, and build the
-meta-tools; and executing meta-tool calls. No HTTP: the proxy and ``toolprune explain``
-share this code path.
+"""Planning an acting request of any API from what its adapter read of it
+(:class:`PlanInput`: the catalogue of native tools and of a system-prompt tool block, the
+conversation in Chat Completions shape): score the catalogue against the conversation,
+select, and build the meta-tools; and executing meta-tool calls. No HTTP: the proxy and
+``toolprune explain`` share this code path.
 """
 
 from __future__ import annotations
@@ -12,19 +13,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from config.settings import Settings
-from proxy.chat.blocks import agent_block, start_block
-from proxy.chat.identity import request_conversation
-from proxy.chat.searches import client_search, search_tools, whole_searches
-from proxy.chat.text_plan import TextPlan, search_text_plan, selection_catalog
-from proxy.chat.turn import MetaCall, Turn
-from proxy.chat.upstream_info import UpstreamInfo
 from proxy.http.headers import Headers, state_key
 from proxy.metrics import Metrics
+from proxy.turn.blocks import agent_block, start_block
+from proxy.turn.identity import request_conversation
+from proxy.turn.searches import client_search, search_tools, whole_searches
+from proxy.turn.text_plan import TextPlan, selection_catalog
+from proxy.turn.turn import MetaCall, Turn, with_problem
+from proxy.turn.upstream_info import UpstreamInfo
 from selection.catalog import Catalog
-from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError, StateStoreError
-from selection.history import ToolChoice, called_tools, read_tool_choice
+from selection.history import ToolChoice, called_tools
 from selection.meta_tools import (
     LoadOutcome,
     build_meta_tools,
@@ -95,7 +95,7 @@ class PlanInput:
     ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
     ``reshaped``: the adapter writes the request for a plain server in another shape than
     the client's beyond ``defer_loading`` (namespaces, search tools or search items), so
-    even forwarded whole it is translated (:func:`proxy.chat.translation.whole_turn`).
+    even forwarded whole it is translated (:func:`proxy.turn.translation.whole_turn`).
     """
 
     body: dict[str, Any]
@@ -108,7 +108,6 @@ class PlanInput:
     search: ClientSearch | None = None
     found: tuple[str, ...] = ()
     reshaped: bool = False
-    api_view: Any = None  # what the adapter read beyond these fields: Turn.api_view
 
 
 class Planner:
@@ -129,13 +128,9 @@ class Planner:
         metrics: Metrics,
         on_late_error: Callable[[SelectionError], None],
         clock: Callable[[], float] = time.time,
-        catalogs: CatalogCache | None = None,
         upstream: UpstreamInfo | None = None,
     ) -> None:
         self.settings = settings
-        self.catalogs = catalogs if catalogs is not None else CatalogCache(
-            0, max_tool_bytes=settings.max_tool_definition_bytes
-        )
         self.policy = policy
         self.engine = engine
         self.store = store
@@ -144,31 +139,17 @@ class Planner:
         self.clock = clock
         self.upstream = upstream
 
-    async def plan(self, body: dict[str, Any], headers: Headers, top_k: int | None = None) -> Turn:
-        """Select the tools for this request and record the turn in the state store.
+    async def plan(
+        self, request: PlanInput, headers: Headers, top_k: int | None = None, *,
+        save: bool = True,
+    ) -> Turn:
+        """Select the tools for ``request`` (read by its API's adapter) and, when ``save``,
+        record the turn in the state store: the conversation's state, its agent's block and
+        the tools to count exactly. ``save`` False (a dry run) computes the same turn and
+        changes nothing a later request sees.
 
         Raises: NothingToPrune, SmallCatalog, SelectionError (CatalogError,
         EmbedderError, EmbedderTimeout, StateStoreError): forward the request unchanged.
-        """
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            raise NothingToPrune()
-        native = None
-        if "tools" in body:
-            native = self.catalogs.catalog(body["tools"], legacy=False)
-        elif "functions" in body:
-            native = self.catalogs.catalog(body["functions"], legacy=True)
-        text = None
-        if self.policy.text_formats:
-            min_entries = self.policy.min_catalog_tools + 1
-            text = await search_text_plan(messages, self.policy.text_formats, min_entries)
-        request = PlanInput(body, native, messages, read_tool_choice(body), text)
-        return await self.plan_input(request, headers, top_k)
-
-    async def plan_input(
-        self, request: PlanInput, headers: Headers, top_k: int | None = None
-    ) -> Turn:
-        """:meth:`plan` for a request already read by its API's adapter. Same raises.
 
         Deferral (the client deferred tools, or brought its own search tool) is the
         client's contract: its catalogue is planned whatever its size (never forwarded
@@ -274,12 +255,14 @@ class Planner:
             reuse=reuse > 0,
         )
         self._observe_cache(expectation, bool(selection.evicted))
-        if self.upstream is not None:
-            self.upstream.count_later(
-                tool for name in selection.state.loaded if (tool := catalog.get(name)) is not None
-            )
-        await self._save_state(conversation, selection.state)
-        await self._save_state(agent, agent_block(selection.state, conversation))
+        if save:
+            if self.upstream is not None:
+                self.upstream.count_later(
+                    tool for name in selection.state.loaded
+                    if (tool := catalog.get(name)) is not None
+                )
+            await self._save_state(conversation, selection.state)
+            await self._save_state(agent, agent_block(selection.state, conversation))
         turn = Turn(
             body, catalog, native, text, conversation, selection, scores, pinned, meta, choice,
             offered, top_k, named, lexical_only=lexical_only,
@@ -320,14 +303,31 @@ class Planner:
     # --- meta-tools -------------------------------------------------------------
     async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
         """Execute meta-calls: update the conversation's loaded set and state, and return
-        one ``tool`` message content per call (JSON text). A call of the function standing
-        for the client's search tool is also recorded in ``turn.searches`` (by call id),
-        for its API adapter to show the client; with deferral, what the calls load is
-        kept for the conversation (``ConversationState.found``). A translate-only turn
-        (``turn.whole``) only runs its searches: nothing to select, no state."""
+        one result per call (JSON text), for every API. A call whose arguments could not
+        be read (``MetaCall.problem``) gets a result that says so first. A call of the
+        function standing for the client's search tool is also recorded in
+        ``turn.searches`` (by call id), for its API adapter to show the client; with
+        deferral, what the calls load is kept for the conversation
+        (``ConversationState.found``). The turn's admissions so far are kept
+        (``Turn.earlier_admitted``): the re-selection reports only its own. A
+        translate-only turn (``turn.whole``) only runs its searches: nothing to select,
+        no state."""
         if turn.whole is not None:
-            return await whole_searches(self.engine, self.policy, self.metrics, turn, calls,
-                                        self.on_late_error)
+            results = await whole_searches(self.engine, self.policy, self.metrics, turn,
+                                           calls, self.on_late_error)
+        else:
+            for name in turn.selection.admitted:
+                if name not in turn.earlier_admitted:
+                    turn.earlier_admitted.append(name)
+            results = await self._run_planned(turn, calls)
+        return [
+            with_problem(result, call.problem) if call.problem else result
+            for call, result in zip(calls, results, strict=True)
+        ]
+
+    async def _run_planned(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
+        """:meth:`run_meta_calls` of a planned turn: loads and searches, then the turn's
+        re-selection, saved."""
         forwarded = {tool.name for tool in turn.selection.tools}
         outcomes: list[LoadOutcome] = []
         found: list[str] = []  # what the model's searches and loads asked for

@@ -1,56 +1,58 @@
-"""Serving an acting request over one or more upstream rounds, to a streaming or a plain
-client alike.
+"""Serving an acting request over one or more upstream rounds, for every API, to a
+streaming or a plain client alike: the turn's rules, written once.
 
-Each round's answer — an SSE stream, or one JSON body (also when a stream was asked
-for: some servers answer so, and ``upstream_stream = false`` asks for it) — is read by a
-:class:`~proxy.chat.round_reader.RoundReader`; what the client may see is shown as it is
-read (:mod:`proxy.chat.client`). Then the round's outcome:
+Each round's answer — an SSE stream, or one JSON body — is read by the API's
+:class:`~proxy.turn.adapter.ClientView`, which shows the client what it may see as it is
+read and reports the round (:class:`~proxy.turn.adapter.Reply`). Then the round's
+outcome, the same on every API:
 
-- meta-calls alone, the round complete (``finish_reason`` other than ``length``), meta
-  rounds left: the meta-calls run, the exchange is appended (arguments always valid
-  JSON), the request is re-issued, and the same client response goes on;
-- a round that ended with ``length`` (or without a finish reason): its meta-calls never
-  run; the client gets ``length`` (or an error), the meta-calls removed;
+- meta-calls alone, the round complete, meta rounds left (``max_meta_rounds``): the
+  meta-calls run (:meth:`proxy.turn.planner.Planner.run_meta_calls`), the exchange is
+  appended (arguments always valid JSON), the request is re-issued, and the same client
+  response goes on;
+- a round cut off (``length``, ``max_tokens``, ``incomplete``: :attr:`Ending.CUT`): its
+  meta-calls never run; the client is told as the upstream said, the meta-calls removed;
+- a round that ended without its end (no ``finish_reason``, ``message_delta`` or
+  terminal event) and holds a meta-call: it never runs; the client gets
+  ``upstream_invalid_response``;
 - meta-calls with real calls, or after the last meta round: they run (the loads take
-  effect next turn); real calls go to the client; with none, ``finish_reason`` is
-  ``stop`` and, if nothing at all was shown, a note says what happened;
-- an upstream error (a non-200 answer to a re-issue, an error event mid-stream): the
-  client gets the upstream's error object — its own status when nothing was shown yet;
-- an answer the proxy cannot interpret (an event that is not a chunk, a call without a
-  name: ``RoundReader.problem``): the client gets ``upstream_invalid_response`` (an SSE
-  error event, or 502), nothing of the round's calls, and no meta-call runs.
+  effect next turn); real calls go to the client; with none, the answer ends as a
+  finished one and, if nothing at all was shown, a note says what happened
+  (:func:`empty_answer_note`);
+- an upstream error (a non-200 answer, an error event mid-stream): before the client's
+  response started, the upstream's answer reaches it as it is; after, the API's error
+  event carries the upstream's error;
+- an answer the proxy cannot interpret (``Reply.problem``): the client gets
+  ``upstream_invalid_response`` (an SSE error event, or 502), nothing of the round's
+  calls, and no meta-call runs.
+
+A client that leaves cancels the request (:func:`proxy.http.asgi.run_until_disconnect`):
+the round in flight is closed, none is started after it.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
-from starlette.types import Send
-
-from proxy.chat.context import TurnServices
-from proxy.chat.client import PlainClient, StreamClient, upstream_error_object
-from proxy.chat.round_reader import RoundReader
-from proxy.chat.rounds import send_round
-from proxy.chat.turn import Turn, add_usage
-from proxy.http.asgi import send_complete
+from proxy.http.asgi import send_complete, send_error
 from proxy.http.errors import ProxyError, UpstreamResponseInvalid
 from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
-from proxy.http.headers import Headers
 from proxy.http.sse import Event, EventSplitter
 from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
+from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
+from proxy.turn.context import TurnServices
+from proxy.turn.sender import plain_body, send_round
+from proxy.turn.turn import Turn
 
-Client = StreamClient | PlainClient
 
-
-def empty_answer_note(rounds: int, finish: str) -> str:
-    """The content of a response that would be empty once its meta-calls are removed
-    (an assistant message without content nor calls is invalid when replayed)."""
-    if finish == "length":
+def empty_answer_note(rounds: int, ending: Ending) -> str:
+    """The content of a response that would be empty once its meta-calls are removed (an
+    assistant message without content nor calls is invalid when replayed)."""
+    if ending is Ending.CUT:
         return (
-            "[toolprune] The answer was cut off (finish_reason length) inside a "
-            "tool-loading call, which was not run. Allow more completion tokens."
+            "[toolprune] The answer was cut off by the output token limit inside a "
+            "tool-loading call, which was not run. Allow more output tokens."
         )
     return (
         f"[toolprune] The model asked to load more tools after {rounds} tool-loading "
@@ -60,194 +62,149 @@ def empty_answer_note(rounds: int, finish: str) -> str:
 
 
 class _TurnServer:
+    """Runs the rounds of one acting request (see the module docstring)."""
+
     def __init__(
-        self, services: TurnServices, turn: Turn, request: ClientRequest, send: Send,
-        extra_headers: Headers, started: float, stream: bool,
+        self, services: TurnServices, request: ApiRequest, turn: Turn, client: ClientRequest,
+        out: ClientOut, stream: bool,
     ) -> None:
         self.services = services
-        self.turn = turn
         self.request = request
-        self.send = send
-        self.extra_headers = extra_headers
-        self.started = started
+        self.turn = turn
+        self.client = client
+        self.out = out
         self.stream = stream
-        self.client: Client | None = None
-        self.usage: dict[str, Any] | None = None
-
-    def _observe_ttft(self) -> None:
-        elapsed = time.perf_counter() - self.started
-        self.services.metrics.ttft.labels(self.turn.decision).observe(elapsed)
-
-    def _client_for(self, response: UpstreamResponse) -> Client:
-        if self.client is None:
-            headers = [*response_headers(response), *self.extra_headers]
-            kind = StreamClient if self.stream else PlainClient
-            self.client = kind(self.send, headers, self._observe_ttft)
-        return self.client
+        self.view: ClientView | None = None
 
     async def run(self) -> None:
         max_rounds = self.services.max_meta_rounds
         streams = self.services.upstream_stream
-        asks_stream = self.turn.body.get("stream") is True
-        stream_upstream = True if streams is None or not asks_stream else await streams()
+        plain_upstream = self.stream and streams is not None and not await streams()
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
+                body = self.request.upstream_body(self.turn, offered)
                 response = await send_round(
-                    self.services.forwarder.upstream, self.services.metrics, self.request,
-                    self.turn, max_rounds, stream_upstream=stream_upstream,
+                    self.services.forwarder.upstream, self.services.metrics, self.client,
+                    plain_body(body) if plain_upstream else body,
                 )
             except ProxyError as error:
                 await self._fail(error)
                 return
             try:
-                reader = await self._read_round(response)
+                reply = await self._read(response)
             except ProxyError as error:
                 await self._fail(error)
                 return
             finally:
                 await response.aclose()
-            if reader is None:
-                return
-            if not await self._after_round(reader, offered):
+            if reply is None or not await self._after(reply, offered):
                 return
 
-    async def _after_round(self, reader: RoundReader, offered: bool) -> bool:
-        """Act on a round's outcome; True when the request is re-issued."""
-        client = self.client
-        assert client is not None
-        self.usage = add_usage(self.usage, reader.usage)
-        if reader.error is not None:
-            await client.fail_upstream(_error_object(reader.error))
+    async def _after(self, reply: Reply, offered: bool) -> bool:
+        """Act on a round's outcome (the one meta-round step); True when the request is
+        re-issued."""
+        view, turn = self.view, self.turn
+        assert view is not None
+        if reply.error is not None:
+            await view.fail_upstream(reply.error)
             return False
-        if reader.problem is not None:
-            await client.fail(UpstreamResponseInvalid(reader.problem))
+        if reply.problem is not None:
+            await view.fail(UpstreamResponseInvalid(reply.problem))
             return False
-        meta = reader.meta_calls()
-        finish = reader.finish.get(0)
-        real = reader.has_real_calls()
-        if finish is None and (meta or reader.streamed):
-            await client.fail(UpstreamResponseInvalid(
-                "the upstream's answer ended without a finish_reason"
-                + ("; the tool-loading call in it was not run" if meta else "")
+        if reply.meta and reply.ending is Ending.UNFINISHED:
+            await view.fail(UpstreamResponseInvalid(
+                "the upstream's answer ended without a finish_reason; the tool-loading call "
+                "in it was not run"
             ))
             return False
-        if meta and finish != "length":
-            if not real and offered:
-                results = await self.services.run_meta_calls(self.turn, meta)
-                self.turn.append_meta_exchange(reader.content_text(), meta, results)
-                self.turn.rounds += 1
+        if reply.meta and reply.ending is Ending.COMPLETE:
+            results = await self.services.run_meta_calls(turn, reply.meta)
+            await view.answered(reply)
+            if not reply.real_calls and offered:
+                self.request.append_exchange(turn, reply, results)
+                turn.rounds += 1
                 return True
-            await self.services.run_meta_calls(self.turn, meta)  # loads take effect next turn
-            if not real:
-                reader.finish[0] = finish = "stop"
-        if meta and not real and not client.shown_output:
-            note = empty_answer_note(self.turn.rounds, finish or "stop")
-            await client.choices([{"index": 0, "delta": {"content": note}}])
-        elif reader.streamed and finish == "stop" and not meta and not real and not client.shown_output:
-            self.services.suspicious_stop("chat_completions", self.request.request_id)
-        self.turn.response_calls = reader.real_call_names()
-        await client.finish(reader.finish, self.usage, reader.extras)
+            # mixed, or rounds exhausted: the loads take effect next turn
+        only_meta = bool(reply.meta) and not reply.real_calls
+        if only_meta and not view.shown_output:
+            await view.note(empty_answer_note(turn.rounds, reply.ending))
+        elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
+            self.services.suspicious_stop(self.services.api, self.client.request_id)
+        turn.response_calls = reply.real_calls
+        await view.finish(reply, only_meta)
         return False
 
-    async def _read_round(self, response: UpstreamResponse) -> RoundReader | None:
-        """Read one answer, showing the client what it may see; None when the request
-        was answered here (an upstream error or a body that is no chat completion)."""
-        client = self._client_for(response)
+    async def _read(self, response: UpstreamResponse) -> Reply | None:
+        """Read one answer through the client's view; None when the request was answered
+        here (an upstream error, or a body that is not an answer of the API)."""
+        if self.view is None:
+            self.view = self.request.view(self.turn, self.out, response, stream=self.stream)
+        view = self.view
         if response.status_code != 200:
-            if not client.started:
-                await self.services.forwarder.relay(response, self.send, self.extra_headers)
+            if not view.started:
+                await self.services.forwarder.relay(response, self.out.send, self.out.headers)
             else:
                 body = await read_decoded(response)
-                await client.fail_upstream(upstream_error_object(response.status_code, body))
+                await view.fail_upstream(view.upstream_error(response.status_code, body))
             return None
-        reader = RoundReader(self.turn.is_meta)
-        if is_event_stream(response):
-            reader.streamed = True
-            splitter = EventSplitter()
-            reading = True
-            async for data in raw_chunks(response):
-                for event in splitter.feed(data):
-                    reading = reading and await self._read_event(event, reader, client)
-                if not reading:
-                    if reader.done:
-                        await response.drain()
-                    break
-            if reading:
-                for event in splitter.flush():
-                    await self._read_event(event, reader, client)
+        await view.start_round(response)
+        if is_event_stream(response) and view.reads_events:
+            await self._read_events(response, view)
         else:
             raw = await read_decoded(response)
-            data = _completion(raw)
-            if data is None:
-                if client.started:
-                    raise UpstreamResponseInvalid("upstream answered a re-issued request with a body that is not a chat completion")
-                headers = [(n, v) for n, v in response_headers(response) if n not in (b"content-length", b"content-encoding")]
-                await send_complete(self.send, 200, [*headers, *self.extra_headers], raw)
+            if not await view.body(raw):
+                headers = [(n, v) for n, v in response_headers(response)
+                           if n not in (b"content-length", b"content-encoding")]
+                await send_complete(self.out.send, 200, [*headers, *self.out.headers], raw)
                 return None
-            client.adopt(data)
-            await client.open()
-            await client.choices(reader.read_completion(data))
-        client.adopt(reader.identity)
-        await client.choices(reader.end())
-        return reader
+        return await view.end_round()
 
-    async def _read_event(self, event: Event, reader: RoundReader, client: Client) -> bool:
+    async def _read_events(self, response: UpstreamResponse, view: ClientView) -> None:
+        splitter = EventSplitter()
+        reading = True
+        async for data in raw_chunks(response):
+            for event in splitter.feed(data):
+                reading = reading and await self._event(event, view)
+            if not reading:
+                if view.done_marker:
+                    await response.drain()
+                return
+        for event in splitter.flush():
+            if not await self._event(event, view):
+                return
+
+    @staticmethod
+    async def _event(event: Event, view: ClientView) -> bool:
         """Read one SSE event; False once the round's stream is over."""
         if event.data is None:
             if event.raw.lstrip().startswith(b":"):
-                await client.comment(event.raw)
+                await view.comment(event.raw)
             return True
         if event.data.strip() == "[DONE]":
-            reader.done = True
+            view.done_marker = True
             return False
         try:
-            chunk = json.loads(event.data)
+            data = json.loads(event.data)
         except (json.JSONDecodeError, RecursionError):
-            chunk = None
-        if not isinstance(chunk, dict):
-            reader.unreadable_event()
+            data = None
+        if not isinstance(data, dict):
+            view.unreadable("a JSON object")
             return False
-        if event.event == "error" and not chunk.get("error"):
-            chunk = {"error": chunk}
-        shown = reader.read_chunk(chunk)
-        client.adopt(reader.identity)
-        await client.open()
-        await client.choices(shown)
-        return reader.error is None
+        return await view.event(event.event, data)
 
     async def _fail(self, error: ProxyError) -> None:
-        if self.client is not None:
-            await self.client.fail(error)
+        if self.view is not None:
+            await self.view.fail(error)
         else:
-            await StreamClient(self.send, self.extra_headers, lambda: None).fail(error)
-
-
-def _completion(raw: bytes) -> dict[str, Any] | None:
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    if data.get("error"):
-        return data
-    choices = data.get("choices")
-    readable = isinstance(choices, list) and choices and all(
-        isinstance(c, dict) and isinstance(c.get("message"), dict) for c in choices
-    )
-    return data if readable else None
-
-
-def _error_object(error: Any) -> dict[str, Any]:
-    if isinstance(error, dict):
-        return error
-    return {"message": str(error), "type": "upstream_error", "param": None, "code": None}
+            await send_error(self.out.send, error, headers=self.out.headers)
 
 
 async def serve_turn(
-    services: TurnServices, turn: Turn, request: ClientRequest, send: Send,
-    extra_headers: Headers, started: float, *, stream: bool,
+    services: TurnServices, request: ApiRequest, turn: Turn, client: ClientRequest,
+    out: ClientOut, *, stream: bool,
 ) -> None:
-    """Serve ``turn`` as one client response: SSE when ``stream``, else one JSON body."""
-    await _TurnServer(services, turn, request, send, extra_headers, started, stream).run()
+    """Serve ``turn`` (read by its API as ``request``) as one client response; ``stream``:
+    the client asked for a stream (the API's view decides the response's shape)."""
+    await _TurnServer(services, request, turn, client, out, stream).run()
+

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from proxy.chat.turn import MetaCall, Turn
+from proxy.turn.turn import MetaCall, Turn
 from proxy.metrics import Metrics
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError

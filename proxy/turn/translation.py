@@ -5,20 +5,20 @@ wrote them still goes in a shape it can (``docs/tool-search.md``, "Not pruned").
 Such a request carries the client's deferral (``defer_loading``), its own search tool
 (Anthropic's ``tool_search_tool_*`` server tools, OpenAI's ``tool_search``), or another
 shape its API adapter rewrites (Responses ``namespace`` groups, search items in the
-history: :attr:`proxy.chat.planner.PlanInput.reshaped`). Its turn forwards the client's
+history: :attr:`proxy.turn.planner.PlanInput.reshaped`). Its turn forwards the client's
 whole catalogue, every deferred tool loaded and ``defer_loading`` removed, written by
 the adapter as for a planned turn (namespaces flattened, and mapped back on the way
 out); the client's search tool, when toolprune emulates it, stays offered as the
-function the proxy answers (:func:`proxy.chat.searches.whole_searches`), so a model
+function the proxy answers (:func:`proxy.turn.searches.whole_searches`), so a model
 told to search never calls a tool nobody runs. Nothing is selected, scored or stored:
 no embedder, no state store, which is what a ``fallback`` lost.
 """
 
 from __future__ import annotations
 
-from proxy.chat.identity import request_conversation
-from proxy.chat.planner import PlanInput
-from proxy.chat.turn import Turn
+from proxy.turn.identity import request_conversation
+from proxy.turn.planner import PlanInput
+from proxy.turn.turn import Turn
 from proxy.http.headers import Headers
 from selection.history import ToolChoice
 from selection.selector import SelectedTool, Selection
@@ -67,5 +67,5 @@ def whole_turn(request: PlanInput, headers: Headers, decision: str, *, shared: b
         ToolChoice(offer_meta=request.choice.offer_meta), len(native),
     )
     turn.search, turn.deferral = search, bool(deferred) or search is not None
-    turn.whole, turn.api_view = decision, request.api_view
+    turn.whole = decision
     return turn

@@ -1,9 +1,8 @@
-"""One acting chat-completions request and how its body is rewritten (forwarded tools,
-text block, meta exchange appended).
-
-Field names and shapes follow OpenAI's Chat Completions API reference: ``tools`` /
-legacy ``functions``, ``tool_choice``, legacy ``function_call``, assistant ``tool_calls``
-and ``tool`` messages.
+"""One acting request, whatever its API: what was planned for it (the catalogue, the
+selection, the meta-tools), and what its rounds did (meta-calls run, searches answered,
+the calls the client got). How its body is written for the upstream is its API
+adapter's (:mod:`proxy.turn.adapter`); the forwarded block's order is here
+(:meth:`Turn.block_entries`), for every API.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from proxy.chat.text_plan import TextPlan
+from proxy.turn.text_plan import TextPlan
 from selection.catalog import Catalog, canonical_json
-from selection.history import KEEP, ToolChoice
+from selection.history import ToolChoice
 from selection.meta_tools import MetaTools
 from selection.prefix import CacheExpectation
 from selection.selector import Selection
@@ -35,10 +34,45 @@ class MetaCall:
     problem: str | None = None
 
 
+def arguments_text(value: Any) -> str:
+    """Tool-call ``arguments`` as text: the APIs send a string; a server that sends the
+    object itself (Ollama's native shape) gets it serialised; null is ``""``."""
+    if isinstance(value, str):
+        return value
+    return "" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def meta_call(call_id: str, name: str, arguments: str) -> MetaCall:
+    """A meta-call whose ``arguments`` is always JSON object text: the parsed value
+    re-serialised, or ``"{}"`` with a ``problem`` the model is told about
+    (:meth:`proxy.turn.planner.Planner.run_meta_calls`). ``arguments``: the call's
+    arguments as the model wrote them (JSON text, maybe cut off)."""
+    if not arguments.strip():
+        return MetaCall(call_id, name, "{}", "the call had no arguments")
+    try:
+        value = json.loads(arguments)
+    except (json.JSONDecodeError, RecursionError):
+        return MetaCall(call_id, name, "{}", "the arguments were cut off or are not valid JSON")
+    if not isinstance(value, dict):
+        return MetaCall(call_id, name, "{}", "the arguments are not a JSON object")
+    return MetaCall(call_id, name, json.dumps(value, ensure_ascii=False))
+
+
+def with_problem(result: str, problem: str) -> str:
+    """A meta-call's result (JSON text) with the reason its arguments were not read
+    (``MetaCall.problem``) put first in its ``error``."""
+    try:
+        parsed = json.loads(result)
+    except json.JSONDecodeError:
+        parsed = None
+    parsed = parsed if isinstance(parsed, dict) else {}
+    detail = parsed.get("error")
+    parsed["error"] = f"{problem}; {detail}" if isinstance(detail, str) else problem
+    return json.dumps(parsed)
+
+
 #: Selection reasons of the block's head: the client's CORE, then toolprune's.
 _CORE = ("client", "core")
-#: Request fields that only make sense with a tools (or functions) array.
-_NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 
 
 @dataclass
@@ -64,7 +98,6 @@ class Turn:
     #: The tools a one-intent request names (``Scores.named``), kept for meta rounds.
     named: np.ndarray | None = None
     rounds: int = 0
-    extra_messages: list[dict[str, Any]] = field(default_factory=list)
     meta_events: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the real tool calls in the response the client got.
     response_calls: list[str] = field(default_factory=list)
@@ -76,7 +109,7 @@ class Turn:
     expectation: CacheExpectation | None = None
     #: ``adopted``: this new conversation's tools began as its agent's last block (the
     #: upstream's cached prefix); ``shared``: this later turn's did, after another
-    #: conversation's request (:class:`proxy.chat.blocks.BlockStart`); None otherwise.
+    #: conversation's request (:class:`proxy.turn.blocks.BlockStart`); None otherwise.
     block_start: str | None = None
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
@@ -88,22 +121,16 @@ class Turn:
     #: The client's own search tool, emulated (its function is ``meta.client_search``).
     search: ClientSearch | None = None
     #: The client deferred tools or brought its own search tool: the deferral contract
-    #: holds (:meth:`proxy.chat.planner.Planner.plan_input`).
+    #: holds (:meth:`proxy.turn.planner.Planner.plan`).
     deferral: bool = False
     #: Selection admits candidates by its ranking (off: deferred tools load by search only).
     preload: bool = True
     #: Calls of the client's search tool answered this turn, by call id, in call order.
     searches: dict[str, SearchResult] = field(default_factory=dict)
-    #: What the client sees of rounds before the last, in its API's shape (the client's
-    #: search tool's exchanges with the text around them), for a plain response.
-    shown: list[Any] = field(default_factory=list)
-    #: What the request's API adapter read of it beyond the planner's input (``PlanInput``),
-    #: in the adapter's own type (the Responses adapter's tool layout), or None.
-    api_view: Any = None
 
     #: Translate-only: the decision (``fallback``, ``small_catalog``, ``dry_run``) under
     #: which the client's catalogue goes whole, translated for a plain server
-    #: (:func:`proxy.chat.translation.whole_turn`): no selection, no state. None: planned.
+    #: (:func:`proxy.turn.translation.whole_turn`): no selection, no state. None: planned.
     whole: str | None = None
 
     #: The learned part of ``scores`` (``Scores.boost``), kept for meta rounds.
@@ -126,14 +153,6 @@ class Turn:
 
     def is_meta(self, name: str | None) -> bool:
         return self.meta is not None and name in self.meta.names
-
-    def forwarded_entries(self, with_meta: bool) -> list[Any]:
-        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, then the
-        block (:meth:`block_entries`)."""
-        if self.native is None:
-            return []
-        meta = list(self.meta.definitions) if with_meta and self.meta else []
-        return [*self.native.others, *self.block_entries(meta)]
 
     def block_entries(self, meta: Sequence[Any]) -> list[Any]:
         """The forwarded native tools in block order, as the client defined them (in its
@@ -165,28 +184,6 @@ class Turn:
         meta = self.meta.definitions if self.meta else ()
         return dropped - sum(len(canonical_json(definition)) for definition in meta)
 
-    def upstream_body(self, with_meta: bool) -> bytes:
-        """The request body for the next upstream round (JSON, UTF-8). An empty tools
-        array is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the
-        fields that need one (``tool_choice``, ``parallel_tool_calls``, legacy
-        ``function_call``) go too."""
-        body = dict(self.body)
-        if self.native is not None:
-            key = "functions" if self.native.legacy else "tools"
-            body[key] = self.forwarded_entries(with_meta)
-            if not body[key]:
-                for field_name in (key, *_NEEDS_TOOLS):
-                    body.pop(field_name, None)
-        if self.text is not None:
-            keep = {tool.name for tool in self.selection.tools}
-            body["messages"] = self.text.rewrite_messages(body["messages"], keep)
-        if self.extra_messages:
-            body["messages"] = [*body.get("messages", []), *self.extra_messages]
-        if self.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
-            body["tool_choice"] = self.tool_choice.forward
-        self.add_llama_fields(body)
-        return json_bytes(body)
-
     def add_llama_fields(self, body: dict[str, Any]) -> None:
         """Add to an upstream ``body`` the llama-server fields the proxy sends
         (``n_cache_reuse``), unless the client set them (its value is kept)."""
@@ -200,37 +197,6 @@ class Turn:
     def offer_meta_now(self, max_rounds: int) -> bool:
         """Meta-tools are offered until ``max_rounds`` re-issues have been made."""
         return self.meta is not None and self.rounds < max_rounds
-
-    def append_meta_exchange(self, content: str | None, calls: Sequence[MetaCall], results: Sequence[str]) -> None:
-        """Append the assistant's meta-calls and one answer per call, as the model will
-        see them on the re-issued request."""
-        if self.native is not None and self.native.legacy:
-            call = calls[0]
-            self.extra_messages.append(
-                {
-                    "role": "assistant",
-                    "content": content,
-                    "function_call": {"name": call.name, "arguments": call.arguments},
-                }
-            )
-            self.extra_messages.append({"role": "function", "name": call.name, "content": results[0]})
-            return
-        self.extra_messages.append(
-            {
-                "role": "assistant",
-                "content": content,
-                "tool_calls": [
-                    {
-                        "id": call.id,
-                        "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments},
-                    }
-                    for call in calls
-                ],
-            }
-        )
-        for call, result in zip(calls, results, strict=True):
-            self.extra_messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 
 def json_bytes(value: Any) -> bytes:

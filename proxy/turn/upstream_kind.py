@@ -7,7 +7,7 @@ on 0.5.13; streamed tool calls with their parser came in v0.8.0, 2025-05-28, "St
 responses with tool calling" on ollama.com/blog). Ollama names itself and its version at
 ``GET /api/version`` (``{"version": "0.7.1"}``, its API reference); other servers answer
 404 there. Such an upstream gets the acting turns of streaming clients non-streamed, and
-the client's SSE is made from the JSON answer (:mod:`proxy.chat.serving`).
+the client's SSE is made from the JSON answer (:mod:`proxy.apis.chat.view`).
 """
 
 from __future__ import annotations

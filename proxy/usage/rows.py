@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from proxy.chat.identity import log_id
-from proxy.chat.turn import Turn
+from proxy.turn.identity import log_id
+from proxy.turn.turn import Turn
 from proxy.usage.history import HistoryCall, history_calls, last_user_text
 from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
 from selection.catalog import Catalog, canonical_json

@@ -11,7 +11,7 @@ opened and every ``retention_interval_s`` after, so the file never grows without
 Tables:
 
 * ``requests``: per acting request (``pruned``/``dry_run``) the time, the conversation id
-  *hash* (:func:`proxy.chat.identity.log_id`, never the id), catalogue fingerprint, turn number,
+  *hash* (:func:`proxy.turn.identity.log_id`, never the id), catalogue fingerprint, turn number,
   path, tools offered and forwarded, schema bytes saved, meta-calls (count and the names
   they loaded) and rounds; per fallback the time and reason.
 * ``calls``: every real tool call seen, once: in the response the client got
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy.chat.turn import Turn
+from proxy.turn.turn import Turn
 from proxy.log import RateLimitedLog, get_logger
 from proxy.usage.rows import ActingEvent, PreviousRequest, write_acting
 from proxy.usage.schema import apply_retention, claim_query_vectors, open_database

@@ -1,6 +1,6 @@
 """Offline evaluation of tool selection on labelled cases (``toolprune eval``). No HTTP.
 
-The evaluation runs the proxy's own steps for every case (proxy/chat/planner.py
+The evaluation runs the proxy's own steps for every case (proxy/turn/planner.py
 ``Planner.plan``): a catalogue the policy forwards whole (``Policy.forwards_whole``: at
 most ``min_catalog_tools`` tools, or too little to save) is passed through whole;
 otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a ``tool_choice``

@@ -37,7 +37,7 @@ from selection.selector import select
 from selection.state import ConversationState
 from selection.tokens import BYTES_PER_TOKEN, tool_tokens
 
-#: Tools a ``search_tools`` call returns (as proxy/chat/searches.py, ``selection.tool_search.SEARCH_RESULTS``).
+#: Tools a ``search_tools`` call returns (as proxy/turn/searches.py, ``selection.tool_search.SEARCH_RESULTS``).
 SEARCH_RESULTS = 5
 #: Catalogues above this get ``search_tools`` (the settings default).
 SEARCH_TOOLS_MIN_CATALOG = 100

@@ -155,7 +155,7 @@ async def score_cases(
             continue
         choice_pin, allowed = _tool_choice_of(case)
         catalog = case.catalog if allowed is None else case.catalog.restricted_to(set(allowed))
-        pinned = [  # as proxy/chat/planner.py pins
+        pinned = [  # as proxy/turn/planner.py pins
             *([choice_pin] if choice_pin else []),
             *called_tools(case.messages),
             *text_called_tools(case.messages, set(catalog.names)),

@@ -372,7 +372,7 @@ def test_a_continuation_the_proxy_does_not_prune_also_continues_from_the_last_ro
 @proves(
     fault="the upstream answers a hidden re-issue with an error status",
     phase="inside a hidden meta-call",
-    client="Messages: what was shown, then Anthropic's error event naming the status; no `message_stop`",
+    client="Messages: what was shown, then Anthropic's error event carrying the upstream's error; no `message_stop`",
 )
 def test_a_failed_reissue_ends_the_messages_stream_with_an_anthropic_error_event(
     upstream: RunningUpstream, proxy: str
@@ -391,8 +391,7 @@ def test_a_failed_reissue_ends_the_messages_stream_with_an_anthropic_error_event
         for event in stream:
             seen.append(event.type)
     assert seen[0] == "message_start" and "message_stop" not in seen
-    assert failed.value.body == {"type": "error", "error": {"type": "api_error",
-                                 "message": "upstream answered a re-issued request with status 500"}}
+    assert failed.value.body == {"type": "error", "error": {"type": "api_error", "message": "boom"}}
 
 
 def test_meta_calls_mixed_with_client_calls_are_removed_and_load_next_turn(
@@ -432,7 +431,8 @@ def test_a_meta_call_with_cut_off_arguments_is_re_issued_as_json(
     call, output = sent(upstream, "/responses")[1]["input"][-2:]
     assert call["type"] == "function_call" and call["arguments"] == "{}"
     assert output["call_id"] == call["call_id"] == "meta_1"
-    assert json.loads(output["output"])["error"].startswith("arguments must be JSON")
+    error = json.loads(output["output"])["error"]
+    assert error.startswith("the arguments were cut off or are not valid JSON; arguments must be JSON")
 
 
 def test_a_meta_tool_use_without_an_id_is_paired_with_its_result(

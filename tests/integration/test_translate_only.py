@@ -1,5 +1,5 @@
 """Requests the proxy does not prune still reach a local server in a shape it can take
-(the translate-only path, proxy/chat/translation.py): a ``fallback`` (the embedder
+(the translate-only path, proxy/turn/translation.py): a ``fallback`` (the embedder
 fails), a ``dry-run`` and a small Responses catalogue with a namespace. The proxy under
 uvicorn in front of the scripted upstream, the official ``openai`` and ``anthropic`` SDKs
 as clients. The upstream must get no ``defer_loading``, no server tool, no ``namespace``;

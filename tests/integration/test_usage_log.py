@@ -27,7 +27,7 @@ import pytest
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.app import create_app
-from proxy.chat.identity import HEADER_ID_PREFIX, log_id
+from proxy.turn.identity import HEADER_ID_PREFIX, log_id
 from proxy.cli.main import main
 from proxy.components import build_embedder
 from proxy.usage.reader import read_usage
@@ -154,7 +154,7 @@ class Proxy:
 
     @property
     def usage(self) -> UsageLog:
-        return self.app.state.services.chat.decisions.usage
+        return self.app.state.services.apis["/v1/chat/completions"].decisions.usage
 
     def flush(self) -> None:
         """Wait (bounded) until the writer accounted for every request sent: the event is

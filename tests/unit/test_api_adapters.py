@@ -1,5 +1,5 @@
 """The Responses and Messages adapters on their own: reading requests into the planner's
-input, writing tool arrays, and the stream relays fed with llama-server-shaped events
+input, writing tool arrays, and the stream views fed with llama-server-shaped events
 (no ``sequence_number``, no ``output_index``: items named by ``item_id``)."""
 
 from __future__ import annotations
@@ -9,12 +9,23 @@ from typing import Any
 
 import pytest
 
-from proxy.apis.messages import MessagesAdapter, conversation_view as messages_view, read_choice
-from proxy.apis.responses import ResponseChains, ResponsesAdapter, conversation_view
-from proxy.apis.tools import keep_cache_markers
-from proxy.chat.planner import NothingToPrune
-from proxy.chat.turn import Turn
-from proxy.http.sse import EventSplitter, decode
+from proxy.apis.messages.adapter import (
+    MessagesApi,
+    MessagesRequest,
+    conversation_view as messages_view,
+    read_choice,
+)
+from proxy.apis.messages.stream import MessagesStream
+from proxy.apis.messages.tools import keep_cache_markers
+from proxy.apis.responses.adapter import ResponsesApi, ResponsesRequest, conversation_view
+from proxy.apis.responses.chains import ResponseChains
+from proxy.apis.responses.stream import ResponsesStream
+from proxy.apis.responses.tools import ToolLayout
+from proxy.http.sse import EventSplitter
+from proxy.turn.adapter import ClientOut, Reply
+from proxy.turn.events import EventStreamView
+from proxy.turn.planner import NothingToPrune, PlanInput
+from proxy.turn.turn import Turn
 from selection.catalog import build_catalog
 from selection.history import ToolChoice, called_tools
 from selection.meta_tools import MetaTools
@@ -31,14 +42,47 @@ def turn_with_meta(body: dict[str, Any]) -> Turn:
                 meta, ToolChoice(), 0)
 
 
-def event(data: dict[str, Any]) -> bytes:
-    return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
+class Client:
+    """The client's side of a stream view: every body byte it was sent."""
+
+    def __init__(self) -> None:
+        self.body = b""
+        self.read = 0
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.body += message.get("body", b"")
+
+    def new(self) -> list[dict[str, Any]]:
+        """The JSON payloads of the events sent since the last call."""
+        events = EventSplitter().feed(self.body[self.read:])
+        self.read = len(self.body)
+        return [json.loads(e.data) for e in events if e.data and e.data != "[DONE]"]
 
 
-def relayed(payloads: list[bytes]) -> list[dict[str, Any]]:
-    """The JSON payloads of the events in ``payloads``."""
-    events = EventSplitter().feed(b"".join(payloads))
-    return [json.loads(e.data) for e in events if e.data and e.data != "[DONE]"]
+class StreamAnswer:
+    """A round's answer as a view reads its head: 200, an event stream."""
+
+    status_code = 200
+    headers = [(b"content-type", b"text/event-stream")]
+
+    def header(self, name: bytes) -> bytes | None:
+        return dict(self.headers).get(name)
+
+
+async def play(view: EventStreamView, events: list[dict[str, Any]]) -> Reply:
+    """One upstream round of ``events`` through ``view``."""
+    await view.start_round(StreamAnswer())  # type: ignore[arg-type]
+    for data in events:
+        await view.event(data["type"], data)
+    return await view.end_round()
+
+
+def out(client: Client) -> ClientOut:
+    return ClientOut(client.send, [], lambda: None)
+
+
+def responses_request(turn: Turn) -> ResponsesRequest:
+    return ResponsesRequest(PlanInput(turn.body, None, [], ToolChoice()), ToolLayout(), ResponseChains())
 
 
 # --- reading requests ------------------------------------------------------------
@@ -59,15 +103,15 @@ def test_responses_view_reads_instructions_items_and_calls() -> None:
     assert conversation_view({"input": "hi"}) == [{"role": "user", "content": "hi"}]
 
 
-def test_responses_read_skips_hosted_tools_and_needs_function_tools() -> None:
-    adapter = ResponsesAdapter()
+async def test_responses_read_skips_hosted_tools_and_needs_function_tools() -> None:
+    adapter = ResponsesApi()
     tools = [{"type": "web_search"}, {"type": "function", "name": "a", "parameters": {}}]
-    read = adapter.read({"input": "x", "tools": tools, "conversation": {"id": "conv_9"}})
+    read = (await adapter.read({"input": "x", "tools": tools, "conversation": {"id": "conv_9"}})).input
     assert read.native is not None and read.native.names == ["a"]
     assert read.native.others == ({"type": "web_search"},)
     assert read.conversation == "conv:conv_9"
     with pytest.raises(NothingToPrune):
-        adapter.read({"input": "x", "tools": [{"type": "web_search"}]})
+        await adapter.read({"input": "x", "tools": [{"type": "web_search"}]})
 
 
 def test_response_chains_map_a_streamed_id_to_its_last_round() -> None:
@@ -135,35 +179,34 @@ LLAMA_RESPONSES_ROUND = [
 ]
 
 
-def test_responses_relay_hides_meta_items_named_by_item_id() -> None:
+async def test_responses_relay_hides_meta_items_named_by_item_id() -> None:
     turn = turn_with_meta({"input": "x", "tools": []})
-    relay = ResponsesAdapter().relay(turn)
-    relay.start_round()
-    out = relayed([p for e in LLAMA_RESPONSES_ROUND for p in relay.feed(decode(event(e)))])
-    assert [e["type"] for e in out] == [
+    client = Client()
+    relay = ResponsesStream(turn, out(client), responses_request(turn))
+    reply = await play(relay, LLAMA_RESPONSES_ROUND)
+    shown = client.new()
+    assert [e["type"] for e in shown] == [
         "response.created", "response.output_item.added", "response.output_text.delta",
         "response.output_item.done",
     ]
-    assert all("sequence_number" not in e and "output_index" not in e for e in out)
-    reply = relay.end_round()
+    assert all("sequence_number" not in e and "output_index" not in e for e in shown)
     assert [(c.id, c.name, c.arguments) for c in reply.meta] == [("call_1", "load_tools", '{"names": ["x"]}')]
     assert reply.real_calls == []
     second = [{**e, "response": {**e["response"], "id": "resp_2"}} if "response" in e else e
               for e in LLAMA_RESPONSES_ROUND if e["type"] != "response.output_item.added" or e["item"]["type"] == "message"]
-    relay.start_round()
-    again = relayed([p for e in second for p in relay.feed(decode(event(e)))])
-    assert "response.created" not in [e["type"] for e in again]
-    relay.end_round()
-    (completed,) = relayed([relay.finish_bytes(only_meta=True)])
+    last = await play(relay, second)
+    assert "response.created" not in [e["type"] for e in client.new()]
+    await relay.finish(last, only_meta=True)
+    (completed,) = client.new()
     assert completed["response"]["id"] == "resp_1"
     assert [item["id"] for item in completed["response"]["output"]] == ["msg_1", "msg_1"]
     assert completed["response"]["usage"] == {"input_tokens": 200, "output_tokens": 14, "total_tokens": 214}
 
 
-def test_responses_relay_renumbers_output_index_and_sequence_number() -> None:
+async def test_responses_relay_renumbers_output_index_and_sequence_number() -> None:
     turn = turn_with_meta({"input": "x"})
-    relay = ResponsesAdapter().relay(turn)
-    relay.start_round()
+    client = Client()
+    relay = ResponsesStream(turn, out(client), responses_request(turn))
     events = [
         {"type": "response.created", "sequence_number": 0, "response": {"id": "r"}},
         {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0,
@@ -173,15 +216,15 @@ def test_responses_relay_renumbers_output_index_and_sequence_number() -> None:
          "item": {"id": "fc_r", "type": "function_call", "name": "real", "call_id": "r1"}},
         {"type": "response.function_call_arguments.delta", "sequence_number": 4, "output_index": 1, "item_id": "fc_r", "delta": "{}"},
     ]
-    out = relayed([p for e in events for p in relay.feed(decode(event(e)))])
-    assert [(e["sequence_number"], e.get("output_index")) for e in out] == [(0, None), (1, 0), (2, 0)]
+    await play(relay, events)
+    assert [(e["sequence_number"], e.get("output_index")) for e in client.new()] == [(0, None), (1, 0), (2, 0)]
     assert relay.first_token
 
 
-def test_messages_relay_renumbers_blocks_around_a_hidden_meta_call() -> None:
+async def test_messages_relay_renumbers_blocks_around_a_hidden_meta_call() -> None:
     turn = turn_with_meta({"messages": []})
-    relay = MessagesAdapter().relay(turn)
-    relay.start_round()
+    client = Client()
+    relay = MessagesStream(turn, out(client), MessagesRequest(PlanInput({}, None, [], ToolChoice())))
     events = [
         {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 50, "output_tokens": 1}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
@@ -195,15 +238,15 @@ def test_messages_relay_renumbers_blocks_around_a_hidden_meta_call() -> None:
         {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 9}},
         {"type": "message_stop"},
     ]
-    out = relayed([p for e in events for p in relay.feed(decode(event(e)))])
-    assert [(e["type"], e.get("index")) for e in out] == [
+    reply = await play(relay, events)
+    assert [(e["type"], e.get("index")) for e in client.new()] == [
         ("message_start", None), ("content_block_start", 0), ("content_block_delta", 0),
         ("content_block_stop", 0), ("content_block_start", 1), ("content_block_stop", 1),
     ]
-    reply = relay.end_round()
     assert [(c.id, json.loads(c.arguments)) for c in reply.meta] == [("t_m", {"names": ["x"]})]
     assert reply.real_calls == ["real"]
     assert reply.items[1]["input"] == {"names": ["x"]}
-    delta, stop = relayed([relay.finish_bytes(only_meta=False)])
+    await relay.finish(reply, only_meta=False)
+    delta, stop = client.new()
     assert delta["delta"]["stop_reason"] == "tool_use" and stop == {"type": "message_stop"}
     assert delta["usage"] == {"input_tokens": 50, "output_tokens": 9}

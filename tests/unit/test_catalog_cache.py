@@ -115,16 +115,14 @@ def test_legacy_functions_are_cached_apart_from_tools() -> None:
     assert catalog.legacy and len(catalog) == 10
 
 
-async def test_the_chat_handler_and_its_planner_share_one_cache() -> None:
+async def test_the_chat_adapter_decodes_and_reads_through_one_cache() -> None:
     from config.policy import load_policy
     from config.settings import Settings
-    from proxy.chat.handler import ChatHandler
-    from proxy.metrics import Metrics
-    from selection.state import MemoryStateStore
+    from proxy.apis.chat.adapter import ChatApi
 
-    settings = Settings()
-    handler = ChatHandler(
-        settings=settings, policy=load_policy(settings), engine=None,  # type: ignore[arg-type]
-        store=MemoryStateStore(60, 10), forwarder=None, metrics=Metrics(),  # type: ignore[arg-type]
-    )
-    assert handler.planner.catalogs is handler.catalogs
+    cache = CatalogCache(1 << 20)
+    api = ChatApi(load_policy(Settings()), cache)
+    raw = json.dumps({"messages": [{"role": "user", "content": "x"}], "tools": tools(10)}).encode()
+    first, second = [(await api.read(await api.decode(raw))).input.native for _ in range(2)]
+    assert first is not None and first is second
+    assert (cache.hits, cache.misses) == (1, 1)

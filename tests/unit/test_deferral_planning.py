@@ -1,4 +1,4 @@
-"""The deferral contract through the planner (proxy/chat/planner.py), the code every API
+"""The deferral contract through the planner (proxy/turn/planner.py), the code every API
 shares: the client's CORE forwarded first whatever the catalogue's size, toolprune's
 pre-loading switchable, the client's search tool standing in for the meta-tools, its calls
 run with their semantics and what they find kept loaded for the conversation. The engine
@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from config.settings import Settings
-from proxy.chat.planner import Planner, PlanInput
-from proxy.chat.turn import MetaCall
+from proxy.apis.chat.adapter import ChatRequest
+from proxy.turn.planner import Planner, PlanInput
+from proxy.turn.turn import MetaCall
 from proxy.metrics import Metrics
 from selection.catalog import parse_tools
 from selection.history import ToolChoice
@@ -49,25 +50,26 @@ def request(text: str, names: list[str] = NAMES, search: ClientSearch | None = N
 
 
 async def test_the_client_core_is_forwarded_first_and_the_pool_preloaded_by_ranking() -> None:
-    turn = await planner().plan_input(request("gamma please"), HEADERS)
+    read = request("gamma please")
+    turn = await planner().plan(read, HEADERS)
     assert turn.selection.names == ["alpha", "beta", "gamma"]
     assert turn.selection.provenance == {"alpha": "client", "beta": "client", "gamma": "toolprune"}
     assert turn.deferral and turn.meta is not None and turn.meta.load_name == "load_tools"
     # The upstream gets the definitions without defer_loading.
-    body = json.loads(turn.upstream_body(with_meta=True))
+    body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert all("defer_loading" not in tool for tool in body["tools"])
     assert [t["function"]["name"] for t in body["tools"]][:3] == ["alpha", "beta", "gamma"]
 
 
 async def test_a_small_deferred_catalogue_is_still_planned() -> None:
-    turn = await planner().plan_input(request("delta", names=["alpha", "gamma", "delta"]), HEADERS)
+    turn = await planner().plan(request("delta", names=["alpha", "gamma", "delta"]), HEADERS)
     assert turn.selection.names == ["alpha", "delta"]  # 3 tools: under min_catalog_tools
 
 
 async def test_preloading_off_forwards_the_client_core_only_until_a_search() -> None:
     plans = planner(preload=False)
     search = ClientSearch("regex", "tool_search_tool_regex")
-    turn = await plans.plan_input(request("gamma please", search=search), HEADERS)
+    turn = await plans.plan(request("gamma please", search=search), HEADERS)
     assert turn.selection.names == ["alpha", "beta"]
     assert turn.meta is not None and turn.meta.names == {"tool_search_tool_regex"}
     call = MetaCall("srvtoolu_1", "tool_search_tool_regex", json.dumps({"query": "^(gamma|zeta)$"}))
@@ -77,14 +79,14 @@ async def test_preloading_off_forwards_the_client_core_only_until_a_search() -> 
     assert turn.selection.names == ["alpha", "beta", "gamma", "zeta"]
     assert set(turn.selection.provenance.values()) == {"client", "search"}
     # The next turn of the conversation keeps them, and says a search found them.
-    later = await plans.plan_input(request("something else", search=search), HEADERS)
+    later = await plans.plan(request("something else", search=search), HEADERS)
     assert later.selection.names == ["alpha", "beta", "gamma", "zeta"]
     assert later.selection.provenance["zeta"] == "search"
 
 
 async def test_a_bad_pattern_is_answered_to_the_model_and_loads_nothing() -> None:
     plans = planner(preload=False)
-    turn = await plans.plan_input(
+    turn = await plans.plan(
         request("x", search=ClientSearch("regex", "tool_search_tool_regex")), HEADERS
     )
     call = MetaCall("srvtoolu_2", "tool_search_tool_regex", json.dumps({"query": "(" * 3}))
@@ -95,7 +97,7 @@ async def test_a_bad_pattern_is_answered_to_the_model_and_loads_nothing() -> Non
 
 async def test_a_natural_language_search_uses_toolprune_ranking() -> None:
     plans = planner(preload=False)
-    turn = await plans.plan_input(request("x", search=ClientSearch("query", "tool_search")), HEADERS)
+    turn = await plans.plan(request("x", search=ClientSearch("query", "tool_search")), HEADERS)
     call = MetaCall("c1", "tool_search", json.dumps({"query": "the epsilon tool"}))
     await plans.run_meta_calls(turn, [call])
     assert turn.searches["c1"].found[0] == "epsilon"
@@ -103,7 +105,7 @@ async def test_a_natural_language_search_uses_toolprune_ranking() -> None:
 
 
 async def test_tools_found_in_the_history_are_loaded() -> None:
-    turn = await planner(preload=False).plan_input(request("x", found=("theta", "nope")), HEADERS)
+    turn = await planner(preload=False).plan(request("x", found=("theta", "nope")), HEADERS)
     assert turn.selection.names == ["alpha", "beta", "theta"]
     assert turn.selection.provenance["theta"] == "search"
 
@@ -117,6 +119,6 @@ async def test_without_deferral_the_plan_is_todays() -> None:
         body = {"model": "m", "messages": [{"role": "user", "content": text}], "tools": tools}
         return PlanInput(body, parse_tools(tools), body["messages"], ToolChoice())
 
-    turn = await planner(preload=False).plan_input(plain("gamma please"), HEADERS)
+    turn = await planner(preload=False).plan(plain("gamma please"), HEADERS)
     assert turn.selection.names == ["gamma"] and not turn.deferral
     assert set(turn.selection.provenance.values()) == {"toolprune"}

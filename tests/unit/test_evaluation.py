@@ -340,9 +340,10 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     must equal ``Planner.plan``'s for the same requests and conversation ids. Each
     conversation is its agent's first (the evaluation measures selection, not a new
     conversation starting from its agent's last block): here, one model name each."""
-    from proxy.chat.planner import Planner, SmallCatalog
     from proxy.metrics import Metrics
+    from proxy.turn.planner import Planner, SmallCatalog
     from selection.state import MemoryStateStore
+    from tests.support.chat_planning import ChatPlanner
 
     extra = [
         ("small", [user("alpha")], ["alpha"], {}),  # one-tool catalogue: passed through
@@ -361,11 +362,11 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     replayed = [o.forwarded for o in replay(run, replace(policy, top_k=2), 2)]
 
     clock = iter(range(1, 1000))
-    planner = Planner(
+    planner = ChatPlanner(Planner(
         settings=Settings(query_user_messages=1), policy=policy, engine=engine(),
         store=MemoryStateStore(3600, 100), metrics=Metrics(),
         on_late_error=lambda error: None, clock=lambda: float(next(clock)),
-    )
+    ))
     planned = []
     for case in case_set.cases:
         body = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.chat.identity import conversation_id
+from proxy.turn.identity import conversation_id
 from selection.catalog import parse_tools
 from selection.prefix import prefix_key
 

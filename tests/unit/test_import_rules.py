@@ -1,6 +1,7 @@
 """The package map of ARCHITECTURE.md, checked on the source tree (``ast``, nothing imported):
-which package may import which, no import cycle between modules, and no module of
-``proxy/`` or ``selection/`` over 400 lines."""
+which package may import which (the turn core never imports an API package, and no API
+package imports another), no import cycle between modules, and no module of ``proxy/``,
+``selection/``, ``config/`` or ``benchmarks/`` over 400 lines."""
 
 from __future__ import annotations
 
@@ -17,7 +18,12 @@ MAX_LINES = 400
 SIZE_EXEMPT = {
 }
 
-#: Which first-party packages a module of each package may import (its own always allowed).
+#: The API packages: each an adapter of the turn core, none importing another.
+API_PACKAGES = ("proxy.apis.chat", "proxy.apis.messages", "proxy.apis.responses")
+#: What an API package may import besides itself.
+_API_IMPORTS = {"proxy.turn", "proxy.http", "proxy.log", "proxy.metrics", "config", "selection"}
+#: Which first-party packages a module of each package may import (its own always allowed;
+#: a key allows the packages under it too: ``proxy.apis`` allows ``proxy.apis.chat``).
 #: The most specific key that prefixes a module's name applies.
 ALLOWED: dict[str, set[str]] = {
     "selection": set(),
@@ -25,20 +31,21 @@ ALLOWED: dict[str, set[str]] = {
     "proxy.log": set(),
     "proxy.metrics": set(),
     "proxy.http": {"proxy.log", "proxy.metrics", "config"},
-    "proxy.chat": {"proxy.http", "proxy.log", "proxy.metrics", "config", "selection"},
-    "proxy.apis": {"proxy.http", "proxy.chat", "proxy.log", "proxy.metrics", "config", "selection"},
-    "proxy.usage": {"proxy.chat", "proxy.log", "selection"},
+    "proxy.turn": {"proxy.http", "proxy.log", "proxy.metrics", "config", "selection"},
+    "proxy.apis": set(),  # the package's docstring
+    **{package: _API_IMPORTS for package in API_PACKAGES},
+    "proxy.usage": {"proxy.turn", "proxy.log", "selection"},
     "proxy.components": {"proxy.log", "config", "selection"},
     "proxy.app": {
-        "proxy.http", "proxy.chat", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
+        "proxy.http", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
         "proxy.metrics", "config", "selection",
     },
     "proxy.cli": {
-        "proxy.app", "proxy.chat", "proxy.apis", "proxy.usage", "proxy.components", "proxy.metrics",
+        "proxy.app", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.metrics",
         "proxy.log", "config", "selection",
     },
 }
-#: The package that owns each rule key (``proxy.chat.turn`` belongs to ``proxy.chat``).
+#: The package that owns each rule key (``proxy.turn.turn`` belongs to ``proxy.turn``).
 OWNERS = sorted(ALLOWED, key=len, reverse=True)
 
 
@@ -101,6 +108,11 @@ def test_every_product_module_is_covered_by_a_rule():
     assert unowned == [], f"add these modules' packages to ALLOWED: {unowned}"
 
 
+def within(module: str, packages: set[str]) -> bool:
+    """Whether ``module`` is one of ``packages`` or under one of them."""
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
 def test_packages_import_only_what_the_package_map_allows():
     broken = []
     for module, targets in sorted(GRAPH.items()):
@@ -109,9 +121,20 @@ def test_packages_import_only_what_the_package_map_allows():
         mine = owner(module)
         allowed = ALLOWED[mine] | {mine}
         for target in sorted(targets):
-            if owner(target) not in allowed and target.split(".")[0] not in allowed:
+            if not within(target, allowed):
                 broken.append(f"{module} imports {target}")
     assert broken == []
+
+
+def test_no_api_package_imports_another_and_the_core_imports_none():
+    crossing = [
+        f"{module} imports {target}"
+        for module, targets in sorted(GRAPH.items())
+        for target in sorted(targets)
+        if within(target, set(API_PACKAGES))
+        and (within(module, {"proxy.turn"}) or within(module, set(API_PACKAGES) - {owner(target)}))
+    ]
+    assert crossing == []
 
 
 def test_product_never_imports_tests_benchmarks_or_deploy():
@@ -135,7 +158,7 @@ def test_no_import_cycle_between_modules():
         pytest.fail(f"import cycle: {' -> '.join(error.args[1])}")
 
 
-@pytest.mark.parametrize("package", ["proxy", "selection"])
+@pytest.mark.parametrize("package", ["proxy", "selection", "config", "benchmarks"])
 def test_no_module_over_the_size_limit(package):
     long = {
         str(path.relative_to(ROOT)): count
@@ -154,10 +177,14 @@ def test_size_exemptions_are_still_needed():
 
 def test_the_checker_sees_a_cycle_and_a_forbidden_import():
     """The two checks above fail on a graph that breaks them (they are not vacuous)."""
-    cyclic = {**GRAPH, "proxy.chat.serving": GRAPH["proxy.chat.serving"] | {"proxy.chat.handler"}}
+    cyclic = {**GRAPH, "proxy.turn.rounds": GRAPH["proxy.turn.rounds"] | {"proxy.turn.handler"}}
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(cyclic).prepare()
-    assert "proxy.chat.turn" in GRAPH["proxy.usage.writer"]
+    assert "proxy.turn.turn" in GRAPH["proxy.usage.writer"]
     assert owner("proxy.http.upstream") == "proxy.http"
-    assert "proxy.chat" not in ALLOWED["proxy.http"]
-    assert "proxy.chat.serving" in GRAPH["proxy.chat.handler"]
+    assert owner("proxy.apis.chat.view") == "proxy.apis.chat"
+    assert not within("proxy.turn.rounds", ALLOWED["proxy.http"])
+    assert not within("proxy.apis.messages.search", ALLOWED["proxy.apis.responses"])
+    assert within("proxy.apis.messages.search", ALLOWED["proxy.app"])
+    assert "proxy.turn.rounds" in GRAPH["proxy.turn.handler"]
+    assert "proxy.turn.adapter" in GRAPH["proxy.apis.chat.adapter"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxy.chat.turn import Turn
+from proxy.turn.turn import Turn
 from proxy.usage.learning import (
     KEPT_ATTEMPTS,
     learn_catalog,

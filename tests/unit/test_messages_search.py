@@ -1,5 +1,5 @@
 """Anthropic tool search read and rewritten for a plain upstream
-(proxy/apis/messages_search.py): which search tool a request brings and which it may not,
+(proxy/apis/messages/search.py): which search tool a request brings and which it may not,
 the tools the history's references found, and the history as a server without tool search
 accepts it, the same text on every turn."""
 
@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from proxy.apis.messages_search import (
-    history_found,
+from proxy.apis.messages.search import (
+    found_in_history,
     read_search_tool,
-    server_id,
-    stream_events,
-    upstream_messages,
+    client_search_id,
+    shown_search_events,
+    upstream_history,
 )
-from proxy.chat.planner import InvalidToolRequest
+from proxy.turn.planner import InvalidToolRequest
 from selection.catalog import Catalog, build_catalog, parse_function
 from selection.tool_search import ClientSearch, SearchResult
 from tests.support.tool_search_requests import (
@@ -66,21 +66,21 @@ def test_search_tools_that_break_the_contract(tools: list[Any], problem: str) ->
 def test_the_found_tools_come_from_search_results_and_tool_results_once_each() -> None:
     tools = catalog()
     history = [*server_search_history(), *client_search_history()[1:]]
-    assert history_found(history, tools) == (PR_TOOL,)
-    assert history_found([{"role": "user", "content": "hi"}], tools) == ()
+    assert found_in_history(history, tools) == (PR_TOOL,)
+    assert found_in_history([{"role": "user", "content": "hi"}], tools) == ()
     with pytest.raises(InvalidToolRequest, match=r"messages\.1\.content\.2: tool_reference"):
-        history_found(server_search_history(found="gone"), tools)
+        found_in_history(server_search_history(found="gone"), tools)
 
 
 def test_a_history_without_search_blocks_is_the_clients_own_list() -> None:
     messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
-    assert upstream_messages(messages, catalog()) is messages
+    assert upstream_history(messages, catalog()) is messages
 
 
 def test_a_server_search_becomes_a_function_call_and_its_result() -> None:
     tools = catalog()
     history = server_search_history()
-    rewritten = upstream_messages(history, tools)
+    rewritten = upstream_history(history, tools)
     text = SearchResult("regex", None, (PR_TOOL,)).content(tools)
     assert rewritten == [
         history[0],
@@ -101,12 +101,12 @@ def test_a_search_that_ends_the_assistant_turn_answers_first_in_the_next_user_tu
     history = server_search_history()
     history[1]["content"] = history[1]["content"][:3]
     history[2] = {"role": "user", "content": "go on"}
-    rewritten = upstream_messages(history, tools)
+    rewritten = upstream_history(history, tools)
     assert [m["role"] for m in rewritten] == ["user", "assistant", "user"]
     result, words = rewritten[2]["content"]
     assert result["type"] == "tool_result" and words == {"type": "text", "text": "go on"}
     # At the very end of the conversation, the result is a user turn of its own.
-    ended = upstream_messages(history[:2], tools)
+    ended = upstream_history(history[:2], tools)
     assert ended[-1]["role"] == "user" and ended[-1]["content"][0]["type"] == "tool_result"
 
 
@@ -117,7 +117,7 @@ def test_an_error_result_is_rewritten_as_the_model_read_it() -> None:
     history[1]["content"][2]["content"] = {
         "type": "tool_search_tool_result_error", "error_code": "invalid_tool_input",
         "error_message": "invalid regular expression"}
-    rewritten = upstream_messages(history, tools)
+    rewritten = upstream_history(history, tools)
     assert rewritten[2]["content"][0]["content"] == error.content(tools)
 
 
@@ -125,7 +125,7 @@ def test_tool_references_in_a_tool_result_become_the_search_text() -> None:
     tools = catalog()
     history = client_search_history()
     history[2]["content"][0]["content"].insert(0, {"type": "text", "text": "1 match"})
-    rewritten = upstream_messages(history, tools)
+    rewritten = upstream_history(history, tools)
     (result,) = rewritten[2]["content"]
     kept, text = result["content"]
     assert kept == {"type": "text", "text": "1 match"}
@@ -133,9 +133,9 @@ def test_tool_references_in_a_tool_result_become_the_search_text() -> None:
 
 
 def test_server_ids_keep_the_models_suffix() -> None:
-    assert server_id("toolu_01abc") == "srvtoolu_01abc"
-    assert server_id("srvtoolu_9") == "srvtoolu_9"
-    assert server_id("call_1").startswith("srvtoolu_") and len(server_id("call_1")) > 10
+    assert client_search_id("toolu_01abc") == "srvtoolu_01abc"
+    assert client_search_id("srvtoolu_9") == "srvtoolu_9"
+    assert client_search_id("call_1").startswith("srvtoolu_") and len(client_search_id("call_1")) > 10
 
 
 def test_the_streamed_pair_starts_the_use_empty_and_gives_its_input_whole() -> None:
@@ -145,7 +145,7 @@ def test_the_streamed_pair_starts_the_use_empty_and_gives_its_input_whole() -> N
         {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_1",
          "content": {"type": "tool_search_tool_search_result", "tool_references": []}},
     ]
-    events = stream_events(pair, 3)
+    events = shown_search_events(pair, 3)
     assert [(e["type"], e["index"]) for e in events] == [
         ("content_block_start", 3), ("content_block_delta", 3), ("content_block_stop", 3),
         ("content_block_start", 4), ("content_block_stop", 4),

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from config.settings import Settings
-from proxy.chat.blocks import shared_block
-from proxy.chat.planner import Planner
+from proxy.turn.blocks import shared_block
+from proxy.turn.planner import Planner
+from tests.support.chat_planning import ChatPlanner
 from proxy.metrics import Metrics
 from selection.catalog import Catalog, parse_tools
 from selection.policy import Policy
@@ -338,14 +339,14 @@ def body(text: str, system: str = "You are the agent.", model: str = "m") -> dic
     }
 
 
-def planner(store: MemoryStateStore | None = None, **settings: object) -> Planner:
+def planner(store: MemoryStateStore | None = None, **settings: object) -> ChatPlanner:
     clock = iter(range(1, 10_000))
     policy = Policy(top_k=2, threshold=0.1, max_tools=4, ranking=PLAIN, refresh_rank=1, refresh_top_k=2)
-    return Planner(
+    return ChatPlanner(Planner(
         settings=Settings(query_user_messages=1, **settings), policy=policy, engine=engine(),
         store=store or MemoryStateStore(3600, 100), metrics=Metrics(),
         on_late_error=lambda error: None, clock=lambda: float(next(clock)),
-    )
+    ))
 
 
 def headers(conversation: str, key: str = "k1") -> list[tuple[bytes, bytes]]:

@@ -13,9 +13,9 @@ from openai.types.responses import (
     ResponseToolSearchOutputItem,
 )
 
-from proxy.apis.responses_history import loaded_tools, upstream_items
-from proxy.apis.responses_search import client_item, hosted_search_items
-from proxy.apis.responses_tools import ToolLayout, ToolsRejected, read_layout
+from proxy.apis.responses.history import found_in_history, upstream_history
+from proxy.apis.responses.search import client_item, shown_search
+from proxy.apis.responses.tools import ToolLayout, ToolsRejected, read_layout
 from selection.catalog import build_catalog, parse_function
 from selection.tool_search import SearchResult
 
@@ -114,7 +114,7 @@ def test_unknown_tool_types_are_forwarded_as_they_are() -> None:
 
 def test_history_search_items_become_a_function_call_and_its_output() -> None:
     layout = read_layout(TOOLS)
-    hosted = hosted_search_items(
+    hosted = shown_search(
         layout, "call_7", '{"query": "orders"}', SearchResult("query", "orders", ("crm__list_orders",))
     )
     unnamed = [{**item, "id": None} for item in hosted]  # a client that drops item ids
@@ -122,11 +122,11 @@ def test_history_search_items_become_a_function_call_and_its_output() -> None:
              {"type": "function_call", "call_id": "c1", "name": "list_orders",
               "namespace": "crm", "arguments": "{}"},
              {"type": "additional_tools", "role": "developer", "tools": [function("extra")]}]
-    loaded = loaded_tools(items, layout)
+    loaded = found_in_history(items, layout)
     assert loaded.found == ["crm__list_orders", "extra"]
     assert loaded.injected == [{**function("extra"), "defer_loading": True}]
     catalog = catalog_of(layout)
-    translated = upstream_items(items, layout, catalog)
+    translated = upstream_history(items, layout, catalog)
     expected_output = SearchResult("query", None, ("crm__list_orders",)).content(catalog)
     assert translated[1:5] == [
         {"type": "function_call", "call_id": "call_7", "name": "tool_search",
@@ -139,9 +139,9 @@ def test_history_search_items_become_a_function_call_and_its_output() -> None:
     assert translated[5] == {"type": "function_call", "call_id": "c1",
                              "name": "crm__list_orders", "arguments": "{}"}
     assert len(translated) == 6  # additional_tools is not an item a plain server takes
-    assert upstream_items(items, layout, catalog) == translated  # the same every turn
+    assert upstream_history(items, layout, catalog) == translated  # the same every turn
     as_text = {**hosted[0], "arguments": '{"query":"orders"}'}
-    assert upstream_items([as_text], layout, catalog)[0]["arguments"] == '{"query":"orders"}'
+    assert upstream_history([as_text], layout, catalog)[0]["arguments"] == '{"query":"orders"}'
 
 
 def test_client_executed_search_items_round_trip() -> None:
@@ -153,13 +153,13 @@ def test_client_executed_search_items_round_trip() -> None:
     assert shown["execution"] == "client" and shown["arguments"] == {"paths": ["crm"]}
     output = {"type": "tool_search_output", "call_id": "c9", "execution": "client",
               "status": "completed", "tools": [CRM]}
-    loaded = loaded_tools([shown, output], layout)
+    loaded = found_in_history([shown, output], layout)
     assert loaded.found == ["crm__get_customer", "crm__list_orders"]
     assert layout.client_name("crm__list_orders") == ("list_orders", "crm")
     catalog = build_catalog(
         [parse_function(entry, entry) for entry in [*layout.functions, *loaded.injected]]
     )
-    translated = upstream_items([shown, output], layout, catalog)
+    translated = upstream_history([shown, output], layout, catalog)
     assert translated[0] == {"type": "function_call", "call_id": "c9", "name": "tool_search",
                              "arguments": '{"paths": ["crm"]}'}
     assert translated[1]["call_id"] == "c9"
@@ -174,7 +174,7 @@ def test_output_items_show_the_clients_names_and_validate_against_the_sdk() -> N
     shown = ResponseFunctionToolCall.model_validate(client_item(layout, call))
     assert (shown.name, shown.namespace) == ("list_orders", "crm")
     assert client_item(layout, {**call, "name": "shell"}) == {**call, "name": "shell"}
-    search_call, search_output = hosted_search_items(
+    search_call, search_output = shown_search(
         layout, "c3", "not json", SearchResult("query", None, error="unavailable", message="x")
     )
     assert ResponseToolSearchCall.model_validate(search_call).arguments == {}

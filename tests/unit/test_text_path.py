@@ -17,8 +17,8 @@ import pytest
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.chat import text_plan
-from proxy.chat.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
+from proxy.turn import text_plan
+from proxy.turn.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
 from selection.errors import PolicyError
 from selection.text_path import (
     PRESETS,

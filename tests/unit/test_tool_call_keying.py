@@ -1,5 +1,5 @@
-"""The relay's tool-call keying rules (proxy/chat/calls.py) and meta-calls written as text
-(proxy/chat/text_calls.py), one case per rule."""
+"""The relay's tool-call keying rules (proxy/apis/chat/calls.py) and meta-calls written as text
+(proxy/apis/chat/text_calls.py), one case per rule."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from proxy.chat.calls import CallAssembler
-from proxy.chat.round_reader import meta_call
-from proxy.chat.text_calls import HOLD_LIMIT, TextCallFilter
+from proxy.apis.chat.calls import CallAssembler
+from proxy.apis.chat.text_calls import HOLD_LIMIT, TextCallFilter
+from proxy.turn.turn import meta_call
 
 
 def is_meta(name: str | None) -> bool:

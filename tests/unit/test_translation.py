@@ -1,5 +1,5 @@
-"""The translate-only path (proxy/chat/translation.py) and where the decision ladder takes
-it (proxy/chat/decisions.py): which requests are translated when not pruned, the turn
+"""The translate-only path (proxy/turn/translation.py) and where the decision ladder takes
+it (proxy/turn/decisions.py): which requests are translated when not pruned, the turn
 they become (every tool, no ``defer_loading``, the client's search kept as the function
 the proxy answers, nothing stored), and which decisions keep the client's bytes.
 
@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 
 from config.settings import Settings
-from proxy.apis.messages import MessagesAdapter
-from proxy.apis.responses import ResponsesAdapter
-from proxy.chat.decisions import DecisionFlow
-from proxy.chat.planner import PlanInput, SmallCatalog
-from proxy.chat.searches import client_search
-from proxy.chat.translation import whole_turn
-from proxy.chat.turn import MetaCall, Turn
+from proxy.apis.chat.adapter import ChatRequest
+from proxy.apis.messages.adapter import MessagesApi
+from proxy.apis.responses.adapter import ResponsesApi
+from proxy.turn.decisions import DecisionFlow
+from proxy.turn.planner import PlanInput, SmallCatalog
+from proxy.turn.searches import client_search
+from proxy.turn.translation import whole_turn
+from proxy.turn.turn import MetaCall, Turn
 from proxy.http.forwarding import ClientRequest
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
@@ -47,23 +48,25 @@ def test_a_request_without_deferral_search_or_reshaping_is_not_translated() -> N
 
 
 def test_the_whole_turn_forwards_every_tool_kept_first_without_defer_loading() -> None:
-    turn = whole_turn(request("gamma please"), HEADERS, "fallback", shared=False)
+    read = request("gamma please")
+    turn = whole_turn(read, HEADERS, "fallback", shared=False)
     assert turn is not None and turn.whole == "fallback" and turn.decision == "fallback"
     # alpha and beta are the client's CORE; the rest go after them in the client's order.
     assert turn.selection.names[:2] == ["alpha", "beta"]
     assert sorted(turn.selection.names) == sorted(turn.catalog.names)
     assert turn.meta is None  # no search tool: nothing to answer, nothing invented
-    body = json.loads(turn.upstream_body(with_meta=True))
+    body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert "defer_loading" not in json.dumps(body)
     assert [t["function"]["name"] for t in body["tools"]] == turn.selection.names
     assert "n_cache_reuse" not in body and "tool_choice" not in body
 
 
 def test_the_client_search_stays_offered_unless_tool_choice_forbids_it() -> None:
-    turn = whole_turn(request("x", search=REGEX), HEADERS, "dry_run", shared=False)
+    read = request("x", search=REGEX)
+    turn = whole_turn(read, HEADERS, "dry_run", shared=False)
     assert turn is not None and turn.meta is not None
     assert turn.meta.client_search == "tool_search_tool_regex" and turn.search == REGEX
-    body = json.loads(turn.upstream_body(with_meta=True))
+    body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert body["tools"][-1]["function"]["name"] == "tool_search_tool_regex"
     silenced = request("x", search=REGEX)
     silenced = PlanInput(silenced.body, silenced.native, silenced.messages,
@@ -147,7 +150,7 @@ class Ladder:
         async def read(raw: bytes) -> dict[str, Any]:
             return {"model": "m"}
 
-        async def plan(body: dict[str, Any], headers: Headers, top_k: int | None) -> Turn:
+        async def plan(body: dict[str, Any], headers: Headers, top_k: int | None, save: bool) -> Turn:
             if isinstance(self.outcome, Exception):
                 raise self.outcome
             return self.outcome
@@ -208,7 +211,7 @@ async def test_a_translation_that_fails_sends_the_bytes_and_is_logged(log_lines:
 
 @pytest.mark.parametrize("mode", ["off", "pruned"])
 async def test_the_off_switch_and_passthrough_never_translate(mode: str) -> None:
-    from proxy.chat.planner import NothingToPrune
+    from proxy.turn.planner import NothingToPrune
 
     if mode == "off":
         ladder = Ladder(whole("fallback"), whole("fallback"))
@@ -224,7 +227,7 @@ async def test_a_dry_run_serves_the_translation_and_logs_the_plan(
     log_lines: Lines, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="toolprune")
-    planned = await planner(preload=False).plan_input(request("x", search=REGEX), HEADERS)
+    planned = await planner(preload=False).plan(request("x", search=REGEX), HEADERS)
     ladder = Ladder(planned, whole("dry_run"))
     await ladder.run(x_tool_pruning="dry-run")
     assert ladder.translations == ["dry_run"]
@@ -237,34 +240,37 @@ async def test_a_dry_run_serves_the_translation_and_logs_the_plan(
 
 
 # --- what each API's adapter reshapes ---------------------------------------------------
+async def read_of(adapter: ResponsesApi | MessagesApi, body: dict[str, Any]) -> PlanInput:
+    return (await adapter.read(body)).input
 
 
-def test_responses_namespaces_search_entries_and_items_are_reshaped() -> None:
+
+async def test_responses_namespaces_search_entries_and_items_are_reshaped() -> None:
     function = {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
     space = {"type": "namespace", "name": "crm", "description": "CRM.", "tools": [
         {"type": "function", "name": "get_customer", "parameters": {"type": "object"}}]}
-    adapter = ResponsesAdapter()
-    assert not adapter.read({"model": "m", "input": "hi", "tools": [function]}).reshaped
-    assert adapter.read({"model": "m", "input": "hi", "tools": [function, space]}).reshaped
+    adapter = ResponsesApi()
+    assert not (await read_of(adapter, {"model": "m", "input": "hi", "tools": [function]})).reshaped
+    assert (await read_of(adapter, {"model": "m", "input": "hi", "tools": [function, space]})).reshaped
     searching = {"model": "m", "input": "hi",
                  "tools": [function, {"type": "tool_search", "execution": "client"}]}
-    assert adapter.read(searching).reshaped
+    assert (await read_of(adapter, searching)).reshaped
     called = [{"type": "function_call", "call_id": "c", "name": "get_weather", "arguments": "{}"}]
-    assert not adapter.read({"model": "m", "input": called, "tools": [function]}).reshaped
+    assert not (await read_of(adapter, {"model": "m", "input": called, "tools": [function]})).reshaped
     spaced = [{**called[0], "name": "get_customer", "namespace": "crm"}]
-    read = adapter.read({"model": "m", "input": spaced, "tools": [function, space]})
+    read = await read_of(adapter, {"model": "m", "input": spaced, "tools": [function, space]})
     assert read.reshaped and read.body["input"][0]["name"] == "crm__get_customer"
 
 
-def test_messages_search_histories_and_deferred_server_tools_are_reshaped() -> None:
+async def test_messages_search_histories_and_deferred_server_tools_are_reshaped() -> None:
     tool = {"name": "alpha", "input_schema": {"type": "object"}}
-    adapter = MessagesAdapter()
+    adapter = MessagesApi()
     ask = [{"role": "user", "content": "hi"}]
-    assert not adapter.read({"model": "m", "messages": ask, "tools": [tool]}).reshaped
+    assert not (await read_of(adapter, {"model": "m", "messages": ask, "tools": [tool]})).reshaped
     referenced = [*ask, {"role": "assistant", "content": [
         {"type": "tool_use", "id": "t1", "name": "Search", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
                                       "content": [{"type": "tool_reference", "tool_name": "alpha"}]}]}]
-    assert adapter.read({"model": "m", "messages": referenced, "tools": [tool]}).reshaped
+    assert (await read_of(adapter, {"model": "m", "messages": referenced, "tools": [tool]})).reshaped
     server = {"type": "web_search_20250305", "name": "web_search", "defer_loading": True}
-    assert adapter.read({"model": "m", "messages": ask, "tools": [tool, server]}).reshaped
+    assert (await read_of(adapter, {"model": "m", "messages": ask, "tools": [tool, server]})).reshaped

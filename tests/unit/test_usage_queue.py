@@ -12,7 +12,7 @@ import numpy as np
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.chat.turn import Turn
+from proxy.turn.turn import Turn
 from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
 from selection.catalog import parse_tools

@@ -1,138 +1,146 @@
-"""``POST /v1/chat/completions``: decide whether to act, select, rewrite, and serve the
-response (plain or streaming) with meta-tool calls handled by the proxy. The decisions
-and their counting are :mod:`proxy.chat.decisions`' (shared with the other APIs); a body
-is passed through when it is not a JSON object or asks for ``n`` > 1 choices.
+"""The Chat Completions API (``POST /v1/chat/completions``): request adapter.
+
+Follows OpenAI's Chat Completions API reference: ``tools`` / legacy ``functions``,
+``tool_choice``, legacy ``function_call``, assistant ``tool_calls`` and ``tool``
+messages. The catalogue is the native tools (parsed once per distinct ``tools`` bytes,
+:class:`selection.catalog_cache.CatalogCache`) and a tool block in a system message
+(the text path, :mod:`proxy.turn.text_plan`). A body passes through when it is not a
+JSON object or asks for ``n`` > 1 choices. A meta-call is an assistant ``tool_calls``
+entry (or a legacy ``function_call``) naming a meta-tool; the re-issued request appends
+the assistant message with the round's meta-calls and one ``tool`` message per call.
+The client's view is :mod:`proxy.apis.chat.view`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.types import Send
-
-from config.settings import Settings
-from proxy.chat.context import TurnServices, UsageRecorder
-from proxy.chat.decisions import DecisionFlow
-from proxy.chat.planner import PlanInput, Planner
-from proxy.chat.serving import serve_turn
-from proxy.chat.translation import whole_turn
-from proxy.chat.turn import MetaCall, Turn
-from proxy.chat.upstream_info import UpstreamInfo
-from proxy.chat.upstream_kind import StreamingSupport
-from proxy.http.forwarding import ClientRequest, Forwarder
-from proxy.http.headers import Headers
-from proxy.metrics import Metrics
+from proxy.apis.chat.view import ChatView
+from proxy.http.forwarding import ClientRequest
+from proxy.http.upstream import UpstreamResponse
+from proxy.turn.adapter import ClientOut, Reply
+from proxy.turn.planner import NothingToPrune, PlanInput
+from proxy.turn.text_plan import search_text_plan
+from proxy.turn.turn import Turn, json_bytes
 from selection.catalog_cache import CatalogCache
-from selection.engine import SelectionEngine
-from selection.history import read_tool_choice
+from selection.history import KEEP, read_tool_choice
 from selection.policy import Policy
-from selection.state import StateStore
-
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
 #: relaying other streams meanwhile (bytes).
 DECODE_IN_THREAD_BYTES = 256 * 1024
+#: Request fields that only make sense with a tools (or functions) array.
+_NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 
 
-def _with_problem(result: str, problem: str) -> str:
-    """A meta-call's result (JSON text) with the reason its arguments were not read put
-    first in its ``error``."""
-    try:
-        parsed = json.loads(result)
-    except json.JSONDecodeError:
-        parsed = None
-    parsed = parsed if isinstance(parsed, dict) else {}
-    detail = parsed.get("error")
-    parsed["error"] = f"{problem}; {detail}" if isinstance(detail, str) else problem
-    return json.dumps(parsed)
+async def read_chat(body: dict[str, Any], catalogs: CatalogCache, policy: Policy) -> PlanInput:
+    """What the planner reads of a Chat Completions ``body``: its native tools (``tools``,
+    or legacy ``functions``) and a tool block of at least ``min_catalog_tools`` + 1
+    entries in a system message (with ``policy.text_formats``). Raises NothingToPrune
+    (``messages`` is not a list), CatalogError."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        raise NothingToPrune()
+    native = None
+    if "tools" in body:
+        native = catalogs.catalog(body["tools"], legacy=False)
+    elif "functions" in body:
+        native = catalogs.catalog(body["functions"], legacy=True)
+    text = None
+    if policy.text_formats:
+        min_entries = policy.min_catalog_tools + 1
+        text = await search_text_plan(messages, policy.text_formats, min_entries)
+    return PlanInput(body, native, messages, read_tool_choice(body), text)
 
 
-class ChatHandler:
-    """Serves chat completions; see the module docstring."""
+@dataclass
+class ChatRequest:
+    """One Chat Completions request as read (see :class:`proxy.turn.adapter.ApiRequest`)."""
 
-    def __init__(
-        self,
-        *,
-        settings: Settings,
-        policy: Policy,
-        engine: SelectionEngine,
-        store: StateStore,
-        forwarder: Forwarder,
-        metrics: Metrics,
-        clock: Callable[[], float] = time.time,
-        usage: UsageRecorder | None = None,
-        catalogs: CatalogCache | None = None,
-        upstream_info: UpstreamInfo | None = None,
-        streaming: StreamingSupport | None = None,
-    ) -> None:
-        """``streaming``: whether streamed turns go upstream streamed (None: always)."""
-        self.forwarder = forwarder
-        self.shared_state = settings.state_shared_across_credentials
-        self.decisions = DecisionFlow(
-            api="chat_completions", settings=settings, forwarder=forwarder, metrics=metrics,
-            usage=usage,
-        )
+    input: PlanInput
+    #: The meta exchanges appended for re-issued rounds (assistant and ``tool`` messages).
+    appended: list[dict[str, Any]] = field(default_factory=list)
+
+    def forwarded_entries(self, turn: Turn, with_meta: bool) -> list[Any]:
+        """The forwarded ``tools`` (or ``functions``) array: other-typed entries, then the
+        block (:meth:`Turn.block_entries`)."""
+        if turn.native is None:
+            return []
+        meta = list(turn.meta.definitions) if with_meta and turn.meta else []
+        return [*turn.native.others, *turn.block_entries(meta)]
+
+    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
+        """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`. An empty tools array
+        is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the fields
+        that need one (``tool_choice``, ``parallel_tool_calls``, legacy
+        ``function_call``) go too. A text block keeps only the selected entries."""
+        body = dict(turn.body)
+        if turn.native is not None:
+            key = "functions" if turn.native.legacy else "tools"
+            body[key] = self.forwarded_entries(turn, with_meta)
+            if not body[key]:
+                for field_name in (key, *_NEEDS_TOOLS):
+                    body.pop(field_name, None)
+        if turn.text is not None:
+            keep = {tool.name for tool in turn.selection.tools}
+            body["messages"] = turn.text.rewrite_messages(body["messages"], keep)
+        if self.appended:
+            body["messages"] = [*body.get("messages", []), *self.appended]
+        if turn.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
+            body["tool_choice"] = turn.tool_choice.forward
+        turn.add_llama_fields(body)
+        return json_bytes(body)
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+        """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`: the assistant
+        message (``reply.items``: its content as shown) with the meta-calls as
+        ``tool_calls``, then one ``tool`` message per call (legacy ``functions``: one
+        ``function_call`` and its ``function`` message)."""
+        (message,) = reply.items
+        calls = reply.meta
+        if turn.native is not None and turn.native.legacy:
+            call = calls[0]
+            self.appended.append({
+                **message, "function_call": {"name": call.name, "arguments": call.arguments},
+            })
+            self.appended.append({"role": "function", "name": call.name, "content": results[0]})
+            return
+        self.appended.append({
+            **message,
+            "tool_calls": [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for call in calls
+            ],
+        })
+        for call, result in zip(calls, results, strict=True):
+            self.appended.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    def view(
+        self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
+    ) -> ChatView:
+        """The client gets the shape it asked for, whatever the upstream answers."""
+        return ChatView(turn, out, first, stream=stream)
+
+
+class ChatApi:
+    """The Chat Completions adapter (see the module docstring)."""
+
+    api = "chat_completions"
+
+    def __init__(self, policy: Policy, catalogs: CatalogCache) -> None:
+        self.policy = policy
         #: Request bodies are decoded through it: a catalogue seen before is not re-parsed.
-        self.catalogs = catalogs if catalogs is not None else CatalogCache(
-            settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
-        )
-        self.planner = Planner(
-            catalogs=self.catalogs,
-            settings=settings,
-            policy=policy,
-            engine=engine,
-            store=store,
-            metrics=metrics,
-            on_late_error=self.decisions.late_error,
-            clock=clock,
-            upstream=upstream_info,
-        )
-        self.services = TurnServices(
-            forwarder=forwarder,
-            metrics=metrics,
-            max_meta_rounds=settings.max_meta_rounds,
-            run_meta_calls=self.run_meta_calls,
-            upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
-        )
+        self.catalogs = catalogs
 
-    # --- entry ------------------------------------------------------------------
-    async def handle(self, request: ClientRequest, send: Send) -> None:
-        async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
-            if turn.native is None:  # text path: the response is not rewritten
-                rewritten = turn.upstream_body(with_meta=False)
-                await self.forwarder.forward(
-                    request, send, body=rewritten, extra_response_headers=report
-                )
-            else:
-                await serve_turn(
-                    self.services, turn, request, send, report, started,
-                    stream=body.get("stream") is True,
-                )
+    def continued(self, request: ClientRequest) -> ClientRequest:
+        """The client's (Chat Completions keeps no state on the server)."""
+        return request
 
-        await self.decisions.run(
-            request, send, read_body=self._decode, plan=self.planner.plan, serve=serve,
-            translate=self._translate,
-        )
-
-    async def _translate(
-        self, body: dict[str, Any], headers: Headers, decision: str
-    ) -> Turn | None:
-        """The translate-only turn of a request not pruned (:mod:`proxy.chat.translation`):
-        on this API, a native catalogue with deferred functions (``defer_loading`` is not
-        forwarded). None: the bytes go as sent."""
-        key = "tools" if "tools" in body else "functions" if "functions" in body else None
-        messages = body.get("messages")
-        if key is None or not isinstance(messages, list):
-            return None
-        native = self.catalogs.catalog(body[key], legacy=key == "functions")
-        request = PlanInput(body, native, messages, read_tool_choice(body))
-        return whole_turn(request, headers, decision, shared=self.shared_state)
-
-    async def _decode(self, raw: bytes) -> dict[str, Any] | None:
+    async def decode(self, raw: bytes) -> dict[str, Any] | None:
         """The body as a JSON object (None when it is not one, or asks for ``n`` > 1
         choices), large ones decoded off the loop."""
         if len(raw) > DECODE_IN_THREAD_BYTES:
@@ -141,16 +149,6 @@ class ChatHandler:
             body = self.catalogs.decode_body(raw)
         return body if body is not None and body.get("n") in (None, 1) else None
 
-    # --- planning ---------------------------------------------------------------
-    async def run_meta_calls(self, turn: Turn, calls: Sequence[MetaCall]) -> list[str]:
-        """See :meth:`Planner.run_meta_calls`. A call whose arguments could not be read
-        (``MetaCall.problem``) gets a result that says so. The turn's admissions so far
-        are kept (``Turn.earlier_admitted``): the re-selection reports only its own."""
-        for name in turn.selection.admitted:
-            if name not in turn.earlier_admitted:
-                turn.earlier_admitted.append(name)
-        results = await self.planner.run_meta_calls(turn, calls)
-        return [
-            _with_problem(result, call.problem) if call.problem else result
-            for call, result in zip(calls, results, strict=True)
-        ]
+    async def read(self, body: dict[str, Any]) -> ChatRequest:
+        """See :func:`read_chat`."""
+        return ChatRequest(await read_chat(body, self.catalogs, self.policy))

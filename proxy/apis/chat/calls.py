@@ -35,11 +35,12 @@ served (:meth:`CallAssembler.unnamed`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from proxy.turn.turn import arguments_text
 
 #: The call index standing for the legacy ``function_call`` delta.
 LEGACY_INDEX = -1
@@ -48,14 +49,6 @@ LEGACY_INDEX = -1
 def new_call_id() -> str:
     """A tool-call id in OpenAI's ``call_`` form (for calls the upstream gave none)."""
     return f"call_{uuid.uuid4().hex[:24]}"
-
-
-def arguments_text(value: Any) -> str:
-    """Tool-call ``arguments`` as text: the API sends a string; a server that sends the
-    object itself (Ollama's native shape) gets it serialised; null is ``""``."""
-    if isinstance(value, str):
-        return value
-    return "" if value is None else json.dumps(value, ensure_ascii=False)
 
 
 def _present(value: Any) -> str | None:

@@ -17,7 +17,6 @@ the upstream's error object.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -25,11 +24,11 @@ from typing import Any
 
 from starlette.types import Send
 
-from proxy.chat.turn import json_bytes
 from proxy.http.asgi import send_body, send_complete, send_error, start_response
 from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.headers import Headers
 from proxy.http.sse import data_event
+from proxy.turn.turn import json_bytes
 
 _SKIPPED_HEADERS = frozenset({b"content-length", b"content-encoding", b"content-type"})
 
@@ -44,20 +43,6 @@ def client_identity(identity: dict[str, Any] | None) -> dict[str, Any]:
         identity["created"] = int(time.time())
     identity.setdefault("model", "")
     return identity
-
-
-def upstream_error_object(status: int, body: bytes) -> dict[str, Any]:
-    """The error object of an upstream error answer (``{"error": {...}}`` or
-    ``{"error": "text"}``), else one that carries the status and body text."""
-    try:
-        parsed = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        parsed = None
-    error = parsed.get("error") if isinstance(parsed, dict) else None
-    if isinstance(error, dict):
-        return error
-    message = error if isinstance(error, str) else body.decode("utf-8", errors="replace")[:2000]
-    return {"message": message, "type": "upstream_error", "param": None, "code": status}
 
 
 class _Client:

@@ -4,8 +4,8 @@ Takes the round's ``chat.completion.chunk`` objects (an SSE answer) or its one
 ``chat.completion`` (a JSON answer, read as a single chunk whose delta is the whole
 message), per OpenAI's Chat Completions reference. For each it returns the choice deltas
 the client may see: ``role`` dropped (the client writer sends it once), null and empty
-fields dropped, tool calls assembled and meta-calls hidden (:mod:`proxy.chat.calls`),
-meta-calls written as text taken out of ``content`` (:mod:`proxy.chat.text_calls`),
+fields dropped, tool calls assembled and meta-calls hidden (:mod:`proxy.apis.chat.calls`),
+meta-calls written as text taken out of ``content`` (:mod:`proxy.apis.chat.text_calls`),
 other fields (``reasoning_content``, ``logprobs``…) passed on. ``finish_reason`` is
 kept, not shown: the round's outcome decides what the client is told.
 
@@ -20,32 +20,17 @@ rounds are added up by the caller.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from proxy.chat.calls import CallAssembler, new_call_id
-from proxy.chat.text_calls import TextCallFilter
-from proxy.chat.turn import MetaCall
+from proxy.apis.chat.calls import CallAssembler, new_call_id
+from proxy.apis.chat.text_calls import TextCallFilter
+from proxy.turn.turn import MetaCall, meta_call
 
 #: Chunk fields the reader handles itself; others are kept as ``extras``.
 _STANDARD = frozenset({"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "error"})
 _IDENTITY = ("id", "created", "model", "system_fingerprint")
 _CHOICE_OWN = frozenset({"index", "delta", "message", "finish_reason"})
-
-
-def meta_call(call_id: str, name: str, arguments: str) -> MetaCall:
-    """A meta-call whose ``arguments`` is always JSON object text: the parsed value
-    re-serialised, or ``"{}"`` with a ``problem`` the model is told about."""
-    if not arguments.strip():
-        return MetaCall(call_id, name, "{}", "the call had no arguments")
-    try:
-        value = json.loads(arguments)
-    except (json.JSONDecodeError, RecursionError):
-        return MetaCall(call_id, name, "{}", "the arguments were cut off or are not valid JSON")
-    if not isinstance(value, dict):
-        return MetaCall(call_id, name, "{}", "the arguments are not a JSON object")
-    return MetaCall(call_id, name, json.dumps(value, ensure_ascii=False))
 
 
 class RoundReader:

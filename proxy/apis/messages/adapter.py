@@ -1,5 +1,5 @@
-"""The Anthropic Messages API (``POST /v1/messages``): request adapter and
-plain-response adapter.
+"""The Anthropic Messages API (``POST /v1/messages``): request adapter and the client's
+view of a plain answer (the streamed one is :mod:`proxy.apis.messages.stream`).
 
 Follows Anthropic's Messages API reference. The conversation is ``system`` (a string or
 text blocks) + ``messages`` whose ``content`` is a string or content blocks; assistant
@@ -10,7 +10,7 @@ text blocks) + ``messages`` whose ``content`` is a string or content blocks; ass
 block naming a meta-tool; the re-issued request appends the assistant turn with the
 round's blocks and a user turn with one ``tool_result`` per meta-call.
 
-Tool search (:mod:`proxy.apis.messages_search`): the client's deferral holds (tools
+Tool search (:mod:`proxy.apis.messages.search`): the client's deferral holds (tools
 without ``defer_loading`` are its CORE); a tool search server tool is emulated (the
 upstream gets a function, the client ``server_tool_use`` + ``tool_search_tool_result``
 blocks); a request that defers tools without one runs its own search (``tool_reference``
@@ -24,31 +24,28 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from proxy.apis.adapter import RoundReply, UnreadableRequest
-from proxy.apis.messages_search import (
-    client_blocks,
-    history_found,
-    holds_search,
+from proxy.apis.messages.search import (
+    client_output,
+    client_search_id,
+    found_in_history,
+    holds_searches,
     is_search_call,
     is_search_tool,
     read_search_tool,
-    server_id,
-    upstream_messages,
+    upstream_history,
 )
-from proxy.apis.messages_stream import MessagesRelay, stop_reason
-from proxy.apis.tools import (
-    keep_cache_markers,
-    messages_tool,
-    meta_entries,
-    parse_flat_tools,
-)
-from proxy.chat.planner import NothingToPrune, PlanInput
-from proxy.chat.round_reader import meta_call as checked_meta_call
-from proxy.chat.turn import Turn, json_bytes
-from proxy.http.forwarding import ClientRequest
+from proxy.apis.messages.stream import MessagesStream, ending_of, stop_reason
+from proxy.apis.messages.tools import is_custom, keep_cache_markers, messages_tool
+from proxy.http.forwarding import ClientRequest, is_event_stream
+from proxy.http.upstream import UpstreamResponse
+from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
+from proxy.turn.json_view import JsonView
+from proxy.turn.planner import NothingToPrune, PlanInput
+from proxy.turn.tools import meta_entries, parse_flat_tools
+from proxy.turn.turn import Turn, json_bytes, meta_call
 from selection.catalog import DEFER_LOADING, without_deferral
 from selection.history import ToolChoice
 
@@ -109,30 +106,133 @@ def conversation_view(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return view
 
 
-def _is_custom(entry: Mapping[str, Any]) -> bool:
-    return entry.get("type", "custom") == "custom"
+@dataclass
+class MessagesRequest:
+    """One Messages request as read (see :class:`proxy.turn.adapter.ApiRequest`)."""
+
+    input: PlanInput
+    #: The meta exchanges appended for re-issued rounds (assistant and user turns).
+    appended: list[dict[str, Any]] = field(default_factory=list)
+    #: What a plain response shows of rounds before the last: the client's search tool's
+    #: exchanges with the blocks around them.
+    shown: list[Any] = field(default_factory=list)
+
+    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
+        """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`."""
+        assert turn.native is not None
+        body = dict(turn.body)
+        tools = [
+            *(without_deferral(entry) for entry in turn.native.others if not is_search_tool(entry)),
+            *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
+        ]
+        body["tools"] = keep_cache_markers(turn.body["tools"], tools)
+        messages = upstream_history(body["messages"], turn.catalog)
+        body["messages"] = [*messages, *self.appended]
+        return json_bytes(body)
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+        """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`."""
+        answers = [
+            {"type": "tool_result", "tool_use_id": call.id, "content": result}
+            for call, result in zip(reply.meta, results, strict=True)
+        ]
+        self.appended.append({"role": "assistant", "content": reply.items})
+        self.appended.append({"role": "user", "content": answers})
+        if any(is_search_call(turn, block) for block in reply.items):
+            self.shown += client_output(turn, reply.items)  # a plain response shows them
+
+    def view(
+        self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
+    ) -> ClientView:
+        """The first round's answer decides: an event stream is streamed, any other answer
+        served plain, whatever the request's ``stream``."""
+        if first.status_code == 200 and is_event_stream(first):
+            return MessagesStream(turn, out, self)
+        return MessagesJson(turn, out, self)
+
+    # --- answers ----------------------------------------------------------------
+    @staticmethod
+    def is_meta_block(turn: Turn, block: Any) -> bool:
+        return (
+            isinstance(block, Mapping)
+            and block.get("type") == "tool_use"
+            and turn.is_meta(block.get("name"))
+        )
+
+    def split_content(self, turn: Turn, content: list[Any]) -> Reply:
+        """Meta-calls and client calls of a message's ``content`` blocks. A meta-call's
+        block is kept with the ``id`` and ``input`` (a JSON object) it is run with, so
+        the re-issued request pairs it with its ``tool_result``; an ``input`` given as
+        text (a streamed call whose JSON did not parse) is read as the model wrote it."""
+        reply = Reply()
+        for block in content:
+            if self.is_meta_block(turn, block):
+                call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
+                if block["name"] == turn.meta.client_search:  # type: ignore[union-attr]
+                    call_id = client_search_id(call_id)  # the id the client will send back
+                given = block.get("input", {})
+                arguments = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)
+                call = meta_call(call_id, block["name"], arguments)
+                reply.meta.append(call)
+                block = {**block, "id": call.id, "input": json.loads(call.arguments)}
+            elif isinstance(block, Mapping) and block.get("type") == "tool_use":
+                reply.real_calls.append(str(block.get("name")))
+            reply.items.append(block)
+        return reply
 
 
-class MessagesAdapter:
-    """Request and response adapters of the Messages API."""
+class MessagesJson(JsonView):
+    """The client's view of a plain Messages answer (:class:`proxy.turn.json_view.JsonView`):
+    the last round's message, the earlier rounds' search exchanges first."""
+
+    def __init__(self, turn: Turn, out: ClientOut, request: MessagesRequest) -> None:
+        super().__init__(turn, out)
+        self.request = request
+
+    def read_reply(self, data: dict[str, Any]) -> Reply:
+        content = data["content"]
+        if not isinstance(content, list):
+            raise TypeError("content is not a list")
+        reply = self.request.split_content(self.turn, content)
+        reply.ending = ending_of(data.get("stop_reason"))
+        return reply
+
+    def _content(self) -> list[Any]:
+        return [*self.request.shown, *client_output(self.turn, self.data.get("content", []))]
+
+    def shows_output(self) -> bool:
+        return bool(self._content())
+
+    def finish_reply(self, data: dict[str, Any]) -> None:
+        content = self._content() + [{"type": "text", "text": text} for text in self.notes]
+        data["content"] = content
+        data["stop_reason"] = stop_reason(data.get("stop_reason"), content)
+        if self.usage is not None:
+            data["usage"] = self.usage
+
+
+class MessagesApi:
+    """The Messages adapter (see the module docstring)."""
 
     api = "messages"
 
-    # --- request ----------------------------------------------------------------
     def continued(self, request: ClientRequest) -> ClientRequest:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.continued`: the client's (Messages
-        keeps no state on the server)."""
+        """The client's (Messages keeps no state on the server)."""
         return request
 
-    def read(self, body: dict[str, Any]) -> PlanInput:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.read`."""
+    async def decode(self, raw: bytes) -> dict[str, Any] | None:
+        """See :func:`proxy.turn.adapter.json_object`."""
+        return json_object(raw)
+
+    async def read(self, body: dict[str, Any]) -> MessagesRequest:
+        """See :meth:`proxy.turn.adapter.Api.read`."""
         if "tools" not in body:
             raise NothingToPrune()
-        native = parse_flat_tools(body["tools"], _is_custom, "input_schema")
+        native = parse_flat_tools(body["tools"], is_custom, "input_schema")
         if not len(native):
             raise NothingToPrune()
         search = read_search_tool(body["tools"])
-        found = history_found(body.get("messages"), native)
+        found = found_in_history(body.get("messages"), native)
         choice = read_choice(body)
         if search is None and native.deferred:  # the client runs its own search
             choice = replace(choice, offer_meta=False)
@@ -141,82 +241,10 @@ class MessagesAdapter:
         # llama-server's Messages route keeps none of its own fields (n_cache_reuse): its
         # Anthropic conversion copies only temperature, top_p, top_k, stream and
         # chat_template_kwargs.
-        reshaped = holds_search(body.get("messages")) or any(
+        reshaped = holds_searches(body.get("messages")) or any(
             isinstance(entry, Mapping) and DEFER_LOADING in entry for entry in native.others
         )
-        return PlanInput(
+        return MessagesRequest(PlanInput(
             body=body, native=native, messages=conversation_view(body), choice=choice,
             llama_fields=False, search=search, found=found, reshaped=reshaped,
-        )
-
-    def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.upstream_body`."""
-        assert turn.native is not None
-        body = dict(turn.body)
-        tools = [
-            *(without_deferral(entry) for entry in turn.native.others if not is_search_tool(entry)),
-            *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
-        ]
-        body["tools"] = keep_cache_markers(turn.body["tools"], tools)
-        messages = upstream_messages(body["messages"], turn.catalog)
-        body["messages"] = [*messages, *turn.extra_messages]
-        return json_bytes(body)
-
-    def append_exchange(self, turn: Turn, reply: RoundReply, results: Sequence[str]) -> None:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.append_exchange`."""
-        answers = [
-            {"type": "tool_result", "tool_use_id": call.id, "content": result}
-            for call, result in zip(reply.meta, results, strict=True)
-        ]
-        turn.extra_messages.append({"role": "assistant", "content": reply.items})
-        turn.extra_messages.append({"role": "user", "content": answers})
-        if any(is_search_call(turn, block) for block in reply.items):
-            turn.shown += client_blocks(turn, reply.items)  # a plain response shows them
-
-    # --- response ---------------------------------------------------------------
-    def is_meta_block(self, turn: Turn, block: Any) -> bool:
-        return (
-            isinstance(block, Mapping)
-            and block.get("type") == "tool_use"
-            and turn.is_meta(block.get("name"))
-        )
-
-    def split_content(self, turn: Turn, content: list[Any]) -> RoundReply:
-        """Meta-calls and client calls of a message's ``content`` blocks. A meta-call's
-        block is kept with the ``id`` and ``input`` (a JSON object) it is run with, so
-        the re-issued request pairs it with its ``tool_result``."""
-        reply = RoundReply()
-        for block in content:
-            if self.is_meta_block(turn, block):
-                call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
-                if block["name"] == turn.meta.client_search:  # type: ignore[union-attr]
-                    call_id = server_id(call_id)  # the id the client will send back
-                call = checked_meta_call(
-                    call_id, block["name"], json.dumps(block.get("input", {}), ensure_ascii=False)
-                )
-                reply.meta.append(call)
-                block = {**block, "id": call.id, "input": json.loads(call.arguments)}
-            elif isinstance(block, Mapping) and block.get("type") == "tool_use":
-                reply.real_calls.append(str(block.get("name")))
-            reply.items.append(block)
-        return reply
-
-    def read_reply(self, turn: Turn, data: dict[str, Any]) -> RoundReply:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.read_reply`."""
-        content = data["content"]
-        if not isinstance(content, list):
-            raise TypeError("content is not a list")
-        return self.split_content(turn, content)
-
-    def finish_reply(
-        self, turn: Turn, data: dict[str, Any], usage: dict[str, Any] | None, only_meta: bool
-    ) -> None:
-        """See :meth:`proxy.apis.adapter.ApiAdapter.finish_reply`."""
-        data["content"] = [*turn.shown, *client_blocks(turn, data["content"])]
-        data["stop_reason"] = stop_reason(data.get("stop_reason"), data["content"])
-        if usage is not None:
-            data["usage"] = usage
-
-    def relay(self, turn: Turn) -> MessagesRelay:
-        return MessagesRelay(self, turn)
-
+        ))

@@ -14,13 +14,13 @@ Shapes follow Anthropic's tool search tool page and Messages API reference:
   ``tool_result`` whose content holds ``tool_reference`` blocks.
 
 The proxy reads the search tool (:func:`read_search_tool`, an unknown version is a 400,
-never a silent drop), the tools the history's references found (:func:`history_found`:
-kept loaded), and rewrites the history for the upstream (:func:`upstream_messages`): a
+never a silent drop), the tools the history's references found (:func:`found_in_history`:
+kept loaded), and rewrites the history for the upstream (:func:`upstream_history`): a
 ``server_tool_use`` becomes a ``tool_use`` of the function that stands for the search
 tool, its result a ``tool_result`` in the next user turn holding the same text the model
 read when the search ran (:meth:`selection.tool_search.SearchResult.content`), and
 ``tool_reference`` blocks become that text too; so the prompt is the same round to round
-and turn to turn. :func:`client_blocks` writes what the client sees of a search the
+and turn to turn. :func:`client_output` writes what the client sees of a search the
 proxy ran.
 """
 
@@ -32,8 +32,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from proxy.chat.planner import InvalidToolRequest
-from proxy.chat.turn import Turn
+from proxy.turn.planner import InvalidToolRequest
+from proxy.turn.turn import Turn
 from selection.catalog import Catalog
 from selection.meta_tools import free_name
 from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
@@ -137,7 +137,7 @@ def _blocks_of(messages: Any) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
-def history_found(messages: Any, catalog: Catalog) -> tuple[str, ...]:
+def found_in_history(messages: Any, catalog: Catalog) -> tuple[str, ...]:
     """The tools earlier searches found: ``tool_reference``s of ``tool_search_tool_result``
     blocks and of ``tool_result`` contents, in order, once each. Raises
     InvalidToolRequest when one names a tool the request does not define."""
@@ -170,18 +170,18 @@ def _kind_of(name: Any) -> str:
     return "query" if name == SEARCH_NAMES["query"] else "regex"
 
 
-def holds_search(messages: Any) -> bool:
+def holds_searches(messages: Any) -> bool:
     """Whether the conversation holds search blocks or ``tool_reference``s, which
-    :func:`upstream_messages` rewrites for the upstream."""
+    :func:`upstream_history` rewrites for the upstream."""
     return any(block.get("type") in (SERVER_TOOL_USE, SEARCH_RESULT) or
                (block.get("type") == "tool_result" and _references(_content(block)))
                for _, block in _blocks_of(messages))
 
 
-def upstream_messages(messages: list[Any], catalog: Catalog) -> list[Any]:
+def upstream_history(messages: list[Any], catalog: Catalog) -> list[Any]:
     """``messages`` as a plain Anthropic-compatible server accepts them (see the module
     docstring); the client's list itself when nothing needs rewriting."""
-    if not holds_search(messages):
+    if not holds_searches(messages):
         return messages
     out: list[Any] = []
     pending: list[dict[str, Any]] = []  # tool_results owed to the next user turn
@@ -248,7 +248,7 @@ def _user_blocks(content: list[Any], catalog: Catalog) -> list[Any]:
     return out
 
 
-def server_id(call_id: str) -> str:
+def client_search_id(call_id: str) -> str:
     """A ``srvtoolu_`` id for the model's search call (its own id's suffix kept)."""
     if call_id.startswith("srvtoolu_"):
         return call_id
@@ -256,14 +256,14 @@ def server_id(call_id: str) -> str:
     return "srvtoolu_" + (suffix or uuid.uuid4().hex[:24])
 
 
-def client_blocks(turn: Turn, blocks: Sequence[Any]) -> list[Any]:
+def client_output(turn: Turn, blocks: Sequence[Any]) -> list[Any]:
     """What the client sees of a round's content blocks: a call of the search function
     becomes the ``server_tool_use`` + ``tool_search_tool_result`` pair of the search the
     proxy ran (``turn.searches``), other meta-calls go, the rest stays."""
     out: list[Any] = []
     for block in blocks:
         if is_search_call(turn, block):
-            out += search_pair(turn, block)
+            out += shown_search(turn, block)
         elif not (_is_call(block) and turn.is_meta(block.get("name"))):
             out.append(block)
     return out
@@ -281,10 +281,10 @@ def is_search_call(turn: Turn, block: Any) -> bool:
     )
 
 
-def search_pair(turn: Turn, block: Mapping[str, Any]) -> list[dict[str, Any]]:
+def shown_search(turn: Turn, block: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The ``server_tool_use`` and ``tool_search_tool_result`` blocks for the search
     function's call ``block`` (none when the proxy did not run it)."""
-    call_id = server_id(str(block.get("id")))
+    call_id = client_search_id(str(block.get("id")))
     result = turn.searches.get(call_id)
     if result is None or turn.search is None:
         return []
@@ -301,7 +301,7 @@ def search_pair(turn: Turn, block: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def stream_events(pair: list[dict[str, Any]], first_index: int) -> list[dict[str, Any]]:
+def shown_search_events(pair: list[dict[str, Any]], first_index: int) -> list[dict[str, Any]]:
     """The ``content_block_*`` events that stream ``pair`` from ``first_index`` on: the
     ``server_tool_use`` block started with an empty ``input`` and given whole in one
     ``input_json_delta``, the result block started whole."""

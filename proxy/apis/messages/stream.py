@@ -11,7 +11,11 @@ with meta-call ``tool_use`` blocks removed and ``index`` renumbered in order, an
 ``message_delta`` + ``message_stop``: usage summed over rounds, ``stop_reason``
 ``tool_use`` only if the last round left it a ``tool_use`` block. A search the proxy ran
 for the client's tool search tool is streamed, once run, as its ``server_tool_use`` and
-``tool_search_tool_result`` blocks (:mod:`proxy.apis.messages_search`).
+``tool_search_tool_result`` blocks (:mod:`proxy.apis.messages.search`). A note the
+proxy adds (:func:`proxy.turn.rounds.empty_answer_note`) is one more text block.
+
+A round's ending is its ``message_delta``'s ``stop_reason`` (``max_tokens`` is cut off);
+a stream without one is unfinished.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proxy.apis.adapter import EventRelay, RoundReply
-from proxy.apis.messages_search import is_search_call, search_pair, stream_events
-from proxy.chat.turn import Turn, add_usage
+from proxy.apis.messages.search import is_search_call, shown_search, shown_search_events
+from proxy.http.errors import ANTHROPIC_ERROR_TYPES
+from proxy.turn.adapter import ClientOut, Ending, Reply, upstream_error_object
+from proxy.turn.events import EventStreamView
+from proxy.turn.turn import Turn, add_usage
 
 #: ``stop_reason`` when the model stopped to call tools, and at a natural end.
 TOOL_USE, END_TURN = "tool_use", "end_turn"
@@ -36,13 +42,24 @@ _DELTA_FIELDS = {
 }
 
 
+#: Stop reasons of an answer cut short of its end: the output limit, the context window.
+CUT_REASONS = ("max_tokens", "model_context_window_exceeded")
+
+
+def ending_of(reason: Any) -> Ending:
+    """A round's ending from its ``stop_reason`` (None: the stream never said)."""
+    if reason is None:
+        return Ending.UNFINISHED
+    return Ending.CUT if reason in CUT_REASONS else Ending.COMPLETE
+
+
 class ContentReader(Protocol):
-    """What the relay needs of the Messages adapter
-    (:class:`proxy.apis.messages.MessagesAdapter`)."""
+    """What the relay needs of the request's adapter
+    (:class:`proxy.apis.messages.adapter.MessagesRequest`)."""
 
     def is_meta_block(self, turn: Turn, block: Any) -> bool: ...
 
-    def split_content(self, turn: Turn, content: list[Any]) -> RoundReply: ...
+    def split_content(self, turn: Turn, content: list[Any]) -> Reply: ...
 
 
 @dataclass
@@ -60,35 +77,36 @@ class _Block:
             self.parts.setdefault(spec[1], []).append(delta[spec[0]])
 
     def final(self) -> dict[str, Any]:
-        """The block as a whole (``input`` parsed from its JSON deltas; ``{}`` when
-        that JSON is malformed)."""
+        """The block as a whole (``input`` parsed from its JSON deltas; when that JSON is
+        malformed, ``{}``, or the text itself for a hidden block: its meta-call is told
+        what was wrong with it)."""
         block = dict(self.block)
         for name, parts in self.parts.items():
             text = "".join(parts)
             if name == "input":
                 try:
                     block["input"] = json.loads(text) if text.strip() else block.get("input", {})
-                except json.JSONDecodeError:
-                    block["input"] = {}
+                except (json.JSONDecodeError, RecursionError):
+                    block["input"] = text if self.hidden else {}
             else:
                 block[name] = block.get(name, "") + text if name != "signature" else text
         return block
 
 
-class MessagesRelay(EventRelay):
+class MessagesStream(EventStreamView):
     """See the module docstring."""
 
-    def __init__(self, adapter: ContentReader, turn: Turn) -> None:
-        super().__init__(turn)
+    def __init__(self, turn: Turn, out: ClientOut, adapter: ContentReader) -> None:
+        super().__init__(turn, out)
         self.adapter = adapter
         self.next_index = 0
         self.usage: dict[str, Any] | None = None
         self.blocks: dict[Any, _Block] = {}
         self.round_usage: dict[str, Any] = {}
         self.delta: dict[str, Any] | None = None
+        self.notes: list[dict[str, Any]] = []
 
-    def start_round(self) -> None:
-        super().start_round()
+    def begin_round(self) -> None:
         self.blocks, self.round_usage, self.delta = {}, {}, None
 
     def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -102,9 +120,6 @@ class MessagesRelay(EventRelay):
             if kind == "message_delta":
                 self.delta = data
             return []
-        if kind == "error":
-            self.failed = True
-            return [data]
         if kind == "content_block_start" and isinstance(data.get("content_block"), Mapping):
             block = dict(data["content_block"])
             hidden = self.adapter.is_meta_block(self.turn, block)
@@ -125,32 +140,57 @@ class MessagesRelay(EventRelay):
                 self.first_token = True
         return [] if block.hidden else [{**data, "index": block.client_index}]
 
-    def end_round(self) -> RoundReply:
+    def round_reply(self) -> Reply:
         usage = dict(self.round_usage)
         delta_usage = self.delta.get("usage") if self.delta else None
         if isinstance(delta_usage, Mapping):
             usage.update({key: value for key, value in delta_usage.items() if value is not None})
         self.usage = add_usage(self.usage, usage)
         ordered = sorted(self.blocks.items(), key=lambda entry: _order(entry[0]))
-        return self.adapter.split_content(self.turn, [block.final() for _, block in ordered])
-
-    def ended_normally(self) -> bool:
+        reply = self.adapter.split_content(self.turn, [block.final() for _, block in ordered])
         delta = self.delta.get("delta") if self.delta else None
-        return isinstance(delta, Mapping) and delta.get("stop_reason") == END_TURN
+        reason = delta.get("stop_reason") if isinstance(delta, Mapping) else None
+        reply.ending = ending_of(reason)
+        reply.normal_stop = reason == END_TURN
+        return reply
 
-    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+    def answered_events(self, reply: Reply) -> list[dict[str, Any]]:
         events: list[dict[str, Any]] = []
         for block in reply.items:
             if is_search_call(self.turn, block):
-                pair = search_pair(self.turn, block)
-                events += stream_events(pair, self.next_index)
+                pair = shown_search(self.turn, block)
+                events += shown_search_events(pair, self.next_index)
                 self.next_index += len(pair)
+                self.first_token = self.first_token or bool(pair)
         return events
 
-    def finish(self, only_meta: bool) -> list[dict[str, Any]]:
+    def note_events(self, text: str) -> list[dict[str, Any]]:
+        block = {"type": "text", "text": text}
+        self.notes.append(block)
+        index, self.next_index = self.next_index, self.next_index + 1
+        self.first_token = True
+        return [
+            {"type": "content_block_start", "index": index,
+             "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": index,
+             "delta": {"type": "text_delta", "text": text}},
+            {"type": "content_block_stop", "index": index},
+        ]
+
+    def upstream_error(self, status: int, body: bytes) -> Any:
+        """An error answer as Anthropic's ``error`` event (its own ``error`` object when
+        the upstream speaks Anthropic, else one with the upstream's message)."""
+        error = upstream_error_object(status, body)
+        if not isinstance(error.get("type"), str) or "message" not in error:
+            default = "invalid_request_error" if status < 500 else "api_error"
+            error = {"type": ANTHROPIC_ERROR_TYPES.get(status, default),
+                     "message": str(error.get("message", ""))}
+        return {"type": "error", "error": {"type": error["type"], "message": error["message"]}}
+
+    def finish_events(self, reply: Reply) -> list[dict[str, Any]]:
         if self.delta is None:
             return []  # the upstream ended without its message_delta: so does the client
-        visible = [block.block for block in self.blocks.values() if not block.hidden]
+        visible = [block.block for block in self.blocks.values() if not block.hidden] + self.notes
         delta = dict(self.delta.get("delta") or {})
         delta["stop_reason"] = stop_reason(delta.get("stop_reason"), visible)
         event = {**self.delta, "delta": delta}

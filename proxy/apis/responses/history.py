@@ -8,7 +8,7 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
   of the function that stands for the search (``arguments`` as JSON text, as the proxy
   hands the model's call back on a re-issued round; text a client sent is kept). A hosted (``server``) call has
   ``call_id`` null: its id is read from the item ``id`` the proxy gave it
-  (:func:`search_call_id`), else numbered by its place among the input's hosted calls.
+  (:func:`upstream_search_id`), else numbered by its place among the input's hosted calls.
 * ``tool_search_output`` ``{"call_id", "tools": [definitions]}`` → the
   ``function_call_output`` of that call: the found tools' names and purposes, the text
   the proxy answered the live call with (:meth:`selection.tool_search.SearchResult.content`).
@@ -17,7 +17,7 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
 * ``additional_tools`` ``{"tools": [definitions]}`` → removed; its tools are loaded the
   same way.
 * ``function_call`` / ``custom_tool_call`` with a ``namespace`` → the flattened name
-  (:mod:`proxy.apis.responses_tools`), ``namespace`` removed; ``namespace`` on an output
+  (:mod:`proxy.apis.responses.tools`), ``namespace`` removed; ``namespace`` on an output
   item is removed.
 """
 
@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.apis.responses_tools import DEFER_LOADING, Member, ToolLayout, flat_name
+from proxy.apis.responses.tools import DEFER_LOADING, Member, ToolLayout, flat_name
 from selection.catalog import Catalog
 from selection.tool_search import SearchResult
 
@@ -41,7 +41,7 @@ CALL_ID_PREFIX = "tsc_tp_"
 OUTPUT_ID_PREFIX = "tso_tp_"
 
 
-def search_call_id(item: Mapping[str, Any], prefix: str) -> str | None:
+def upstream_search_id(item: Mapping[str, Any], prefix: str) -> str | None:
     """The upstream call id of a search item: its ``call_id``, or what its proxy-given
     ``id`` holds after ``prefix``; None when neither says."""
     call_id = item.get("call_id")
@@ -81,7 +81,7 @@ def _definitions(tools: Any) -> list[tuple[str, str | None, Mapping[str, Any]]]:
     return found
 
 
-def loaded_tools(items: Sequence[Any], layout: ToolLayout) -> Loaded:
+def found_in_history(items: Sequence[Any], layout: ToolLayout) -> Loaded:
     """What the ``tool_search_output`` and ``additional_tools`` items of ``items`` load
     (see the module docstring). Tools the request's ``tools`` lack are registered in
     ``layout`` (their names map back to the client's, like the request's own)."""
@@ -110,7 +110,7 @@ class _Translator:
         self.unanswered: list[str] = []  # hosted call ids awaiting their output
 
     def call_id(self, item: Mapping[str, Any]) -> str:
-        known = search_call_id(item, CALL_ID_PREFIX)
+        known = upstream_search_id(item, CALL_ID_PREFIX)
         if known is None:
             self.hosted_calls += 1
             known = f"tool_search_{self.hosted_calls}"
@@ -119,7 +119,7 @@ class _Translator:
         return known
 
     def output_call_id(self, item: Mapping[str, Any]) -> str:
-        known = search_call_id(item, OUTPUT_ID_PREFIX)
+        known = upstream_search_id(item, OUTPUT_ID_PREFIX)
         if known is not None:
             if known in self.unanswered:
                 self.unanswered.remove(known)
@@ -155,7 +155,7 @@ class _Translator:
         return [translated]
 
 
-def upstream_items(items: Sequence[Any], layout: ToolLayout, catalog: Catalog) -> list[Any]:
+def upstream_history(items: Sequence[Any], layout: ToolLayout, catalog: Catalog) -> list[Any]:
     """``items`` translated for the upstream (see the module docstring); ``catalog``: the
     request's (for the found tools' purposes)."""
     translator = _Translator(layout, catalog)

@@ -14,19 +14,27 @@ meta-call items removed and ``output_index`` renumbered in order, ``sequence_num
 counting its own events, and one terminal event: the last round's, its ``output`` the
 items the client saw, its ``usage`` summed over rounds and its ``id`` the one
 ``response.created`` gave (the SDKs' stream helpers require one id per stream; see
-:class:`proxy.apis.responses.ResponseChains` for what ``previous_response_id`` then
-refers to).
+:class:`proxy.apis.responses.chains.ResponseChains` for what ``previous_response_id`` then
+refers to). A hosted search the proxy ran is streamed, once run, as its
+``tool_search_call`` and ``tool_search_output`` items; a note the proxy adds
+(:func:`proxy.turn.rounds.empty_answer_note`) is one more output message.
+
+A round's ending is its terminal event: ``response.incomplete`` (or ``.failed``) is cut
+off; a stream without one is unfinished.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from proxy.apis.adapter import EventRelay, RoundReply, typed_event
-from proxy.chat.turn import Turn, add_usage
+from proxy.apis.responses.search import is_search_call, shown_search_events
 from proxy.http.errors import ProxyError
+from proxy.turn.adapter import ClientOut, Ending, Reply, upstream_error_object
+from proxy.turn.events import EventStreamView, typed_event
+from proxy.turn.turn import Turn, add_usage
 
 LIFECYCLE = ("response.created", "response.in_progress", "response.queued")
 TERMINAL = ("response.completed", "response.incomplete", "response.failed")
@@ -35,21 +43,43 @@ TOKEN_EVENTS = ("response.output_text.delta", "response.function_call_arguments.
                 "response.refusal.delta", "response.custom_tool_call_input.delta")
 
 
+#: Terminal statuses of a response cut short of its end.
+CUT_STATUSES = ("incomplete", "failed", "cancelled")
+
+
+def ending_of(status: Any, *, streamed: bool = True) -> Ending:
+    """A round's ending from its response's ``status`` (None on a stream: it never sent a
+    terminal event; a plain answer without one is taken as complete)."""
+    if status is None and streamed:
+        return Ending.UNFINISHED
+    return Ending.CUT if status in CUT_STATUSES else Ending.COMPLETE
+
+
+def note_item(text: str) -> dict[str, Any]:
+    """An assistant output message holding ``text``."""
+    return {"id": f"msg_tp_{uuid.uuid4().hex[:24]}", "type": "message", "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
+
+
 class OutputReader(Protocol):
-    """What the relay needs of the Responses adapter
-    (:class:`proxy.apis.responses.ResponsesAdapter`)."""
+    """What the relay needs of the request's adapter
+    (:class:`proxy.apis.responses.adapter.ResponsesRequest`)."""
 
     def is_meta_item(self, turn: Turn, item: Any) -> bool: ...
 
-    def is_hosted_search(self, turn: Turn, item: Any) -> bool: ...
-
-    def is_client_search(self, turn: Turn, item: Any) -> bool: ...
+    def is_client_search(self, item: Any) -> bool: ...
 
     def client_items(self, turn: Turn, items: list[Any]) -> list[Any]: ...
 
-    def client_name(self, turn: Turn, name: str) -> str: ...
+    def client_name(self, name: str) -> str: ...
 
-    def split_output(self, turn: Turn, output: list[Any]) -> RoundReply: ...
+    def split_output(self, turn: Turn, output: list[Any]) -> Reply: ...
+
+    def client_response(
+        self, turn: Turn, response: dict[str, Any], output: list[Any],
+        usage: dict[str, Any] | None, client_id: str | None = None,
+    ) -> dict[str, Any]: ...
 
     def client_response(
         self, turn: Turn, response: dict[str, Any], output: list[Any],
@@ -67,11 +97,11 @@ class _Item:
     arguments: list[str] = field(default_factory=list)
 
 
-class ResponsesRelay(EventRelay):
+class ResponsesStream(EventStreamView):
     """See the module docstring."""
 
-    def __init__(self, adapter: OutputReader, turn: Turn) -> None:
-        super().__init__(turn)
+    def __init__(self, turn: Turn, out: ClientOut, adapter: OutputReader) -> None:
+        super().__init__(turn, out)
         self.adapter = adapter
         self.sequence = 0
         self.next_index = 0
@@ -85,8 +115,7 @@ class ResponsesRelay(EventRelay):
         #: The upstream numbers its events (``sequence_number``): so are the proxy's.
         self.numbered = False
 
-    def start_round(self) -> None:
-        super().start_round()
+    def begin_round(self) -> None:
         self.items, self.keys, self.terminal = [], {}, None
 
     # --- events -----------------------------------------------------------------
@@ -105,9 +134,6 @@ class ResponsesRelay(EventRelay):
         if kind in TERMINAL:
             self.terminal = data
             return []
-        if kind == "error":
-            self.failed = True
-            return [self._numbered(data)]
         item = self._item_of(data)
         if item is None:
             if _names_an_item(data) and any(known.hidden for known in self.items):
@@ -120,10 +146,10 @@ class ResponsesRelay(EventRelay):
             return []
         if kind in ITEM_EVENTS:
             data = {**data, "item": self.adapter.client_items(self.turn, [data["item"]])[0]}
-        elif self.adapter.is_client_search(self.turn, item.item):
+        elif self.adapter.is_client_search(item.item):
             return []  # a tool_search_call has no argument events
         elif isinstance(data.get("name"), str):  # some servers name the item's tool
-            data = {**data, "name": self.adapter.client_name(self.turn, data["name"])}
+            data = {**data, "name": self.adapter.client_name(data["name"])}
         if "output_index" in data:
             data = {**data, "output_index": item.client_index}
         if kind in TOKEN_EVENTS and data.get("delta"):
@@ -142,20 +168,33 @@ class ResponsesRelay(EventRelay):
         self.sequence += 1
         return typed_event(payload)
 
-    def answered(self, reply: RoundReply) -> list[dict[str, Any]]:
+    def answered_events(self, reply: Reply) -> list[dict[str, Any]]:
         """Item events of the hosted searches among ``reply``'s meta-calls, which have run
         (see the module docstring); their items join the client's output."""
-        events: list[dict[str, Any]] = []
-        searches = [item for item in reply.items if self.adapter.is_hosted_search(self.turn, item)]
-        for item in self.adapter.client_items(self.turn, searches):
-            index, self.next_index = self.next_index, self.next_index + 1
-            for kind in ITEM_EVENTS:
-                event = {"type": kind, "output_index": index, "item": item}
-                if self.numbered:
-                    event["sequence_number"] = 0
-                events.append(self._numbered(event))
-            self.output.append(item)
-        return events
+        searches = [item for item in reply.items if is_search_call(self.turn, item)]
+        return self._added(self.adapter.client_items(self.turn, searches))
+
+    def note_events(self, text: str) -> list[dict[str, Any]]:
+        return self._added([note_item(text)])
+
+    def _added(self, items: list[Any]) -> list[dict[str, Any]]:
+        """Events that add ``items`` whole to the client's output."""
+        events = shown_search_events(items, self.next_index)
+        self.next_index += len(items)
+        self.output.extend(items)
+        self.first_token = self.first_token or bool(items)
+        return [self._numbered({**event, "sequence_number": 0} if self.numbered else event)
+                for event in events]
+
+    def upstream_error(self, status: int, body: bytes) -> Any:
+        """An error answer as the Responses ``error`` event, carrying the upstream's error
+        object (see :meth:`error_event`)."""
+        error = upstream_error_object(status, body)
+        return {"type": "error", "code": error.get("code"), "message": error.get("message"),
+                "param": error.get("param"), "sequence_number": 0, "error": error}
+
+    def next_event(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._numbered(payload)
 
     def _numbered(self, data: dict[str, Any]) -> dict[str, Any]:
         if "sequence_number" not in data:
@@ -209,20 +248,23 @@ class ResponsesRelay(EventRelay):
             items.append(item.item)
         return items
 
-    def end_round(self) -> RoundReply:
+    def round_reply(self) -> Reply:
         output = self._round_output()
         response = self.terminal.get("response") if self.terminal else None
         if isinstance(response, Mapping):
             self.usage = add_usage(self.usage, response.get("usage"))
         self.output += self.adapter.client_items(
-            self.turn, [item for item in output if not self.adapter.is_hosted_search(self.turn, item)]
+            self.turn, [item for item in output if not is_search_call(self.turn, item)]
         )
-        return self.adapter.split_output(self.turn, output)
+        reply = self.adapter.split_output(self.turn, output)
+        status = response.get("status") if isinstance(response, Mapping) else None
+        if self.terminal is not None and status is None:  # the event's type says it
+            status = str(self.terminal.get("type")).removeprefix("response.")
+        reply.ending = ending_of(status)
+        reply.normal_stop = self.terminal is not None and self.terminal.get("type") == "response.completed"
+        return reply
 
-    def ended_normally(self) -> bool:
-        return self.terminal is not None and self.terminal.get("type") == "response.completed"
-
-    def finish(self, only_meta: bool) -> list[dict[str, Any]]:
+    def finish_events(self, reply: Reply) -> list[dict[str, Any]]:
         if self.terminal is None or not isinstance(self.terminal.get("response"), Mapping):
             return []  # the upstream ended without a terminal event: so does the client
         response = self.adapter.client_response(

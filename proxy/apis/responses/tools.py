@@ -145,6 +145,18 @@ class ToolLayout:
         return entries
 
 
+def responses_tool(function: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``{"name", "description", "parameters"}`` function as a Responses function tool
+    (``strict`` false: the meta-tools' schemas are not written for strict mode)."""
+    return {
+        "type": "function",
+        "name": function["name"],
+        "description": function["description"],
+        "parameters": function["parameters"],
+        "strict": False,
+    }
+
+
 def flat_name(namespace: str, name: str) -> str:
     """The upstream name of ``name`` in ``namespace``."""
     return f"{namespace}{NAMESPACE_SEPARATOR}{name}"

@@ -1,0 +1,188 @@
+"""Faults in an acting turn, parametrised over the three APIs (Chat Completions, Responses,
+Messages), plain and streamed: the same rule on every API.
+
+A search the proxy answers while its embedder fails tells the model so and the turn goes
+on; an upstream error before the client got a byte reaches it as the upstream sent it,
+after (a hidden round was read) as the API's error event carrying the upstream's error;
+an error event mid-stream ends the client's stream with it; a client that leaves during a
+hidden round gets no re-issue sent for it. Real servers on loopback, shared by the module:
+the proxy under uvicorn in front of the scripted upstream; the tests wait on gates and on
+the upstream's records, never on a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import SSE, Raw, Slow, Upstream, chat_events
+from config.settings import Settings
+from proxy.app import create_app
+from tests.support.turn_apis import APIS, LOADED, Api, Bench, Call, events, load
+
+CASES = [(name, stream) for name in APIS for stream in (False, True)]
+IDS = [f"{name}-{'streamed' if stream else 'plain'}" for name, stream in CASES]
+BOOM = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[Upstream, dict[str, str]]]:
+    """The scripted upstream and two proxies in front of it: ``default``, and ``search``
+    (``search_tools`` offered, the query embedded by the upstream's ``/embeddings``, which a
+    test can make fail)."""
+    upstream = Upstream()
+    with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
+        variants = (("default", {}), ("search", {"embedder": "upstream", "search_tools_min_catalog": 10}))
+        proxies = {
+            name: stack.enter_context(serve_in_thread(create_app(Settings(
+                upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
+                index_timeout_s=300.0, **overrides,  # type: ignore[arg-type]
+            )), server_header=False, date_header=False))
+            for name, overrides in variants
+        }
+        yield upstream, proxies
+
+
+def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest,
+          name: str, stream: bool, proxy: str = "default") -> Bench:
+    upstream, proxies = servers
+    return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream, proxy="search")
+    gate = threading.Event()
+    search = Call("meta_1", "search_tools", json.dumps({"query": "set a browser cookie"}))
+    run.script(Slow(gate, run.api.reply(calls=(search,))), run.api.reply("done"))
+    answering = Answering(run)
+    run.upstream.wait_for(lambda records: bool(run.sent()))  # planned: the index is built
+    run.upstream.script(Raw(500, {"error": {"message": "embedder down"}}), path="/embeddings")
+    gate.set()
+    answer = answering.result()
+    assert (answer.status, answer.text, answer.calls) == (200, "done", [])
+    assert b"search_tools" not in answer.raw
+    second = run.bodies()[1]
+    assert "search_tools" in run.api.offered(run.bodies()[0])
+    assert [json.loads(result) for _, result in run.api.results(second)] == [
+        {"error": "tool search is unavailable"}
+    ]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(Raw(500, BOOM))
+    answer = run.post()
+    assert answer.status == 500 and answer.error == BOOM["error"]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_an_upstream_error_to_a_re_issue_carries_the_upstream_error(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(run.api.reply(calls=(load(LOADED),)), Raw(500, BOOM))
+    answer = run.post()
+    assert len(run.sent()) == 2 and answer.error is not None
+    assert answer.error["message"] == "boom"
+    # A stream has started (the hidden round was read): 200 and the API's error event.
+    # A plain response has not: the upstream's status and body.
+    assert answer.status == (200 if stream else 500)
+    assert b"load_tools" not in answer.raw
+
+
+def error_mid_stream(api: Api, body: dict[str, Any]) -> list[bytes]:
+    """An answer that shows some text, then fails with the API's error event."""
+    text = events_of(api, api.reply("Hello"), body)
+    if api.name == "chat":
+        head = text[:2]  # the role and the first piece
+        error = b'event: error\ndata: {"error": {"message": "overloaded", "type": "server_error"}}\n\n'
+    elif api.name == "responses":
+        head = [e for e in text if b"output_text.delta" in e or b"response.created" in e][:2]
+        error = (b'event: error\ndata: {"type": "error", "code": "server_error", '
+                 b'"message": "overloaded", "param": null, "sequence_number": 9}\n\n')
+    else:
+        head = [e for e in text if b"message_start" in e or b"text_delta" in e][:2]
+        error = (b'event: error\ndata: {"type": "error", "error": {"type": "overloaded_error", '
+                 b'"message": "overloaded"}}\n\n')
+    return [*head, error]
+
+
+def events_of(api: Api, reply: Any, body: dict[str, Any]) -> list[bytes]:
+    """The SSE events the scripted upstream plays for ``reply`` to ``body``."""
+    return chat_events(reply, body) if api.name == "chat" else reply.render(body, 100)
+
+
+@pytest.mark.parametrize("name", list(APIS))
+def test_an_error_event_mid_stream_ends_the_client_stream_with_it(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str
+) -> None:
+    run = bench(servers, request, name, True)
+    run.script(SSE(error_mid_stream(run.api, run.api.body(True))))
+    answer = run.post()
+    assert answer.status == 200 and answer.text.startswith("H")
+    assert answer.error is not None and answer.error["message"] == "overloaded"
+    last_name, _ = events(answer.raw)[-1]
+    assert last_name == "error" and b"[DONE]" not in answer.raw
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_client_gone_during_a_hidden_round_gets_no_re_issue(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    gate = threading.Event()
+    meta = run.api.reply(calls=(load(LOADED),))
+    if stream:  # the hidden call is streamed, its round held open before its end
+        played = events_of(run.api, meta, run.api.body(True))
+        run.script(SSE(played, gate=gate, gate_after=len(played) - 1))
+    else:  # the round is held before its answer
+        run.script(Slow(gate, meta))
+    sock = raw_request(run)
+    run.upstream.wait_for(lambda records: bool(run.sent()))
+    sock.close()  # the client leaves while the hidden round is in flight
+    first = run.upstream.requests.index(run.sent()[0])
+    assert run.upstream.wait_cancelled(first)  # the round in flight is closed
+    gate.set()
+    run.script(run.api.reply("barrier"))
+    run.post()  # planned after the first request: whatever it would send was sent by then
+    assert len(run.sent()) == 2  # the first round and the barrier: no re-issue
+
+
+def raw_request(run: Bench) -> socket.socket:
+    """The test's request on a raw socket (the test decides when it closes)."""
+    body = json.dumps(run.api.body(run.stream)).encode()
+    host, port = run.proxy.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    credential = run.credential["Authorization"]
+    sock.sendall(
+        f"POST {run.api.path} HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+        f"authorization: {credential}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
+    )
+    return sock
+
+
+class Answering:
+    """``run.post()`` in a thread, for a test that acts while the request is served."""
+
+    def __init__(self, run: Bench) -> None:
+        self._result: list[Any] = []
+        self._thread = threading.Thread(target=lambda: self._result.append(run.post()), daemon=True)
+        self._thread.start()
+
+    def result(self, timeout: float = 120) -> Any:
+        self._thread.join(timeout)
+        assert self._result, "the request did not finish"
+        return self._result[0]

@@ -1,0 +1,176 @@
+"""The rules of an acting turn, one test each, parametrised over the three APIs (Chat
+Completions, Responses, Messages), plain and streamed: a rule that holds on one API only
+fails here.
+
+Meta rounds are hidden and re-issued; the round limit ends the turn with a note; a
+meta-call mixed with a real call loads for the next turn; a round cut by the output limit
+never runs its meta-call; unreadable meta-call arguments are explained to the model; the
+decision log admits every tool of the turn; a dry run changes nothing a later request
+sees. Real servers on loopback, shared by the module (one embedder load, one index): the
+proxy under uvicorn in front of the scripted upstream (``benchmarks/support/upstream.py``);
+each test has a credential of its own, so no state crosses tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import ExitStack
+
+import pytest
+
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import Upstream
+from config.settings import Settings
+from proxy.app import create_app
+from tests.support.logs import Lines
+from tests.support.turn_apis import APIS, LOADED, LOADED_LATER, REAL, Bench, Call, load
+
+CASES = [(name, stream) for name in APIS for stream in (False, True)]
+IDS = [f"{name}-{'streamed' if stream else 'plain'}" for name, stream in CASES]
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[Upstream, dict[str, str]]]:
+    """The scripted upstream and two proxies in front of it: ``default``, and ``limit``
+    (one meta round per turn)."""
+    upstream = Upstream()
+    with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
+        proxies = {
+            name: stack.enter_context(serve_in_thread(
+                create_app(_settings(origin, **overrides)), server_header=False, date_header=False
+            ))
+            for name, overrides in (("default", {}), ("limit", {"max_meta_rounds": 1}))
+        }
+        yield upstream, proxies
+
+
+def _settings(origin: str, **overrides: object) -> Settings:
+    return Settings(upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
+                    index_timeout_s=300.0, **overrides)  # type: ignore[arg-type]
+
+
+def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest,
+          name: str, stream: bool, proxy: str = "default") -> Bench:
+    upstream, proxies = servers
+    return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)
+
+
+def hidden(raw: bytes) -> None:
+    """The client was shown no meta-call."""
+    assert b"load_tools" not in raw and b"meta_1" not in raw, raw[-600:]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_meta_round_is_hidden_and_the_request_re_issued(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
+    answer = run.post()
+    assert (answer.status, answer.text, answer.calls, answer.ending) == (200, "done", [], "stop")
+    hidden(answer.raw)
+    first, second = run.bodies()
+    assert LOADED not in run.api.offered(first) and run.api.offered(first)[-1] == "load_tools"
+    assert LOADED in run.api.offered(second)
+    ((call_id, result),) = run.api.results(second)
+    assert call_id == "meta_1" and json.loads(result)["loaded"] == [LOADED]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_after_the_last_meta_round_the_loads_wait_for_the_next_turn(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream, proxy="limit")
+    run.script(
+        run.api.reply(calls=(load(LOADED),)),
+        run.api.reply(calls=(load(LOADED_LATER, call_id="meta_2"),)),  # past the limit
+        run.api.reply("next turn"),
+    )
+    headers = {"X-Conversation-Id": "limit"}
+    answer = run.post(headers)
+    assert answer.status == 200 and answer.calls == [] and answer.ending == "stop"
+    assert "after 1 tool-loading round(s)" in answer.text  # an empty answer says why
+    hidden(answer.raw)
+    assert len(run.sent()) == 2  # no third round
+    assert "load_tools" not in run.api.offered(run.bodies()[1])  # the limit: not offered
+    run.post(headers)
+    assert LOADED_LATER in run.api.offered(run.bodies()[2])
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_meta_call_beside_a_real_call_loads_for_the_next_turn(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(run.api.reply(calls=(load(LOADED), Call("c_real", REAL, "{}"))),
+               run.api.reply("again"))
+    headers = {"X-Conversation-Id": "mixed"}
+    answer = run.post(headers)
+    assert (answer.status, answer.calls, answer.ending) == (200, [REAL], "calls")
+    hidden(answer.raw)
+    assert len(run.sent()) == 1
+    run.post(headers)
+    assert LOADED in run.api.offered(run.bodies()[1])
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(run.api.reply(calls=(load(LOADED),), cut=True), run.api.reply("again"))
+    headers = {"X-Conversation-Id": "cut"}
+    answer = run.post(headers)
+    assert (answer.status, answer.calls, answer.ending) == (200, [], "cut")
+    assert "cut off" in answer.text and "not run" in answer.text
+    hidden(answer.raw)
+    assert len(run.sent()) == 1  # not re-issued
+    run.post(headers)
+    assert LOADED not in run.api.offered(run.bodies()[1])  # nothing was loaded
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_meta_call_with_unreadable_arguments_is_told_why(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    run = bench(servers, request, name, stream)
+    broken = Call("meta_1", "load_tools", '{"names": ["browser_coo')
+    run.script(run.api.reply(calls=(broken,)), run.api.reply("done"))
+    answer = run.post()
+    assert (answer.status, answer.text) == (200, "done")
+    second = run.bodies()[1]
+    (call,) = run.api.exchanged(second)
+    assert (call.id, json.loads(call.arguments)) == ("meta_1", {})  # valid JSON re-issued
+    ((_, result),) = run.api.results(second)
+    assert json.loads(result)["error"].startswith("the arguments were cut off or are not valid JSON")
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_the_decision_log_admits_every_tool_of_the_turn(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, log_lines: Lines,
+    name: str, stream: bool,
+) -> None:
+    run = bench(servers, request, name, stream)
+    run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
+    run.post()
+    first = run.sent()[0]
+    line = log_lines.wait_for("pruning_decision", first.header("x-request-id") or "")
+    selected = [tool for tool in run.api.offered(first.json()) if tool != "load_tools"]
+    assert set(line["admitted"]) == {*selected, LOADED} and line["admitted"][-1] == LOADED
+    assert line["rounds"] == 1
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_dry_run_changes_nothing_a_later_request_sees(
+    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, log_lines: Lines,
+    name: str, stream: bool,
+) -> None:
+    run = bench(servers, request, name, stream)
+    headers = {"X-Conversation-Id": "dry"}
+    assert run.post({**headers, "X-Tool-Pruning": "dry-run"}).status == 200
+    assert len(run.api.offered(run.bodies()[0])) == 69  # forwarded whole
+    run.post(headers)
+    line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
+    # The first turn of a new conversation, not started from the dry run's block.
+    assert (line["decision"], line["turn"], line["block"]) == ("pruned", 1, None)
