@@ -15,7 +15,7 @@ request (the 117-tool GitHub MCP catalogue with pruning on, so the proxy parses,
 and rewrites every request) and reads the SSE response to ``[DONE]``. The ``--warmup-s``
 after the ramp are not measured, the next ``--duration-s`` are. ``--ramp-s 0`` starts all
 clients at once instead: a burst of N simultaneous requests that, streams being of one
-length, recurs every stream length. The upstream (its own process, below) streams
+length, recurs every stream length. The upstream (its own process, ``benchmarks/load_servers.py``) streams
 ``--chunks`` chunks ``--chunk-interval-ms`` apart, so a stream lasts about
 ``chunks x interval`` when nothing queues: a proxy that keeps up shows the direct rate.
 
@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import platform
 import sys
@@ -47,298 +46,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httptools
 import httpx
 import numpy as np
 
+from benchmarks.load_clients import CHAT, Requests, Samples, client_loop
+from benchmarks.load_servers import FLOOR_MAIN, UPSTREAM_MAIN
+from benchmarks.process_stats import Peak, cpu_seconds, rss_and_fds, sample_peak
 from benchmarks.processes import (
     HOST, REPO_ROOT, Server, clean_env, free_port, shared_state, start_server,
 )
 from benchmarks.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
-CHAT = "/v1/chat/completions"
 STARTUP_TIMEOUT_S = 240.0
-PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-#: A minimal OpenAI-compatible streaming upstream (raw ASGI under uvicorn): reads the body,
-#: then streams ``chunks`` chat.completion.chunk events ``interval`` seconds apart and
-#: ``[DONE]``; ``GET /v1/models`` answers for readiness.
-UPSTREAM_MAIN = r"""
-import asyncio, json, sys
-import uvicorn
-
-HOST, PORT, CHUNKS, INTERVAL = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-
-def event(delta, finish=None):
-    chunk = {"id": "chatcmpl-load", "object": "chat.completion.chunk", "created": 0,
-             "model": "load", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    return b"data: " + json.dumps(chunk).encode() + b"\n\n"
-
-FIRST = event({"role": "assistant", "content": ""})
-TOKEN = event({"content": "tok "})
-LAST = event({}, "stop") + b"data: [DONE]\n\n"
-MODELS = json.dumps({"object": "list", "data": [{"id": "load", "object": "model"}]}).encode()
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    more = True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        more = message.get("more_body", False)
-    if scope["method"] == "GET":
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json")]})
-        await send({"type": "http.response.body", "body": MODELS})
-        return
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream")]})
-    await send({"type": "http.response.body", "body": FIRST, "more_body": True})
-    for _ in range(CHUNKS):
-        await asyncio.sleep(INTERVAL)
-        await send({"type": "http.response.body", "body": TOKEN, "more_body": True})
-    await send({"type": "http.response.body", "body": LAST})
-
-uvicorn.run(app, host=HOST, port=PORT, log_level="warning", access_log=False,
-            backlog=4096, timeout_keep_alive=60)
-"""
-
-#: The least a Python proxy on the product's stack does per request (``--floor``): raw ASGI
-#: under uvicorn's httptools protocol, the body read and sent upstream by one aiohttp
-#: session, the answer relayed chunk by chunk. No routing, middleware, headers or checks.
-FLOOR_MAIN = r"""
-import sys
-import aiohttp, uvicorn
-
-HOST, PORT, UPSTREAM = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-session = None
-
-async def app(scope, receive, send):
-    global session
-    if scope["type"] != "http":
-        return
-    if session is None:
-        session = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar())
-    body, more = b"", True
-    while more:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return
-        body += message.get("body", b"")
-        more = message.get("more_body", False)
-    async with session.request(scope["method"], UPSTREAM + scope["path"], data=body,
-                               headers={"content-type": "application/json"}) as response:
-        await send({"type": "http.response.start", "status": response.status,
-                    "headers": [(b"content-type", response.headers.get("content-type", "").encode())]})
-        async for chunk in response.content.iter_any():
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-    await send({"type": "http.response.body", "body": b""})
-
-uvicorn.run(app, host=HOST, port=PORT, log_level="warning", access_log=False, http="httptools",
-            backlog=4096, timeout_keep_alive=60)
-"""
-
-QUERIES = [
-    "List the open pull requests in octocat/hello-world and show me the failing checks.",
-    "Create an issue in acme/api titled 'Login fails on Safari' and label it bug.",
-    "What changed in the last three commits on the main branch of acme/web?",
-    "Search the code of acme/api for uses of the deprecated fetch_user function.",
-    "Re-run the failed jobs of the latest workflow run in acme/infra.",
-    "Who reviewed pull request 42 in acme/web, and were there requested changes?",
-    "Get the contents of README.md on the develop branch of acme/docs.",
-    "Show the Dependabot alerts for acme/api sorted by severity.",
-]
-
-
-class Requests:
-    """The raw requests of one window: every request's query is distinct (one of
-    ``QUERIES`` with the window, client and request number in its one sentence), so the
-    proxy's query cache answers none of them and every request's query is embedded."""
-
-    PLACEHOLDER = "\u0000query\u0000"
-
-    def __init__(self, catalog: Path | None, host: str, port: int, window: int) -> None:
-        """``catalog``: the tools JSON array every request sends; None: no ``tools`` (the
-        proxy passes such a request through unchanged)."""
-        body = json.dumps({
-            "model": "load",
-            "stream": True,
-            "max_tokens": 64,
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": self.PLACEHOLDER},
-            ],
-            **({"tools": json.loads(catalog.read_text())} if catalog is not None else {}),
-        })
-        self._before, self._after = body.split(json.dumps(self.PLACEHOLDER), 1)
-        self._host, self._port, self._window = host, port, window
-
-    def query(self, client: int, i: int) -> str:
-        return f"For ticket {self._window}-{client}-{i}: {QUERIES[(client + i) % len(QUERIES)]}"
-
-    def body(self, client: int, i: int) -> bytes:
-        return (self._before + json.dumps(self.query(client, i)) + self._after).encode()
-
-    def request(self, client: int, i: int) -> bytes:
-        body = self.body(client, i)
-        head = (
-            f"POST {CHAT} HTTP/1.1\r\nHost: {self._host}:{self._port}\r\n"
-            f"Content-Type: application/json\r\nX-Conversation-Id: load-{client}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        )
-        return head.encode() + body
-
-
-# --- one streaming client ----------------------------------------------------------------
-class _Response:
-    """httptools callbacks for one response: status, first body byte, end, [DONE] seen."""
-
-    def __init__(self) -> None:
-        self.status = 0
-        self.first: float | None = None
-        self.complete = False
-        self.tail = b""
-        self.keep_alive = True
-
-    def on_status(self, status: bytes) -> None:
-        pass
-
-    def on_body(self, body: bytes) -> None:
-        if self.first is None:
-            self.first = time.perf_counter()
-        self.tail = (self.tail + body)[-64:]
-
-    def on_message_complete(self) -> None:
-        self.complete = True
-
-
-@dataclass
-class Samples:
-    """Latencies (seconds) of the streams sent in a measured interval."""
-
-    first: list[float] = field(default_factory=list)
-    total: list[float] = field(default_factory=list)
-    errors: int = 0
-    error_kinds: dict[str, int] = field(default_factory=dict)
-
-    def fail(self, kind: str) -> None:
-        self.errors += 1
-        self.error_kinds[kind] = self.error_kinds.get(kind, 0) + 1
-
-
-async def client_loop(
-    host: str, port: int, requests: Requests, client: int, start: float,
-    measure_from: float, deadline: float, samples: Samples,
-) -> None:
-    """From ``start`` to ``deadline`` (perf_counter), send streaming requests one after
-    another; the latencies of those sent from ``measure_from`` on are kept."""
-    await asyncio.sleep(max(0.0, start - time.perf_counter()))
-    reader: asyncio.StreamReader | None = None
-    writer: asyncio.StreamWriter | None = None
-    i = 0
-    while time.perf_counter() < deadline:
-        try:
-            if writer is None:
-                reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-            assert reader is not None
-            response = _Response()
-            parser = httptools.HttpResponseParser(response)
-            started = time.perf_counter()
-            writer.write(requests.request(client, i))
-            i += 1
-            while not response.complete:
-                data = await reader.read(65536)
-                if not data:
-                    raise ConnectionError("closed mid-response")
-                parser.feed_data(data)
-            end = time.perf_counter()
-            status = parser.get_status_code()
-            if status != 200:
-                samples.fail(f"http {status}")
-            elif b"[DONE]" not in response.tail or response.first is None:
-                samples.fail("no [DONE]")
-            elif measure_from <= started:
-                samples.first.append(response.first - started)
-                samples.total.append(end - started)
-            if not parser.should_keep_alive():
-                writer.close()
-                writer = None
-        except (OSError, ConnectionError, httptools.HttpParserError) as error:
-            samples.fail(type(error).__name__)
-            if writer is not None:
-                writer.close()
-            writer = None
-            await asyncio.sleep(0.05)
-    if writer is not None:
-        writer.close()
-
-
-# --- process sampling ---------------------------------------------------------------------
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as stat:
-                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
-    tree, todo = [], [pid]
-    while todo:
-        current = todo.pop()
-        tree.append(current)
-        todo.extend(children.get(current, []))
-    return tree
-
-
-def rss_and_fds(pid: int) -> tuple[float, int]:
-    """Resident MiB and open fds, summed over ``pid``'s process tree."""
-    rss_pages, fds = 0, 0
-    for member in process_tree(pid):
-        try:
-            with open(f"/proc/{member}/statm") as statm:
-                rss_pages += int(statm.read().split()[1])
-            fds += len(os.listdir(f"/proc/{member}/fd"))
-        except (OSError, ValueError, IndexError):
-            continue
-    return rss_pages * PAGE_SIZE / 2**20, fds
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """User + system CPU seconds so far, summed over ``pid``'s process tree (0 for None)."""
-    ticks = 0
-    for member in process_tree(pid) if pid is not None else []:
-        try:
-            with open(f"/proc/{member}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime (stat fields 14, 15)
-        except (OSError, ValueError, IndexError):
-            continue
-    return ticks / CLOCK_TICKS
-
-
-@dataclass
-class Peak:
-    rss_mib: float = 0.0
-    fds: int = 0
-
-
-async def sample_peak(pid: int | None, peak: Peak, stop: asyncio.Event) -> None:
-    while pid is not None and not stop.is_set():
-        rss, fds = rss_and_fds(pid)
-        peak.rss_mib, peak.fds = max(peak.rss_mib, rss), max(peak.fds, fds)
-        try:
-            await asyncio.wait_for(stop.wait(), 0.25)
-        except TimeoutError:
-            pass
-
 
 # --- windows ------------------------------------------------------------------------------
 @dataclass

@@ -19,7 +19,6 @@ import math
 import re
 import threading
 import time
-import uuid
 import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -33,28 +32,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from benchmarks.support.api_replies import Message as AnthropicMessage
 from benchmarks.support.api_replies import Responses
+from benchmarks.support.chat_replies import DEFAULT_MODEL, Chat
 
 CHAT_PATH = "/chat/completions"
 EMBEDDING_DIM = 8
-DEFAULT_MODEL = "test-model"
 _GATE_POLL_SECONDS = 0.005
-
-
-@dataclass
-class Chat:
-    """A chat completion, rendered plain or as SSE chunks depending on the request's ``stream``.
-
-    ``tool_calls`` items are ``{"id", "name", "arguments"}`` with ``arguments`` a JSON string.
-    ``finish_reason`` defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``;
-    ``usage`` defaults to prompt_tokens = request bytes // 4, completion_tokens = 5.
-    """
-
-    content: str | None = "ok"
-    tool_calls: list[dict[str, str]] | None = None
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    model: str = DEFAULT_MODEL
-    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:16]}")
 
 
 @dataclass
@@ -270,13 +252,7 @@ async def _wait_disconnect(receive: Receive) -> None:
 
 async def _play(reply: Reply, record: Recorded, send: Send) -> None:
     match reply:
-        case Chat():
-            request = _json_object(record.body)
-            if request.get("stream") is True:
-                await _play(_chat_stream(reply, record, request), record, send)
-            else:
-                await _send_whole(send, 200, _json_bytes(_chat_completion(reply, record)))
-        case Responses() | AnthropicMessage():
+        case Chat() | Responses() | AnthropicMessage():
             rendered = reply.render(_json_object(record.body), len(record.body))
             answer = SSE(rendered) if isinstance(rendered, list) else Raw(200, rendered)
             await _play(answer, record, send)
@@ -347,102 +323,10 @@ def replay(path: Path, renames: Mapping[str, str] | None = None) -> SSE | Raw:
     return Raw(200, raw)
 
 
-def _chat_completion(reply: Chat, record: Recorded) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
-    if reply.tool_calls:
-        message["tool_calls"] = [_tool_call(i, call) for i, call in enumerate(reply.tool_calls)]
-    return {
-        "id": reply.id,
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": reply.model,
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": _finish_reason(reply),
-            }
-        ],
-        "usage": _usage(reply, record),
-    }
-
-
 def chat_events(reply: Chat, request: dict[str, Any]) -> list[bytes]:
     """The SSE events this upstream plays for ``reply`` to a streamed ``request`` (to
     script them with a gate: ``SSE(chat_events(...), gate=...)``)."""
-    record = Recorded("POST", CHAT_PATH, "", [], _json_bytes(request))
-    return _chat_stream(reply, record, request).events
-
-
-def _chat_stream(reply: Chat, record: Recorded, request: dict[str, Any]) -> SSE:
-    options = request.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
-    created = int(time.time())
-
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "id": reply.id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": reply.model,
-            "choices": [
-                {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-            ],
-        }
-        if include_usage:
-            data["usage"] = None
-        return data
-
-    first_content = None if reply.content is None else ""
-    chunks = [chunk({"role": "assistant", "content": first_content})]
-    chunks += [chunk({"content": piece}) for piece in _split(reply.content or "", 4)]
-    for index, call in enumerate(reply.tool_calls or []):
-        full = _tool_call(index, call)
-        opening = {**full, "index": index, "function": {"name": call["name"], "arguments": ""}}
-        chunks.append(chunk({"tool_calls": [opening]}))
-        chunks += [
-            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-            for piece in _split(call["arguments"], 3)
-        ]
-    chunks.append(chunk({}, _finish_reason(reply)))
-    if include_usage:
-        usage_chunk = {**chunk({}), "choices": [], "usage": _usage(reply, record)}
-        chunks.append(usage_chunk)
-    events = [b"data: " + _json_bytes(c) + b"\n\n" for c in chunks]
-    return SSE(events + [b"data: [DONE]\n\n"])
-
-
-def _tool_call(index: int, call: dict[str, str]) -> dict[str, Any]:
-    return {
-        "id": call.get("id", f"call_{index}"),
-        "type": "function",
-        "function": {"name": call["name"], "arguments": call["arguments"]},
-    }
-
-
-def _finish_reason(reply: Chat) -> str:
-    if reply.finish_reason is not None:
-        return reply.finish_reason
-    return "tool_calls" if reply.tool_calls else "stop"
-
-
-def _usage(reply: Chat, record: Recorded) -> dict[str, Any]:
-    if reply.usage is not None:
-        return reply.usage
-    prompt_tokens = len(record.body) // 4
-    completion_tokens = 5
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-
-
-def _split(text: str, parts: int) -> list[str]:
-    """Split ``text`` into at most ``parts`` non-empty pieces."""
-    size = max(1, -(-len(text) // parts))
-    return [text[i : i + size] for i in range(0, len(text), size)]
+    return reply.events(request, len(_json_bytes(request)))
 
 
 def _builtin_reply(record: Recorded) -> Reply:

@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from benchmarks.load import Result, Samples
-from benchmarks.session import (
+from benchmarks.session_script import (
     CONVERSATIONS,
     LATE_META_TOOLS,
     ORDERS,
