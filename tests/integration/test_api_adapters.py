@@ -16,7 +16,6 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.fault_matrix import proves
 from benchmarks.support.api_replies import Message, Responses
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import Hang, Raw
@@ -369,11 +368,6 @@ def test_a_continuation_the_proxy_does_not_prune_also_continues_from_the_last_ro
     assert third["input"] == "Thanks" and third.get("tools") == body.get("tools")
 
 
-@proves(
-    fault="the upstream answers a hidden re-issue with an error status",
-    phase="inside a hidden meta-call",
-    client="Messages: what was shown, then Anthropic's error event carrying the upstream's error; no `message_stop`",
-)
 def test_a_failed_reissue_ends_the_messages_stream_with_an_anthropic_error_event(
     upstream: RunningUpstream, proxy: str
 ) -> None:

@@ -25,6 +25,7 @@ from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import SSE, Raw, Slow, Upstream, chat_events
 from config.settings import Settings
 from proxy.app import create_app
+from tests.support.fault_matrix import proves
 from tests.support.turn_apis import APIS, LOADED, Api, Bench, Call, events, load
 
 CASES = [(name, stream) for name in APIS for stream in (False, True)]
@@ -56,6 +57,11 @@ def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureReque
     return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)
 
 
+@proves(
+    fault="the embedder fails on a hidden `search_tools` call",
+    phase="inside a hidden meta-call",
+    client="every API, plain and streamed: the answer of the re-issue; the model was told tool search is unavailable",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
@@ -78,6 +84,11 @@ def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(
     ]
 
 
+@proves(
+    fault="an upstream error status to a pruned request's first round",
+    phase="before the upstream answers",
+    client="every API, plain and streamed: the upstream's status and body unchanged",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
@@ -88,6 +99,11 @@ def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(
     assert answer.status == 500 and answer.error == BOOM["error"]
 
 
+@proves(
+    fault="the upstream answers a hidden re-issue with an error status",
+    phase="inside a hidden meta-call",
+    client="every API: a stream gets what was shown, then the API's error event carrying the upstream's error (no terminal event); a plain client the upstream's status and body",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_an_upstream_error_to_a_re_issue_carries_the_upstream_error(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
@@ -125,6 +141,11 @@ def events_of(api: Api, reply: Any, body: dict[str, Any]) -> list[bytes]:
     return chat_events(reply, body) if api.name == "chat" else reply.render(body, 100)
 
 
+@proves(
+    fault="an error event in the upstream's stream",
+    phase="while the answer streams",
+    client="every API: what was shown, then the upstream's error in the API's error event; no terminal event, no `[DONE]`",
+)
 @pytest.mark.parametrize("name", list(APIS))
 def test_an_error_event_mid_stream_ends_the_client_stream_with_it(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str
@@ -138,6 +159,11 @@ def test_an_error_event_mid_stream_ends_the_client_stream_with_it(
     assert last_name == "error" and b"[DONE]" not in answer.raw
 
 
+@proves(
+    fault="the client leaves while a hidden `load_tools` round is in flight",
+    phase="after the client left",
+    client="every API, plain and streamed: nothing more; the round in flight is closed and no re-issue is sent",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_client_gone_during_a_hidden_round_gets_no_re_issue(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool

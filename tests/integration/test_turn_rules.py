@@ -23,6 +23,7 @@ from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Upstream
 from config.settings import Settings
 from proxy.app import create_app
+from tests.support.fault_matrix import proves
 from tests.support.logs import Lines
 from tests.support.turn_apis import APIS, LOADED, LOADED_LATER, REAL, Bench, Call, load
 
@@ -114,6 +115,11 @@ def test_a_meta_call_beside_a_real_call_loads_for_the_next_turn(
     assert LOADED in run.api.offered(run.bodies()[1])
 
 
+@proves(
+    fault="a hidden meta-call cut off by the output limit (`length`, `max_tokens`, `incomplete`)",
+    phase="inside a hidden meta-call",
+    client="every API, plain and streamed: the API's cut ending, no meta-call, a note that the call was not run; the call is never run nor re-issued",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
@@ -130,6 +136,11 @@ def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(
     assert LOADED not in run.api.offered(run.bodies()[1])  # nothing was loaded
 
 
+@proves(
+    fault="a hidden meta-call whose arguments are not a JSON object (cut off, invented text)",
+    phase="inside a hidden meta-call",
+    client="every API: the answer of the re-issue; the model was shown the call with `{}` and a result whose `error` says what was wrong",
+)
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_meta_call_with_unreadable_arguments_is_told_why(
     servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool

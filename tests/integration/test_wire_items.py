@@ -16,7 +16,6 @@ import openai
 import pytest
 
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.fault_matrix import proves
 from benchmarks.support.data import REAL_CATALOGS
 from tests.support.openai_schema import check_completion, check_stream
 from benchmarks.support.upstream import SSE, Chat, Raw
@@ -105,11 +104,6 @@ def test_broken_meta_call_arguments_are_replayed_as_valid_json(
 
 
 # 3 ------------------------------------------------------------------------------------
-@proves(
-    fault="a hidden meta-call cut off by `finish_reason: length`",
-    phase="inside a hidden meta-call",
-    client="`finish_reason: length` and no meta-call; the call is never run",
-)
 @pytest.mark.parametrize("stream", [True, False])
 def test_a_meta_call_cut_off_by_length_is_never_run(
     upstream: RunningUpstream, pruning_proxy: str, stream: bool
@@ -217,11 +211,6 @@ def test_an_empty_tools_array_is_never_forwarded(upstream: RunningUpstream, prun
 
 
 # 9 ------------------------------------------------------------------------------------
-@proves(
-    fault="the upstream answers a hidden re-issue with an error",
-    phase="inside a hidden meta-call",
-    client="Chat Completions: the upstream's error object as an error event",
-)
 def test_an_error_answer_to_a_reissue_reaches_the_stream_client(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:

@@ -147,7 +147,7 @@ class ResponsesRequest:
             for call, result in zip(reply.meta, results, strict=True)
         )
         if any(is_search_call(turn, item) for item in reply.items):
-            self.shown.extend(self.client_items(turn, reply.items))
+            self.shown.extend(self.client_output(turn, reply.items))
 
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
@@ -167,7 +167,7 @@ class ResponsesRequest:
             and turn.is_meta(item.get("name"))
         )
 
-    def client_items(self, turn: Turn, items: Sequence[Any]) -> list[Any]:
+    def client_output(self, turn: Turn, items: Sequence[Any]) -> list[Any]:
         """Output items as the client sees them (:func:`~proxy.apis.responses.search.client_output`)."""
         return client_output(turn, self.layout, items)
 
@@ -243,7 +243,7 @@ class ResponsesJson(JsonView):
 
     def _output(self) -> list[Any]:
         output = self.data.get("output", [])
-        return [*self.request.shown, *self.request.client_items(self.turn, output)]
+        return [*self.request.shown, *self.request.client_output(self.turn, output)]
 
     def shows_output(self) -> bool:
         return bool(self._output())

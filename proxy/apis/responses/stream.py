@@ -70,7 +70,7 @@ class OutputReader(Protocol):
 
     def is_client_search(self, item: Any) -> bool: ...
 
-    def client_items(self, turn: Turn, items: list[Any]) -> list[Any]: ...
+    def client_output(self, turn: Turn, items: list[Any]) -> list[Any]: ...
 
     def client_name(self, name: str) -> str: ...
 
@@ -145,7 +145,7 @@ class ResponsesStream(EventStreamView):
             self._collect(item, data)
             return []
         if kind in ITEM_EVENTS:
-            data = {**data, "item": self.adapter.client_items(self.turn, [data["item"]])[0]}
+            data = {**data, "item": self.adapter.client_output(self.turn, [data["item"]])[0]}
         elif self.adapter.is_client_search(item.item):
             return []  # a tool_search_call has no argument events
         elif isinstance(data.get("name"), str):  # some servers name the item's tool
@@ -172,7 +172,7 @@ class ResponsesStream(EventStreamView):
         """Item events of the hosted searches among ``reply``'s meta-calls, which have run
         (see the module docstring); their items join the client's output."""
         searches = [item for item in reply.items if is_search_call(self.turn, item)]
-        return self._added(self.adapter.client_items(self.turn, searches))
+        return self._added(self.adapter.client_output(self.turn, searches))
 
     def note_events(self, text: str) -> list[dict[str, Any]]:
         return self._added([note_item(text)])
@@ -253,7 +253,7 @@ class ResponsesStream(EventStreamView):
         response = self.terminal.get("response") if self.terminal else None
         if isinstance(response, Mapping):
             self.usage = add_usage(self.usage, response.get("usage"))
-        self.output += self.adapter.client_items(
+        self.output += self.adapter.client_output(
             self.turn, [item for item in output if not is_search_call(self.turn, item)]
         )
         reply = self.adapter.split_output(self.turn, output)
