@@ -40,14 +40,14 @@ class TurnServices:
     run_meta_calls: MetaCallRunner
     upstream_stream: Callable[[], Awaitable[bool]] | None = None
 
-    def suspicious_stop(self, api: str, request_id: bytes) -> None:
+    def suspicious_stop(self, request_id: bytes) -> None:
         """A streamed answer to a request with tools ended normally (``stop``,
         ``end_turn``, ``response.completed``) with no content nor call: what a server
         that drops streamed tool calls sends (see ``TOOLPRUNE_UPSTREAM_STREAM``). One
         log line and ``toolprune_upstream_suspicious_stops_total``."""
-        self.metrics.suspicious_stops.labels(api).inc()
+        self.metrics.suspicious_stops.labels(self.api).inc()
         logger.warning("upstream_suspicious_stop", extra={"fields": {
-            "api": api, "request_id": request_id.decode("latin-1"),
+            "api": self.api, "request_id": request_id.decode("latin-1"),
             "hint": "the upstream may drop streamed tool calls; see TOOLPRUNE_UPSTREAM_STREAM"}})
 
 

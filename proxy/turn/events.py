@@ -18,7 +18,7 @@ from typing import Any
 
 from proxy.http.asgi import send_body, send_error, start_response
 from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
-from proxy.http.forwarding import response_headers
+from proxy.http.forwarding import is_event_stream, response_headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply
 from proxy.turn.turn import Turn, json_bytes
@@ -28,6 +28,13 @@ def typed_event(data: dict[str, Any]) -> bytes:
     """One SSE event named by its payload's ``type`` (both APIs name events so; the
     Anthropic SDKs dispatch on the ``event:`` field)."""
     return b"event: " + str(data.get("type")).encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
+
+
+def streams_first_answer(first: UpstreamResponse) -> bool:
+    """How a typed API (Responses, Messages) serves a turn: in the shape of its first
+    round's answer — an event stream streamed, any other answer plain — whatever the
+    request's ``stream`` (some servers answer one with the other)."""
+    return first.status_code == 200 and is_event_stream(first)
 
 
 def client_headers(response: UpstreamResponse, report: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:

@@ -130,7 +130,7 @@ class _TurnServer:
         if only_meta and not view.shown_output:
             await view.note(empty_answer_note(turn.rounds, reply.ending))
         elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
-            self.services.suspicious_stop(self.services.api, self.client.request_id)
+            self.services.suspicious_stop(self.client.request_id)
         turn.response_calls = reply.real_calls
         await view.finish(reply, only_meta)
         return False

@@ -16,45 +16,46 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
 
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import SSE, Raw, Slow, Upstream, chat_events
-from config.settings import Settings
-from proxy.app import create_app
+from benchmarks.support.upstream import SSE, Raw, Slow, chat_events
 from tests.support.fault_matrix import proves
-from tests.support.turn_apis import APIS, LOADED, Api, Bench, Call, events, load
+from tests.support.turn_apis import (
+    APIS,
+    Api,
+    Bench,
+    CASES,
+    Call,
+    IDS,
+    LOADED,
+    Servers,
+    bench,
+    events,
+    load,
+    turn_servers,
+)
 
-CASES = [(name, stream) for name in APIS for stream in (False, True)]
-IDS = [f"{name}-{'streamed' if stream else 'plain'}" for name, stream in CASES]
 BOOM = {"error": {"message": "boom", "type": "server_error", "param": None, "code": None}}
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[Upstream, dict[str, str]]]:
-    """The scripted upstream and two proxies in front of it: ``default``, and ``search``
-    (``search_tools`` offered, the query embedded by the upstream's ``/embeddings``, which a
-    test can make fail)."""
-    upstream = Upstream()
-    with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
-        variants = (("default", {}), ("search", {"embedder": "upstream", "search_tools_min_catalog": 10}))
-        proxies = {
-            name: stack.enter_context(serve_in_thread(create_app(Settings(
-                upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
-                index_timeout_s=300.0, **overrides,  # type: ignore[arg-type]
-            )), server_header=False, date_header=False))
-            for name, overrides in variants
-        }
-        yield upstream, proxies
+def servers() -> Iterator[Servers]:
+    with turn_servers({"default": {}, "search": {"embedder": "upstream", "search_tools_min_catalog": 10}}) as running:
+        yield running
 
 
-def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest,
-          name: str, stream: bool, proxy: str = "default") -> Bench:
-    upstream, proxies = servers
-    return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)
+@pytest.fixture
+def run(servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool) -> Bench:
+    """The test's bench on the default proxy (``name``, ``stream``: the test's parameters)."""
+    return bench(servers, "default", request, name, stream)
+
+
+@pytest.fixture
+def searching(servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool) -> Bench:
+    """The test's bench on the proxy whose embedder is the upstream's ``/embeddings``."""
+    return bench(servers, "search", request, name, stream)
 
 
 @proves(
@@ -63,10 +64,8 @@ def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureReque
     client="every API, plain and streamed: the answer of the re-issue; the model was told tool search is unavailable",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream, proxy="search")
+def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(searching: Bench) -> None:
+    run = searching
     gate = threading.Event()
     search = Call("meta_1", "search_tools", json.dumps({"query": "set a browser cookie"}))
     run.script(Slow(gate, run.api.reply(calls=(search,))), run.api.reply("done"))
@@ -90,10 +89,7 @@ def test_a_search_whose_embedder_fails_is_answered_and_the_turn_goes_on(
     client="every API, plain and streamed: the upstream's status and body unchanged",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(run: Bench) -> None:
     run.script(Raw(500, BOOM))
     answer = run.post()
     assert answer.status == 500 and answer.error == BOOM["error"]
@@ -105,17 +101,14 @@ def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(
     client="every API: a stream gets what was shown, then the API's error event carrying the upstream's error (no terminal event); a plain client the upstream's status and body",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_an_upstream_error_to_a_re_issue_carries_the_upstream_error(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_an_upstream_error_to_a_re_issue_carries_the_upstream_error(run: Bench) -> None:
     run.script(run.api.reply(calls=(load(LOADED),)), Raw(500, BOOM))
     answer = run.post()
     assert len(run.sent()) == 2 and answer.error is not None
     assert answer.error["message"] == "boom"
     # A stream has started (the hidden round was read): 200 and the API's error event.
     # A plain response has not: the upstream's status and body.
-    assert answer.status == (200 if stream else 500)
+    assert answer.status == (200 if run.stream else 500)
     assert b"load_tools" not in answer.raw
 
 
@@ -146,11 +139,8 @@ def events_of(api: Api, reply: Any, body: dict[str, Any]) -> list[bytes]:
     phase="while the answer streams",
     client="every API: what was shown, then the upstream's error in the API's error event; no terminal event, no `[DONE]`",
 )
-@pytest.mark.parametrize("name", list(APIS))
-def test_an_error_event_mid_stream_ends_the_client_stream_with_it(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str
-) -> None:
-    run = bench(servers, request, name, True)
+@pytest.mark.parametrize(("name", "stream"), [(name, True) for name in APIS], ids=list(APIS))
+def test_an_error_event_mid_stream_ends_the_client_stream_with_it(run: Bench) -> None:
     run.script(SSE(error_mid_stream(run.api, run.api.body(True))))
     answer = run.post()
     assert answer.status == 200 and answer.text.startswith("H")
@@ -165,13 +155,10 @@ def test_an_error_event_mid_stream_ends_the_client_stream_with_it(
     client="every API, plain and streamed: nothing more; the round in flight is closed and no re-issue is sent",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_client_gone_during_a_hidden_round_gets_no_re_issue(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_client_gone_during_a_hidden_round_gets_no_re_issue(run: Bench) -> None:
     gate = threading.Event()
     meta = run.api.reply(calls=(load(LOADED),))
-    if stream:  # the hidden call is streamed, its round held open before its end
+    if run.stream:  # the hidden call is streamed, its round held open before its end
         played = events_of(run.api, meta, run.api.body(True))
         run.script(SSE(played, gate=gate, gate_after=len(played) - 1))
     else:  # the round is held before its answer

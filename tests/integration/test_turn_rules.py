@@ -15,46 +15,43 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import ExitStack
 
 import pytest
 
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import Upstream
-from config.settings import Settings
-from proxy.app import create_app
 from tests.support.fault_matrix import proves
 from tests.support.logs import Lines
-from tests.support.turn_apis import APIS, LOADED, LOADED_LATER, REAL, Bench, Call, load
+from tests.support.turn_apis import (
+    Bench,
+    CASES,
+    Call,
+    IDS,
+    LOADED,
+    LOADED_LATER,
+    REAL,
+    Servers,
+    bench,
+    load,
+    turn_servers,
+)
 
-CASES = [(name, stream) for name in APIS for stream in (False, True)]
-IDS = [f"{name}-{'streamed' if stream else 'plain'}" for name, stream in CASES]
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[tuple[Upstream, dict[str, str]]]:
-    """The scripted upstream and two proxies in front of it: ``default``, and ``limit``
-    (one meta round per turn)."""
-    upstream = Upstream()
-    with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
-        proxies = {
-            name: stack.enter_context(serve_in_thread(
-                create_app(_settings(origin, **overrides)), server_header=False, date_header=False
-            ))
-            for name, overrides in (("default", {}), ("limit", {"max_meta_rounds": 1}))
-        }
-        yield upstream, proxies
+def servers() -> Iterator[Servers]:
+    with turn_servers({"default": {}, "limit": {"max_meta_rounds": 1}}) as running:
+        yield running
 
 
-def _settings(origin: str, **overrides: object) -> Settings:
-    return Settings(upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
-                    index_timeout_s=300.0, **overrides)  # type: ignore[arg-type]
+@pytest.fixture
+def run(servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool) -> Bench:
+    """The test's bench on the default proxy (``name``, ``stream``: the test's parameters)."""
+    return bench(servers, "default", request, name, stream)
 
 
-def bench(servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest,
-          name: str, stream: bool, proxy: str = "default") -> Bench:
-    upstream, proxies = servers
-    return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)
+@pytest.fixture
+def limited(servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool) -> Bench:
+    """The test's bench on the proxy allowing one meta round."""
+    return bench(servers, "limit", request, name, stream)
 
 
 def hidden(raw: bytes) -> None:
@@ -63,10 +60,7 @@ def hidden(raw: bytes) -> None:
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_meta_round_is_hidden_and_the_request_re_issued(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_meta_round_is_hidden_and_the_request_re_issued(run: Bench) -> None:
     run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
     answer = run.post()
     assert (answer.status, answer.text, answer.calls, answer.ending) == (200, "done", [], "stop")
@@ -79,10 +73,8 @@ def test_a_meta_round_is_hidden_and_the_request_re_issued(
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_after_the_last_meta_round_the_loads_wait_for_the_next_turn(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream, proxy="limit")
+def test_after_the_last_meta_round_the_loads_wait_for_the_next_turn(limited: Bench) -> None:
+    run = limited
     run.script(
         run.api.reply(calls=(load(LOADED),)),
         run.api.reply(calls=(load(LOADED_LATER, call_id="meta_2"),)),  # past the limit
@@ -100,10 +92,7 @@ def test_after_the_last_meta_round_the_loads_wait_for_the_next_turn(
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_meta_call_beside_a_real_call_loads_for_the_next_turn(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_meta_call_beside_a_real_call_loads_for_the_next_turn(run: Bench) -> None:
     run.script(run.api.reply(calls=(load(LOADED), Call("c_real", REAL, "{}"))),
                run.api.reply("again"))
     headers = {"X-Conversation-Id": "mixed"}
@@ -121,10 +110,7 @@ def test_a_meta_call_beside_a_real_call_loads_for_the_next_turn(
     client="every API, plain and streamed: the API's cut ending, no meta-call, a note that the call was not run; the call is never run nor re-issued",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(run: Bench) -> None:
     run.script(run.api.reply(calls=(load(LOADED),), cut=True), run.api.reply("again"))
     headers = {"X-Conversation-Id": "cut"}
     answer = run.post(headers)
@@ -142,10 +128,7 @@ def test_a_round_cut_by_the_output_limit_never_runs_its_meta_call(
     client="every API: the answer of the re-issue; the model was shown the call with `{}` and a result whose `error` says what was wrong",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_meta_call_with_unreadable_arguments_is_told_why(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, name: str, stream: bool
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_meta_call_with_unreadable_arguments_is_told_why(run: Bench) -> None:
     broken = Call("meta_1", "load_tools", '{"names": ["browser_coo')
     run.script(run.api.reply(calls=(broken,)), run.api.reply("done"))
     answer = run.post()
@@ -158,11 +141,7 @@ def test_a_meta_call_with_unreadable_arguments_is_told_why(
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_the_decision_log_admits_every_tool_of_the_turn(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, log_lines: Lines,
-    name: str, stream: bool,
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_the_decision_log_admits_every_tool_of_the_turn(run: Bench, log_lines: Lines) -> None:
     run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
     run.post()
     first = run.sent()[0]
@@ -173,11 +152,7 @@ def test_the_decision_log_admits_every_tool_of_the_turn(
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_dry_run_changes_nothing_a_later_request_sees(
-    servers: tuple[Upstream, dict[str, str]], request: pytest.FixtureRequest, log_lines: Lines,
-    name: str, stream: bool,
-) -> None:
-    run = bench(servers, request, name, stream)
+def test_a_dry_run_changes_nothing_a_later_request_sees(run: Bench, log_lines: Lines) -> None:
     headers = {"X-Conversation-Id": "dry"}
     assert run.post({**headers, "X-Tool-Pruning": "dry-run"}).status == 200
     assert len(run.api.offered(run.bodies()[0])) == 69  # forwarded whole

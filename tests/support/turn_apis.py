@@ -13,14 +13,20 @@ events).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pytest
 
 from benchmarks.support.api_replies import Message, Responses
 from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Chat, Recorded, Upstream
+from config.settings import Settings
+from proxy.app import create_app
 from proxy.http.sse import EventSplitter
 
 CHAT_TOOLS: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
@@ -313,3 +319,35 @@ class Bench:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [record.json() for record in self.sent()]
+
+
+#: The matrix: every API, plain and streamed (``name``, ``stream``), and its test ids.
+CASES = [(name, stream) for name in APIS for stream in (False, True)]
+IDS = [f"{name}-{'streamed' if stream else 'plain'}" for name, stream in CASES]
+#: A module's servers: the scripted upstream and its proxies by name.
+Servers = tuple[Upstream, dict[str, str]]
+
+
+@contextmanager
+def turn_servers(variants: dict[str, dict[str, Any]]) -> Iterator[Servers]:
+    """The scripted upstream and one proxy in front of it per variant (its ``Settings``
+    overrides), each pruning the 69 tools to at most 6 and waiting for a cold catalogue's
+    index (the first request is pruned like the later ones)."""
+    upstream = Upstream()
+    with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
+        proxies = {
+            name: stack.enter_context(serve_in_thread(create_app(Settings(
+                upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
+                index_timeout_s=300.0, **overrides,
+            )), server_header=False, date_header=False))
+            for name, overrides in variants.items()
+        }
+        yield upstream, proxies
+
+
+def bench(servers: Servers, proxy: str, request: pytest.FixtureRequest, name: str,
+          stream: bool) -> Bench:
+    """The bench of the test ``request`` runs (``name``, ``stream``: its parameters) on
+    the proxy named ``proxy``."""
+    upstream, proxies = servers
+    return Bench(upstream, proxies[proxy], APIS[name], stream, request.node.originalname)

@@ -39,9 +39,10 @@ from proxy.apis.messages.search import (
 )
 from proxy.apis.messages.stream import MessagesStream, ending_of, stop_reason
 from proxy.apis.messages.tools import is_custom, keep_cache_markers, messages_tool
-from proxy.http.forwarding import ClientRequest, is_event_stream
+from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
+from proxy.turn.events import streams_first_answer
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import NothingToPrune, PlanInput
 from proxy.turn.tools import meta_entries, parse_flat_tools
@@ -144,11 +145,8 @@ class MessagesRequest:
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
     ) -> ClientView:
-        """The first round's answer decides: an event stream is streamed, any other answer
-        served plain, whatever the request's ``stream``."""
-        if first.status_code == 200 and is_event_stream(first):
-            return MessagesStream(turn, out, self)
-        return MessagesJson(turn, out, self)
+        """See :func:`proxy.turn.events.streams_first_answer`."""
+        return (MessagesStream if streams_first_answer(first) else MessagesJson)(turn, out, self)
 
     # --- answers ----------------------------------------------------------------
     @staticmethod

@@ -38,9 +38,10 @@ from proxy.apis.responses.tools import (
     read_layout,
     responses_tool,
 )
-from proxy.http.forwarding import ClientRequest, is_event_stream
+from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
+from proxy.turn.events import streams_first_answer
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import InvalidToolRequest, NothingToPrune, PlanInput
 from proxy.turn.tools import meta_entries, parse_flat_tools
@@ -152,11 +153,8 @@ class ResponsesRequest:
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
     ) -> ClientView:
-        """The first round's answer decides: an event stream is streamed, any other answer
-        served plain, whatever the request's ``stream``."""
-        if first.status_code == 200 and is_event_stream(first):
-            return ResponsesStream(turn, out, self)
-        return ResponsesJson(turn, out, self)
+        """See :func:`proxy.turn.events.streams_first_answer`."""
+        return (ResponsesStream if streams_first_answer(first) else ResponsesJson)(turn, out, self)
 
     # --- answers ----------------------------------------------------------------
     @staticmethod

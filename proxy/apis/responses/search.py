@@ -14,8 +14,8 @@ Shapes follow OpenAI's Responses API reference and tool search guide:
   pair ``tool_search_call`` + ``tool_search_output`` with ``execution`` ``server`` and
   ``call_id`` null, the output's ``tools`` the found definitions in the client's shape
   (namespace members under their namespace). Their ``id``s carry the upstream call id
-  (:data:`proxy.apis.responses.history.CALL_ID_PREFIX`, :func:`client_search_id`), so the next turn's history
-  gives the upstream the same call it saw.
+  (:func:`client_search_id`), so the next turn's history gives the upstream the same call
+  it saw.
 """
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def shown_search(
 
 
 def shown_search_events(items: Sequence[Any], first_index: int) -> list[dict[str, Any]]:
-    """The item events that stream ``items`` (:func:`shown_search`'s) from output index
-    ``first_index`` on: each item added and done, whole."""
+    """The item events that stream whole ``items`` (:func:`shown_search`'s, or any item the
+    proxy adds) from output index ``first_index`` on: each item added, then done."""
     return [
         {"type": kind, "output_index": first_index + offset, "item": item}
         for offset, item in enumerate(items)
