@@ -98,7 +98,16 @@ class Slow:
     then: Reply
 
 
-Reply = Chat | Raw | SSE | Hang | Slow | Responses | AnthropicMessage
+@dataclass
+class Delayed:
+    """Waits ``seconds`` (a model's time to answer; a client disconnect cancels), then
+    plays ``then``."""
+
+    seconds: float
+    then: Reply
+
+
+Reply = Chat | Raw | SSE | Hang | Slow | Delayed | Responses | AnthropicMessage
 
 
 @dataclass
@@ -112,6 +121,8 @@ class Recorded:
     body: bytes
     #: The client's TCP port: requests that share it came over one kept-alive connection.
     client_port: int | None = None
+    #: ``time.monotonic()`` when the whole body had arrived.
+    received_at: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     completed: bool = False
     _cancelled_event: threading.Event = field(
@@ -148,6 +159,9 @@ class Upstream:
         #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
         #: server without ``/props``.
         self.n_ctx: int | None = None
+        #: The reply to a request no script is queued for (None from it, or unset: the
+        #: built-in defaults). Called in the server's thread.
+        self.reply_for: Callable[[Recorded], Reply | None] | None = None
 
     @property
     def app(self) -> Starlette:
@@ -225,7 +239,8 @@ class Upstream:
             # llama-server's shape: the context of one slot (tools/server/README.md).
             settings = {"n_ctx": self.n_ctx, "params": {}}
             return Raw(200, {"default_generation_settings": settings, "total_slots": 1})
-        return _builtin_reply(record)
+        reply = self.reply_for(record) if self.reply_for is not None else None
+        return reply if reply is not None else _builtin_reply(record)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:
@@ -289,6 +304,9 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
             await asyncio.get_running_loop().create_future()
         case Slow():
             await _wait_gate(reply.delay_gate)
+            await _play(reply.then, record, send)
+        case Delayed():
+            await asyncio.sleep(reply.seconds)
             await _play(reply.then, record, send)
 
 

@@ -36,6 +36,7 @@ async def send_api_round(
     headers.append((b"accept-encoding", b"identity"))
     upstream = services.forwarder.upstream
     url = upstream.url_for(request.raw_path, request.query_string)
+    request.raise_if_client_gone()
     response, waited_s = await upstream.send(request.method, url, headers, body)
     services.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
     request.log.track(response, services.metrics, route_label(request.path))

@@ -39,6 +39,7 @@ async def send_round(
         plain.pop("stream_options", None)
         body = json_bytes(plain)
     url = upstream.url_for(request.raw_path, request.query_string)
+    request.raise_if_client_gone()
     response, waited_s = await upstream.send(request.method, url, headers, body)
     metrics.upstream_latency.labels("chat_completions").observe(waited_s)
     request.log.track(response, metrics, "chat_completions")

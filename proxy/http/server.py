@@ -12,12 +12,18 @@ once a request's headers are complete). :class:`GuardedHttpProtocol` adds both:
   (:func:`proxy.http.asgi.read_body`);
 * a connection beyond ``max_connections`` is answered ``503`` and closed at once.
 
+It also tells the app whether a request's client has closed its connection before the
+event loop has read the close (:meth:`GuardedHttpProtocol.client_gone`, in the scope under
+:data:`CLIENT_GONE_SCOPE_KEY`): a close that arrives while the loop is busy planning is
+read only once the request's task yields, which is after its upstream round was sent.
+
 Protocol per RFC 9110 §15.5.9 (408) and §15.6.4 (503).
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -28,6 +34,8 @@ from proxy.http.errors import ConnectionLimit, HeaderTimeout, ProxyError
 
 #: How long a rejected connection stays open (read side only) before it is closed, s.
 LINGER_S = 1.0
+#: Scope key of the request's ``client_gone()`` (:meth:`GuardedHttpProtocol.client_gone`).
+CLIENT_GONE_SCOPE_KEY = "toolprune.client_gone"
 
 
 @dataclass(frozen=True)
@@ -82,9 +90,31 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._arm()  # a new request begins on a kept-alive connection
         super().data_received(data)
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope[CLIENT_GONE_SCOPE_KEY] = self.client_gone  # type: ignore[literal-required]
+
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+
+    def client_gone(self) -> bool:
+        """Whether the client has closed (or reset) its connection, also when the event
+        loop has not read the close yet: the socket is peeked (``MSG_PEEK``), one
+        non-blocking ``recv`` of a duplicate descriptor, nothing consumed. A half-close
+        counts as gone, as uvicorn takes it (it ends the connection at end of file)."""
+        if self.transport.is_closing():
+            return True
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with sock.dup() as probe:
+                return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # nothing to read: the connection is open
+        except OSError:
+            return True  # reset
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
