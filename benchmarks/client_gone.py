@@ -9,8 +9,8 @@ Run from the repository root::
     python -m benchmarks.client_gone --help
 
 The upstream is the scripted one (in this process): an aborted request's first round
-answers after ``--round-s`` seconds with a ``load_tools`` call, which the proxy hides, runs
-and follows with a re-issue, answered after ``--round-s`` too — the 2-second rounds of a
+answers after ``--round-s`` seconds with a ``search_tools`` call (the meta-tool of a
+catalogue this large), which the proxy hides, runs and follows with a re-issue, answered after ``--round-s`` too — the 2-second rounds of a
 model on a busy local server. Each abort is preceded by a probe: the same kind of request
 (a distinct query, so the proxy embeds it; the 117-tool GitHub MCP catalogue, pruned),
 answered at once, which measures the time from sending a request to its first upstream
@@ -84,22 +84,22 @@ def request_body(api: str, ask: str) -> dict[str, Any]:
 
 def reply_for(round_s: float) -> Any:
     """The upstream's answers: at once to probes and load, after ``round_s`` to aborted
-    requests (a ``load_tools`` call first, then text)."""
+    requests (a ``search_tools`` call first, then text)."""
 
     def reply(record: Recorded) -> Reply | None:
         if record.header("x-bench") != "abort":
             return None  # the built-in answer, at once
         again = META_ID.encode() in record.body
-        names = json.dumps({"names": [CATALOG[0]["function"]["name"]]})
+        query = {"query": "review comments on a pull request"}
+        call = {"name": "search_tools", "arguments": json.dumps(query)}
         if record.path.endswith("/responses"):
             answer: Reply = Responses() if again else Responses(
-                text=None, calls=[{"call_id": META_ID, "name": "load_tools", "arguments": names}])
+                text=None, calls=[{"call_id": META_ID, **call}])
         elif record.path.endswith("/messages"):
             answer = Message() if again else Message(
-                text=None, calls=[{"id": META_ID, "name": "load_tools", "input": json.loads(names)}])
+                text=None, calls=[{"id": META_ID, "name": "search_tools", "input": query}])
         else:
-            answer = Chat() if again else Chat(
-                content=None, tool_calls=[{"id": META_ID, "name": "load_tools", "arguments": names}])
+            answer = Chat() if again else Chat(content=None, tool_calls=[{"id": META_ID, **call}])
         return Delayed(round_s, answer)
 
     return reply
