@@ -146,7 +146,7 @@ class ProxyEndpoint:
                 BODY_MIN_RATE,
             )
         except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
-            await send_error(tracked, error, close=isinstance(error, BodyTimeout))
+            await send_error(tracked, error, close=isinstance(error, BodyTimeout | RequestTooLarge))
             return
         except ClientDisconnected:
             return

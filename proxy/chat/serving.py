@@ -30,7 +30,7 @@ from typing import Any
 from starlette.types import Send
 
 from proxy.chat.context import TurnServices
-from proxy.chat.client import PlainClient, StreamClient, upstream_error_object
+from proxy.chat.client import PlainClient, StreamClient, asks_usage, upstream_error_object
 from proxy.chat.round_reader import RoundReader
 from proxy.chat.rounds import send_round
 from proxy.chat.turn import Turn, add_usage
@@ -81,8 +81,11 @@ class _TurnServer:
     def _client_for(self, response: UpstreamResponse) -> Client:
         if self.client is None:
             headers = [*response_headers(response), *self.extra_headers]
-            kind = StreamClient if self.stream else PlainClient
-            self.client = kind(self.send, headers, self._observe_ttft)
+            if self.stream:
+                self.client = StreamClient(self.send, headers, self._observe_ttft,
+                                           include_usage=asks_usage(self.turn.body))
+            else:
+                self.client = PlainClient(self.send, headers, self._observe_ttft)
         return self.client
 
     async def run(self) -> None:
@@ -117,6 +120,7 @@ class _TurnServer:
         client = self.client
         assert client is not None
         self.usage = add_usage(self.usage, reader.usage)
+        self.turn.notes.extend(reader.notes)
         if reader.error is not None:
             await client.fail_upstream(_error_object(reader.error))
             return False
@@ -147,7 +151,7 @@ class _TurnServer:
         elif reader.streamed and finish == "stop" and not meta and not real and not client.shown_output:
             self.services.suspicious_stop("chat_completions", self.request.request_id)
         self.turn.response_calls = reader.real_call_names()
-        await client.finish(reader.finish, self.usage, reader.extras)
+        await client.finish(reader.finish, self.usage, reader.extras, usage_apart=reader.usage_apart)
         return False
 
     async def _read_round(self, response: UpstreamResponse) -> RoundReader | None:
