@@ -131,8 +131,9 @@ class RoundReader:
             return []
         dropped = self.calls.drop_empty()
         if dropped:
-            self.notes.append(f"dropped {dropped} tool-call entries with neither a function name "
-                              "nor arguments")
+            entries = "entry" if dropped == 1 else "entries"
+            self.notes.append(f"dropped {dropped} tool-call {entries} with neither a function "
+                              "name nor arguments")
             for index, finish in self.finish.items():
                 if finish in ("tool_calls", "function_call") and not any(
                     call.choice == index for call in self.calls.calls
