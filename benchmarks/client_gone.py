@@ -4,19 +4,21 @@ checkout's ``toolprune serve`` and, with ``--baseline DIR``, another checkout's.
 
 Run from the repository root::
 
-    python -m benchmarks.client_gone                       # ~1.5 minutes
+    python -m benchmarks.client_gone                       # ~3 minutes
     python -m benchmarks.client_gone --baseline /tmp/main  # + main's proxy, same loops
     python -m benchmarks.client_gone --help
 
-The upstream is the scripted one (in this process): an aborted request's first round
-answers after ``--round-s`` seconds with a ``search_tools`` call (the meta-tool of a
-catalogue this large), which the proxy hides, runs and follows with a re-issue, answered after ``--round-s`` too — the 2-second rounds of a
-model on a busy local server. Each abort is preceded by a probe: the same kind of request
-(a distinct query, so the proxy embeds it; the 117-tool GitHub MCP catalogue, pruned),
-answered at once, which measures the time from sending a request to its first upstream
-request (the median of the client's last five probes). The abort then sends its request
-and closes the connection that time minus an offset before it: offsets 0, 1, … 35 ms in
-turn. The APIs alternate (chat completions, Responses, Messages; streamed).
+The upstream is the scripted one in its own process (:mod:`benchmarks.support.abort_upstream`:
+each request stamped with the monotonic time its first bytes were read): an aborted
+request's first round answers after ``--round-s`` seconds with a ``search_tools`` call
+(the meta-tool of a catalogue this large), which the proxy hides, runs and follows with a
+re-issue, answered after ``--round-s`` too — the 2-second rounds of a model on a busy
+local server. Each abort is preceded by a probe: the same kind of request (a distinct
+query, so the proxy embeds it; the 117-tool GitHub MCP catalogue, pruned), answered at
+once, which measures the time from sending a request to its first upstream request (the
+median of the client's last five probes). The abort then sends its request and shuts its
+connection (a FIN at once) that time minus an offset after: offsets 0, 1, … 35 ms in turn.
+The APIs alternate (chat completions, Responses, Messages; streamed).
 
 Two loops per target: ``one at a time`` (one client, ``--aborts`` aborts, nothing else
 running) and ``under load`` (``--aborters`` such clients for ``--load-s`` seconds while
@@ -36,6 +38,7 @@ import itertools
 import json
 import os
 import platform
+import socket
 import statistics
 import sys
 import tempfile
@@ -46,17 +49,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.load import start_proxy, wait_pruning, wait_ready
-from benchmarks.processes import HOST, Server, clean_env, free_port
-from benchmarks.support.api_replies import Message, Responses
+import httpx
+
+from benchmarks.load import start_proxy, wait_ready, wait_pruning
+from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
 from benchmarks.support.data import REAL_CATALOGS
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import Chat, Delayed, Recorded, Reply, Upstream
 
 CATALOG: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages"}
-#: The id of the hidden call of an aborted request's first round: in a re-issue's body.
-META_ID = "bench_meta"
 OFFSETS_MS = range(36)
 PROBES_KEPT = 5
 SETTLE_TIMEOUT_S = 60.0
@@ -82,29 +82,6 @@ def request_body(api: str, ask: str) -> dict[str, Any]:
             "tools": tools, "stream": True}
 
 
-def reply_for(round_s: float) -> Any:
-    """The upstream's answers: at once to probes and load, after ``round_s`` to aborted
-    requests (a ``search_tools`` call first, then text)."""
-
-    def reply(record: Recorded) -> Reply | None:
-        if record.header("x-bench") != "abort":
-            return None  # the built-in answer, at once
-        again = META_ID.encode() in record.body
-        query = {"query": "review comments on a pull request"}
-        call = {"name": "search_tools", "arguments": json.dumps(query)}
-        if record.path.endswith("/responses"):
-            answer: Reply = Responses() if again else Responses(
-                text=None, calls=[{"call_id": META_ID, **call}])
-        elif record.path.endswith("/messages"):
-            answer = Message() if again else Message(
-                text=None, calls=[{"id": META_ID, "name": "search_tools", "input": query}])
-        else:
-            answer = Chat() if again else Chat(content=None, tool_calls=[{"id": META_ID, **call}])
-        return Delayed(round_s, answer)
-
-    return reply
-
-
 @dataclass
 class Abort:
     request_id: str
@@ -116,8 +93,8 @@ class Abort:
 class Client:
     """Raw HTTP/1.1 requests to one proxy, one connection each (``Connection: close``)."""
 
-    def __init__(self, port: int, upstream: Upstream) -> None:
-        self.port, self.upstream = port, upstream
+    def __init__(self, port: int, upstream: str, http: httpx.AsyncClient) -> None:
+        self.port, self.upstream, self.http = port, upstream, http
         self.count = itertools.count()
 
     def request(self, api: str, kind: str, request_id: str) -> bytes:
@@ -139,11 +116,9 @@ class Client:
         writer.close()
         return request_id, sent_at, answer.startswith(b"HTTP/1.1 200")
 
-    def first_round_at(self, request_id: str) -> float | None:
-        for record in reversed(self.upstream.requests):
-            if record.header("x-request-id") == request_id:
-                return record.received_at
-        return None
+    async def first_round_at(self, request_id: str) -> float | None:
+        rounds = (await self.http.get(self.upstream + "/records", params={"id": request_id})).json()
+        return rounds[0]["arrived_at"] if rounds else None
 
     async def abort_loop(self, apis: list[str], aborts: int | None, until: float | None,
                          found: list[Abort]) -> None:
@@ -155,7 +130,7 @@ class Client:
                 return
             api = apis[n % len(apis)]
             probe_id, sent_at, ok = await self.served(api, "probe")
-            first = self.first_round_at(probe_id)
+            first = await self.first_round_at(probe_id)
             if ok and first is not None:
                 latencies.append(first - sent_at)
             if not latencies:
@@ -165,8 +140,10 @@ class Client:
             _, writer = await asyncio.open_connection(HOST, self.port)
             writer.write(self.request(api, "abort", request_id))
             await asyncio.sleep(max(0.0, statistics.median(latencies) - offset / 1000))
-            writer.close()
+            # The FIN leaves now (a transport's close sends it an iteration later).
+            writer.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
             found.append(Abort(request_id, api, offset, time.monotonic()))
+            writer.close()
 
     async def load_loop(self, until: float) -> None:
         while time.monotonic() < until:
@@ -198,8 +175,8 @@ def request_lines(log_path: Path) -> dict[str, dict[str, Any]]:
     return lines
 
 
-async def outcome(target: str, mode: str, aborts: list[Abort], upstream: Upstream,
-                  server: Server) -> Outcome:
+async def outcome(target: str, mode: str, aborts: list[Abort], upstream: str,
+                  server: Server, http: httpx.AsyncClient) -> Outcome:
     """Wait until every aborted request has its ``request`` line (it ended), then count."""
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     wanted = {abort.request_id for abort in aborts}
@@ -207,17 +184,17 @@ async def outcome(target: str, mode: str, aborts: list[Abort], upstream: Upstrea
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(wanted - set(lines))} aborted requests never ended")
         await asyncio.sleep(0.2)
-    rounds: dict[str, list[Recorded]] = {}
-    for record in upstream.requests:
-        rounds.setdefault(record.header("x-request-id") or "", []).append(record)
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    for record in (await http.get(upstream + "/records")).json():
+        rounds.setdefault(record["id"] or "", []).append(record)
     result = Outcome(target, mode, aborted=len(aborts))
     for abort in aborts:
-        mine = [r for r in rounds.get(abort.request_id, []) if r.path.endswith(PATHS[abort.api][3:])]
-        after = [r for r in mine if r.received_at > abort.closed_at]
-        result.first_before_close += bool(mine) and mine[0].received_at <= abort.closed_at
+        mine = [r for r in rounds.get(abort.request_id, []) if r["path"] == PATHS[abort.api]]
+        after = [r for r in mine if r["arrived_at"] > abort.closed_at]
+        result.first_before_close += bool(mine) and mine[0]["arrived_at"] <= abort.closed_at
         result.started_after += len(after)
-        result.reissued_after += sum(META_ID.encode() in r.body for r in after)
-        result.read_to_end += sum(r.completed for r in after)
+        result.reissued_after += sum(r["reissue"] for r in after)
+        result.read_to_end += sum(r["completed"] for r in after)
         result.logged_complete += bool(lines[abort.request_id].get("complete"))
     return result
 
@@ -234,37 +211,39 @@ def print_table(results: list[Outcome]) -> None:
 
 
 async def run(args: argparse.Namespace, log_dir: Path) -> None:
-    upstream = Upstream()
-    upstream.reply_for = reply_for(args.round_s)
     env = clean_env("info")
+    up_port = free_port()
+    servers = [start_server(
+        "upstream", [sys.executable, "-m", "benchmarks.support.abort_upstream", str(up_port),
+                     str(args.round_s)], up_port, log_dir, env)]
+    upstream = servers[0].origin
     targets: dict[str, tuple[int, Server]] = {}
-    with serve_in_thread(upstream.app) as origin:
-        launch = argparse.Namespace(workers=1)
-        try:
-            for name, root in (("proxy", None), ("baseline", args.baseline)):
-                if name == "baseline" and root is None:
-                    continue
-                port = free_port()
-                server = start_proxy(name, port, origin, launch, log_dir, env,
-                                     root=root.resolve() if root is not None else None)
-                targets[name] = (port, server)
-            for port, server in targets.values():
-                await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
-                probe = json.dumps(request_body("chat", ASKS[0])).encode()
-                await wait_pruning(server.origin, probe)
-            load = os.getloadavg()
-            print(f"toolprune client_gone benchmark: python {platform.python_version()}, "
-                  f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-            print(f"rounds of aborted requests: {args.round_s:g} s; APIs {', '.join(args.apis)}; "
-                  f"closes 0–35 ms before the probed first upstream request")
-            results: list[Outcome] = []
+    launch = argparse.Namespace(workers=1)
+    try:
+        await wait_ready(servers[0], "/v1/models", lambda r: r.status_code == 200)
+        for name, root in (("proxy", None), ("baseline", args.baseline)):
+            if name == "baseline" and root is None:
+                continue
+            port = free_port()
+            servers.append(start_proxy(name, port, upstream, launch, log_dir, env,
+                                       root=root.resolve() if root is not None else None))
+            targets[name] = (port, servers[-1])
+        for port, server in targets.values():
+            await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
+            await wait_pruning(server.origin, json.dumps(request_body("chat", ASKS[0])).encode())
+        load = os.getloadavg()
+        print(f"toolprune client_gone benchmark: python {platform.python_version()}, "
+              f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+        print(f"rounds of aborted requests: {args.round_s:g} s; APIs {', '.join(args.apis)}; "
+              f"closes 0–35 ms before the probed first upstream request")
+        results: list[Outcome] = []
+        async with httpx.AsyncClient(timeout=60) as http:
             for name, (port, server) in targets.items():
-                client = Client(port, upstream)
                 aborts: list[Abort] = []
-                await client.abort_loop(args.apis, args.aborts, None, aborts)
-                results.append(await outcome(name, "one at a time", aborts, upstream, server))
+                await Client(port, upstream, http).abort_loop(args.apis, args.aborts, None, aborts)
+                results.append(await outcome(name, "one at a time", aborts, upstream, server, http))
             for name, (port, server) in targets.items():
-                client = Client(port, upstream)
+                client = Client(port, upstream, http)
                 aborts = []
                 until = time.monotonic() + args.load_s
                 await asyncio.gather(
@@ -272,15 +251,15 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                     *(client.abort_loop(args.apis, None, until, aborts) for _ in range(args.aborters)),
                 )
                 mode = f"under load ({args.load_streams} streams, {args.load_s:g} s)"
-                results.append(await outcome(name, mode, aborts, upstream, server))
-            print_table(results)
-        except BaseException:
-            for _, server in targets.values():
-                print(f"--- {server.name} log tail ---\n{server.log_tail()}", file=sys.stderr)
-            raise
-        finally:
-            for _, server in targets.values():
-                server.stop()
+                results.append(await outcome(name, mode, aborts, upstream, server, http))
+        print_table(results)
+    except BaseException:
+        for server in servers:
+            print(f"--- {server.name} log tail ---\n{server.log_tail()}", file=sys.stderr)
+        raise
+    finally:
+        for server in reversed(servers):
+            server.stop()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -121,8 +121,9 @@ class Recorded:
     body: bytes
     #: The client's TCP port: requests that share it came over one kept-alive connection.
     client_port: int | None = None
-    #: ``time.monotonic()`` when the whole body had arrived.
-    received_at: float = field(default_factory=time.monotonic)
+    #: ``time.monotonic()`` when the request's first bytes were read: the server's stamp
+    #: (scope key ``arrived_at``) when it gives one, else when the app got the request.
+    arrived_at: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     completed: bool = False
     _cancelled_event: threading.Event = field(
@@ -211,6 +212,7 @@ class Upstream:
         return record.wait_cancelled(max(0.0, deadline - time.monotonic()))
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived_at = scope.get("arrived_at") or time.monotonic()
         body, disconnected = await _read_body(receive)
         record = Recorded(
             method=scope["method"],
@@ -221,6 +223,7 @@ class Upstream:
             ],
             body=body,
             client_port=scope["client"][1] if scope.get("client") else None,
+            arrived_at=arrived_at,
         )
         with self._condition:
             self._records.append(record)
