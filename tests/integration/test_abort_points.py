@@ -121,25 +121,14 @@ class GatedEmbedder:
     def __init__(self, inner: Any, gates: Gates) -> None:
         self.inner, self.gates = inner, gates
 
-    @property
-    def id(self) -> str:
-        return self.inner.id
-
-    @property
-    def ready(self) -> bool:
-        return self.inner.ready
-
-    async def load(self) -> None:
-        await self.inner.load()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         vectors = await self.inner.embed(texts)
         await self.gates.hold("index", texts)
         await self.gates.hold("embedding", texts)
         return vectors
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class GatedStore:
