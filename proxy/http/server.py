@@ -188,17 +188,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 
 class _CycleTransport:
-    """The connection as uvicorn's request cycle uses it (``write``, ``is_closing``,
-    ``close``), its ``close`` through :meth:`GuardedHttpProtocol.close_after_response`."""
+    """The connection's transport as uvicorn's request cycle sees it: ``close`` goes
+    through :meth:`GuardedHttpProtocol.close_after_response`, the rest to the transport."""
 
     def __init__(self, protocol: GuardedHttpProtocol) -> None:
         self._protocol = protocol
-
-    def write(self, data: bytes) -> None:
-        self._protocol.transport.write(data)
-
-    def is_closing(self) -> bool:
-        return self._protocol.transport.is_closing()
 
     def close(self) -> None:
         self._protocol.close_after_response()
