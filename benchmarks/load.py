@@ -273,13 +273,13 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
         )
         servers.append(upstream)
         redis = shared_state(args.workers, env)
-        proxy = start_proxy("proxy", proxy_port, upstream, args, log_dir, env)
+        proxy = start_proxy("proxy", proxy_port, upstream.origin, args, log_dir, env)
         servers.append(proxy)
         baseline = None
         if args.baseline is not None:
             baseline_port = free_port()
             baseline_env = {**env, **dict(item.split("=", 1) for item in args.baseline_env)}
-            baseline = start_proxy("baseline", baseline_port, upstream, args, log_dir,
+            baseline = start_proxy("baseline", baseline_port, upstream.origin, args, log_dir,
                                    baseline_env, root=args.baseline.resolve())
             servers.append(baseline)
         floor = None
@@ -348,10 +348,11 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
 
 
 def start_proxy(
-    name: str, port: int, upstream: Server, args: argparse.Namespace, log_dir: Path,
+    name: str, port: int, upstream: str, args: argparse.Namespace, log_dir: Path,
     env: dict[str, str], root: Path | None = None,
 ) -> Server:
-    """``toolprune serve`` of this repository, or of the checkout at ``root``."""
+    """``toolprune serve`` of this repository, or of the checkout at ``root``, in front of
+    the upstream at origin ``upstream``."""
     if root is not None:
         env = {**env, "PYTHONPATH": os.pathsep.join(
             [str(root), *(p for p in env["PYTHONPATH"].split(os.pathsep) if p != str(REPO_ROOT))]
@@ -359,7 +360,7 @@ def start_proxy(
     return start_server(
         name,
         [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port", str(port),
-         "--upstream", f"{upstream.origin}/v1",
+         "--upstream", f"{upstream}/v1",
          *(["--workers", str(args.workers)] if args.workers > 1 else [])],
         port, log_dir, env, **({"cwd": root} if root is not None else {}),
     )

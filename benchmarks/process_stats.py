@@ -68,6 +68,7 @@ async def sample_peak(pid: int | None, peak: Peak, stop: asyncio.Event) -> None:
         rss, fds = rss_and_fds(pid)
         peak.rss_mib, peak.fds = max(peak.rss_mib, rss), max(peak.fds, fds)
         try:
-            await asyncio.wait_for(stop.wait(), 0.25)
+            async with asyncio.timeout(0.25):
+                await stop.wait()
         except TimeoutError:
             pass

@@ -54,7 +54,7 @@ from proxy.http.errors import (
 )
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
-from proxy.http.server import configure
+from proxy.http.server import CLIENT_GONE_SCOPE_KEY, configure
 from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
@@ -149,7 +149,7 @@ class ProxyEndpoint:
                 BODY_MIN_RATE,
             )
         except (RequestHeadersTooLarge, RequestTooLarge, BodyTimeout, InvalidPath) as error:
-            await send_error(tracked, error, close=isinstance(error, BodyTimeout))
+            await send_error(tracked, error, close=isinstance(error, BodyTimeout | RequestTooLarge))
             return
         except ClientDisconnected:
             return
@@ -162,6 +162,7 @@ class ProxyEndpoint:
             body=body,
             request_id=scope[REQUEST_ID_SCOPE_KEY],
             log=log,
+            client_gone=scope.get(CLIENT_GONE_SCOPE_KEY),
         )
         if request.method == "POST" and request.path in services.apis:
             handler = services.apis[request.path].handle

@@ -174,7 +174,8 @@ class SelectionEngine:
             return index, 0.0
         task = self._start_build(key, catalog, examples)
         try:
-            return await asyncio.wait_for(asyncio.shield(task), self.index_timeout_s)
+            async with asyncio.timeout(self.index_timeout_s):
+                return await asyncio.shield(task)
         except TimeoutError as exc:
             raise IndexPending(
                 f"indexing {len(catalog)} tools takes longer than {self.index_timeout_s} s; "
@@ -211,7 +212,8 @@ class SelectionEngine:
         try:
             texts = [encodable(part) for part in parts]
             embedding = self.queries.embed(texts) if texts else self.embedder.embed(texts)
-            vectors = await asyncio.wait_for(embedding, self.timeout_s)
+            async with asyncio.timeout(self.timeout_s):
+                vectors = await embedding
         except TimeoutError as exc:
             raise EmbedderTimeout(f"query embedding took longer than {self.timeout_s} s") from exc
         if vectors.shape[0] != len(parts):

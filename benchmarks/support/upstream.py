@@ -13,13 +13,10 @@ Like llama-server it also answers ``POST /tokenize`` (one token per word) and, w
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import math
 import re
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,55 +29,12 @@ from starlette.types import Message, Receive, Scope, Send
 
 from benchmarks.support.api_replies import Message as AnthropicMessage
 from benchmarks.support.api_replies import Responses
-from benchmarks.support.chat_replies import DEFAULT_MODEL, Chat
+from benchmarks.support.replies import (
+    CHAT_PATH, SSE, Delayed, Hang, Raw, Reply, Slow, builtin_reply, json_object,
+)
+from benchmarks.support.chat_replies import Chat
 
-CHAT_PATH = "/chat/completions"
-EMBEDDING_DIM = 8
 _GATE_POLL_SECONDS = 0.005
-
-
-@dataclass
-class Raw:
-    """Any status, body and headers (errors, 429 with Retry-After, ...); dict bodies become JSON."""
-
-    status: int
-    body: bytes | str | dict[str, Any]
-    headers: dict[str, str] | None = None
-    media_type: str = "application/json"
-
-
-@dataclass
-class SSE:
-    """Raw SSE bytes, each item flushed as its own body chunk.
-
-    With ``gate``, waits for it after sending ``gate_after`` items (``gate_after ==
-    len(events)``: before ending the body). With ``break_after``, drops the connection after
-    the items instead of ending the chunked body. ``end_pause_s``: seconds between the last
-    item and the body's end, which then reach the client apart (llama-server writes
-    ``[DONE]`` and the chunked body's terminating chunk in two writes).
-    """
-
-    events: list[bytes]
-    break_after: bool = False
-    gate: threading.Event | None = None
-    gate_after: int = 0
-    end_pause_s: float = 0.0
-
-
-@dataclass
-class Hang:
-    """Never answers; the record is marked ``cancelled`` once the client disconnects."""
-
-
-@dataclass
-class Slow:
-    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``."""
-
-    delay_gate: threading.Event
-    then: Reply
-
-
-Reply = Chat | Raw | SSE | Hang | Slow | Responses | AnthropicMessage
 
 
 @dataclass
@@ -94,6 +48,9 @@ class Recorded:
     body: bytes
     #: The client's TCP port: requests that share it came over one kept-alive connection.
     client_port: int | None = None
+    #: ``time.monotonic()`` when the request's first bytes were read: the server's stamp
+    #: (scope key ``arrived_at``) when it gives one, else when the app got the request.
+    arrived_at: float = field(default_factory=time.monotonic)
     cancelled: bool = False
     completed: bool = False
     _cancelled_event: threading.Event = field(
@@ -130,6 +87,9 @@ class Upstream:
         #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
         #: server without ``/props``.
         self.n_ctx: int | None = None
+        #: The reply to a request no script is queued for (None from it, or unset: the
+        #: built-in defaults). Called in the server's thread.
+        self.reply_for: Callable[[Recorded], Reply | None] | None = None
 
     @property
     def app(self) -> Starlette:
@@ -179,6 +139,7 @@ class Upstream:
         return record.wait_cancelled(max(0.0, deadline - time.monotonic()))
 
     async def _handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived_at = scope.get("arrived_at") or time.monotonic()
         body, disconnected = await _read_body(receive)
         record = Recorded(
             method=scope["method"],
@@ -189,6 +150,7 @@ class Upstream:
             ],
             body=body,
             client_port=scope["client"][1] if scope.get("client") else None,
+            arrived_at=arrived_at,
         )
         with self._condition:
             self._records.append(record)
@@ -207,7 +169,8 @@ class Upstream:
             # llama-server's shape: the context of one slot (tools/server/README.md).
             settings = {"n_ctx": self.n_ctx, "params": {}}
             return Raw(200, {"default_generation_settings": settings, "total_slots": 1})
-        return _builtin_reply(record)
+        reply = self.reply_for(record) if self.reply_for is not None else None
+        return reply if reply is not None else builtin_reply(record)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:
@@ -253,7 +216,7 @@ async def _wait_disconnect(receive: Receive) -> None:
 async def _play(reply: Reply, record: Recorded, send: Send) -> None:
     match reply:
         case Chat() | Responses() | AnthropicMessage():
-            rendered = reply.render(_json_object(record.body), len(record.body))
+            rendered = reply.render(json_object(record.body), len(record.body))
             answer = SSE(rendered) if isinstance(rendered, list) else Raw(200, rendered)
             await _play(answer, record, send)
         case Raw():
@@ -265,6 +228,9 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
             await asyncio.get_running_loop().create_future()
         case Slow():
             await _wait_gate(reply.delay_gate)
+            await _play(reply.then, record, send)
+        case Delayed():
+            await asyncio.sleep(reply.seconds)
             await _play(reply.then, record, send)
 
 
@@ -327,62 +293,6 @@ def chat_events(reply: Chat, request: dict[str, Any]) -> list[bytes]:
     """The SSE events this upstream plays for ``reply`` to a streamed ``request`` (to
     script them with a gate: ``SSE(chat_events(...), gate=...)``)."""
     return reply.events(request, len(_json_bytes(request)))
-
-
-def _builtin_reply(record: Recorded) -> Reply:
-    method, path = record.method, record.path
-    if method == "POST" and path.endswith(CHAT_PATH):
-        return Chat()
-    if method == "POST" and path.endswith("/responses"):
-        return Responses()
-    if method == "POST" and path.endswith("/messages"):
-        return AnthropicMessage()
-    if method == "GET" and path.endswith("/models"):
-        model = {"id": DEFAULT_MODEL, "object": "model", "created": 0, "owned_by": "tests"}
-        return Raw(200, {"object": "list", "data": [model]})
-    if method == "POST" and path.endswith("/embeddings"):
-        return Raw(200, _embeddings(_json_object(record.body)))
-    if method == "GET" and path.endswith("/health"):
-        return Raw(200, {"status": "ok"})
-    if method == "POST" and path.endswith("/tokenize"):
-        words = str(_json_object(record.body).get("content", "")).split()
-        return Raw(200, {"tokens": [zlib.crc32(word.encode()) % 32000 for word in words]})
-    error = {"message": f"no route for {method} {path}", "type": "not_found_error"}
-    return Raw(404, {"error": {**error, "param": None, "code": None}})
-
-
-def _embeddings(request: dict[str, Any]) -> dict[str, Any]:
-    inputs = request.get("input", [])
-    if not isinstance(inputs, list):
-        inputs = [inputs]
-    texts = [item if isinstance(item, str) else json.dumps(item) for item in inputs]
-    data = [
-        {"object": "embedding", "index": i, "embedding": unit_vector(text)}
-        for i, text in enumerate(texts)
-    ]
-    tokens = sum(len(text.split()) for text in texts)
-    return {
-        "object": "list",
-        "data": data,
-        "model": request.get("model", DEFAULT_MODEL),
-        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-    }
-
-
-def unit_vector(text: str) -> list[float]:
-    """The deterministic unit embedding the upstream returns for ``text``."""
-    raw = [byte - 127.5 for byte in hashlib.sha256(text.encode()).digest()[:EMBEDDING_DIM]]
-    norm = math.sqrt(sum(value * value for value in raw))
-    return [value / norm for value in raw]
-
-
-def _json_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or {} when it is not one (non-JSON passthrough tests)."""
-    try:
-        parsed = json.loads(body)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _json_bytes(value: Any) -> bytes:

@@ -3,6 +3,8 @@ arrives (chunk by chunk, with the server's back-pressure)."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.types import Send
@@ -20,7 +22,10 @@ logger = get_logger("forwarding")
 
 @dataclass(frozen=True)
 class ClientRequest:
-    """One client request, its body read in full; ``log``: what its log line will say."""
+    """One client request, its body read in full; ``log``: what its log line will say;
+    ``client_gone``: whether its client has closed the connection
+    (:meth:`proxy.http.server.GuardedHttpProtocol.client_gone`; None under another server
+    protocol)."""
 
     method: str
     path: str
@@ -30,6 +35,15 @@ class ClientRequest:
     body: bytes
     request_id: bytes
     log: RequestLog = field(default_factory=RequestLog, compare=False)
+    client_gone: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+
+    def raise_if_client_gone(self) -> None:
+        """Called before each upstream round. Raises CancelledError when the client has
+        closed its connection, including a close the event loop has not read yet: the
+        cancellation the disconnect watcher would bring a moment later
+        (:func:`proxy.http.asgi.run_until_disconnect`), before the round is sent."""
+        if self.client_gone is not None and self.client_gone():
+            raise asyncio.CancelledError("the client has left")
 
 
 def response_headers(response: UpstreamResponse) -> Headers:
@@ -62,6 +76,7 @@ class Forwarder:
         ``[DONE]``), or, for other bodies, with the connection closed."""
         url = self.upstream.url_for(request.raw_path, request.query_string)
         headers = upstream_request_headers(request.headers, request.request_id)
+        request.raise_if_client_gone()
         try:
             response, waited_s = await self.upstream.send(
                 request.method, url, headers, request.body if body is None else body

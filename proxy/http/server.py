@@ -10,7 +10,18 @@ once a request's headers are complete). :class:`GuardedHttpProtocol` adds both:
   the connection's opening): past it the client gets ``408 Request Timeout`` (OpenAI-shaped
   JSON) and the connection is closed; the body has its own deadline in the app
   (:func:`proxy.http.asgi.read_body`);
-* a connection beyond ``max_connections`` is answered ``503`` and closed at once.
+* a connection beyond ``max_connections`` is answered ``503`` and closed at once;
+* a connection closed while its request's body is still arriving (an early answer: 413,
+  408, …) is closed lingering (RFC 9112 §9.6): the answer sent, the write side shut, what
+  the client still sends read and discarded for :data:`LINGER_S` seconds or
+  :data:`LINGER_BYTES` bytes, then the connection closed. An immediate close with
+  unread bytes is a reset, which discards the answer before a client that writes its whole
+  body first gets to read it.
+
+It also tells the app whether a request's client has closed its connection before the
+event loop has read the close (:meth:`GuardedHttpProtocol.client_gone`, in the scope under
+:data:`CLIENT_GONE_SCOPE_KEY`): a close that arrives while the loop is busy planning is
+read only once the request's task yields, which is after its upstream round was sent.
 
 Protocol per RFC 9110 §15.5.9 (408) and §15.6.4 (503).
 """
@@ -18,6 +29,7 @@ Protocol per RFC 9110 §15.5.9 (408) and §15.6.4 (503).
 from __future__ import annotations
 
 import asyncio
+import socket
 from dataclasses import dataclass
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -26,8 +38,12 @@ from config.settings import Settings
 from proxy.http.errors import ConnectionLimit, HeaderTimeout, ProxyError
 
 
-#: How long a rejected connection stays open (read side only) before it is closed, s.
+#: How long a connection closed lingering stays open (read side only), s, and the most
+#: bytes it reads and discards meanwhile.
 LINGER_S = 1.0
+LINGER_BYTES = 64 * 1024 * 1024
+#: Scope key of the request's ``client_gone()`` (:meth:`GuardedHttpProtocol.client_gone`).
+CLIENT_GONE_SCOPE_KEY = "toolprune.client_gone"
 
 
 @dataclass(frozen=True)
@@ -67,6 +83,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._header_deadline: asyncio.TimerHandle | None = None
         self._rejected = False
+        self._discarded = 0
         limits = self._limits()
         if len(self.connections) > limits.max_connections:
             self._reject(ConnectionLimit(
@@ -76,15 +93,50 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if self._rejected:
-            return  # answered already; what the client still sends is read and dropped
+        if self._rejected:  # answered already; what the client still sends is dropped
+            self._discarded += len(data)
+            if self._discarded > LINGER_BYTES:
+                self.transport.close()
+            return
         if self._header_deadline is None and (self.cycle is None or self.cycle.response_complete):
             self._arm()  # a new request begins on a kept-alive connection
         super().data_received(data)
 
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope[CLIENT_GONE_SCOPE_KEY] = self.client_gone  # type: ignore[literal-required]
+
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
+        if self.cycle is not None:
+            self.cycle.transport = _CycleTransport(self)  # type: ignore[assignment]
+
+    def close_after_response(self) -> None:
+        """Close the connection once a response was sent: lingering while the request's
+        body is still arriving (see the module docstring), else at once."""
+        if self.cycle is not None and self.cycle.more_body and not self.transport.is_closing():
+            self._linger()
+        else:
+            self.transport.close()
+
+    def client_gone(self) -> bool:
+        """Whether the client has closed (or reset) its connection, also when the event
+        loop has not read the close yet: the socket is peeked (``MSG_PEEK``), one
+        non-blocking ``recv`` of a duplicate descriptor, nothing consumed. A half-close
+        counts as gone, as uvicorn takes it (it ends the connection at end of file)."""
+        if self.transport.is_closing():
+            return True
+        sock = self.transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            with sock.dup() as probe:
+                return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False  # nothing to read: the connection is open
+        except OSError:
+            return True  # reset
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -116,17 +168,37 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         ))
 
     def _reject(self, error: ProxyError) -> None:
-        """Answer ``error`` and close. The write side is shut first and the connection
-        closed a moment later, so that a request the client already sent does not turn
-        the close into a reset that discards the answer (RFC 9112 §9.6)."""
+        """Answer ``error`` and close lingering, so that a request the client already sent
+        does not turn the close into a reset that discards the answer."""
+        if not self.transport.is_closing():
+            self.transport.write(error_response(error))
+        self._linger()
+
+    def _linger(self) -> None:
+        """Shut the write side, read and drop what still comes (:meth:`data_received`),
+        close after :data:`LINGER_S` seconds or :data:`LINGER_BYTES` bytes (RFC 9112 §9.6)."""
         self._disarm()
         self._rejected = True
         if self.transport.is_closing():
             return
-        self.transport.write(error_response(error))
+        self.transport.resume_reading()  # uvicorn pauses a body the app does not read
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(LINGER_S, self.transport.close)
+
+
+class _CycleTransport:
+    """The connection's transport as uvicorn's request cycle sees it: ``close`` goes
+    through :meth:`GuardedHttpProtocol.close_after_response`, the rest to the transport."""
+
+    def __init__(self, protocol: GuardedHttpProtocol) -> None:
+        self._protocol = protocol
+
+    def close(self) -> None:
+        self._protocol.close_after_response()
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._protocol.transport, name)
 
 
 def configure(settings: Settings) -> type[GuardedHttpProtocol]:

@@ -128,6 +128,7 @@ def log_decision(
                 "lexical_only": turn.lexical_only,
                 "meta": turn.meta_events,
                 "rounds": turn.rounds,
+                "notes": turn.notes,
                 "selection_ms": round(selection_s * 1000, 2),
                 **cache_fields(turn),
             }

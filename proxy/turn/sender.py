@@ -28,7 +28,8 @@ async def send_round(
     """Send ``body`` upstream for ``request`` (its method, path, query and headers) and
     return the response with its headers read. The proxy must read intercepted bodies, so
     it asks for them uncompressed. The round is counted in the request's log line and in
-    ``toolprune_upstream_seconds`` (by route). Raises the ``proxy.http.errors`` of
+    ``toolprune_upstream_seconds`` (by route). A client that has left starts no round
+    (:meth:`ClientRequest.raise_if_client_gone`). Raises the ``proxy.http.errors`` of
     :meth:`Upstream.send`."""
     headers = [
         (name, value)
@@ -37,6 +38,7 @@ async def send_round(
     ]
     headers.append((b"accept-encoding", b"identity"))
     url = upstream.url_for(request.raw_path, request.query_string)
+    request.raise_if_client_gone()
     response, waited_s = await upstream.send(request.method, url, headers, body)
     route = route_label(request.path)
     metrics.upstream_latency.labels(route).observe(waited_s)

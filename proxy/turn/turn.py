@@ -101,6 +101,8 @@ class Turn:
     meta_events: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the real tool calls in the response the client got.
     response_calls: list[str] = field(default_factory=list)
+    #: What the proxy dropped from the upstream's answers, one note each (decision log).
+    notes: list[str] = field(default_factory=list)
     #: The state key of the conversation's agent (model, system prompt, catalogue): where
     #: the block the upstream last prefilled for it is kept.
     agent: str | None = None

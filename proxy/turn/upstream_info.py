@@ -101,7 +101,8 @@ class UpstreamInfo:
                 await response.aclose()
 
         try:
-            status, raw = await asyncio.wait_for(read(), self._settings.readiness_timeout_s)
+            async with asyncio.timeout(self._settings.readiness_timeout_s):
+                status, raw = await read()
         except TimeoutError as error:
             raise UpstreamTimeout(f"{path} did not answer in time") from error
         if status >= 400:

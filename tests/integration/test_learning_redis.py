@@ -209,7 +209,8 @@ async def test_the_periodic_refresh_installs_what_appears_later(
     try:
         write_log(a.db, alpha_traffic(12))
         assert (await a.learn()).promoted
-        await asyncio.wait_for(installed.wait(), timeout=30)
+        async with asyncio.timeout(30):
+            await installed.wait()
         assert b_learned.get(CATALOG.fingerprint).version == 1
     finally:
         task.cancel()

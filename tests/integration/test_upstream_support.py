@@ -13,7 +13,8 @@ from openai import OpenAI
 
 from benchmarks.support.servers import serve_in_thread
 from tests.support.sse import chat_chunks, parse_sse
-from benchmarks.support.upstream import SSE, Chat, Hang, Raw, Slow, Upstream, unit_vector
+from benchmarks.support.replies import unit_vector
+from benchmarks.support.upstream import SSE, Chat, Hang, Raw, Slow, Upstream
 
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

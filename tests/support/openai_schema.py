@@ -118,11 +118,15 @@ class StreamReport:
         self.error: Any = None
 
 
-def check_stream(raw: bytes, *, json_arguments: bool = True) -> StreamReport:
+def check_stream(
+    raw: bytes, *, json_arguments: bool = True, include_usage: bool = True
+) -> StreamReport:
     """A ``text/event-stream`` chat response: every event a valid chunk, one id and
     ``created``, ``role`` first and once, each call opened once (``id``, ``type``,
-    ``name``) then argument fragments only, one ``finish_reason`` last, usage once after
-    it with empty ``choices``, ``[DONE]`` once at the end — or an error event ending it."""
+    ``name``) then argument fragments only, one ``finish_reason`` last, usage at most once
+    after it with empty ``choices``, ``[DONE]`` once at the end — or an error event ending
+    it. ``include_usage=False`` (the client did not ask for usage): usage may also come in
+    the finish chunk, as llama-server sends it."""
     report = StreamReport()
     text = raw.decode("utf-8")
     blocks = [b for b in text.replace("\r\n", "\n").split("\n\n") if b.strip()]
@@ -148,13 +152,15 @@ def check_stream(raw: bytes, *, json_arguments: bool = True) -> StreamReport:
         report.created.add(chunk["created"])
         choices = chunk.get("choices")
         _require(isinstance(choices, list), "choices is an array")
+        _require(report.usage is None, "nothing follows the usage")
         if chunk.get("usage") is not None:
-            _require(choices == [], "usage comes in a chunk with empty choices")
-            _require(report.usage is None, "usage comes once")
             check_usage(chunk["usage"])
             report.usage = chunk["usage"]
-            continue
-        _require(report.usage is None, "nothing follows the usage chunk")
+            if choices == []:
+                continue
+            _require(not include_usage, "usage asked for comes in a chunk with empty choices")
+            _require(any(isinstance(c, dict) and c.get("finish_reason") for c in choices),
+                     "usage comes in the finish chunk or in a chunk with empty choices")
         for choice in choices:
             _require(choice.get("index") == 0, "one choice, index 0")
             _require(report.finish_reason is None, "nothing follows the finish_reason")

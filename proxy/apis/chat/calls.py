@@ -20,7 +20,11 @@ llama-server put it before May 2025). An id or name that is null or ``""`` is ab
 3. An item without an id continues the latest call at its (choice, index) (OpenAI,
    vLLM, llama-server: the id comes on the first delta only)...
 4. ...unless it names a function other than that call's: then it opens a new call (whole
-   calls in one chunk each, at one index, without ids).
+   calls in one chunk each, at one index, without ids). At an index where its choice has
+   no call yet, an item with neither id nor name continues the choice's only call when
+   it has exactly one (a server that renumbered the call after its first delta: opened at
+   index 9, its argument fragments at index 0); with none or several, it opens a new call
+   (whose name never comes).
 5. A name equal to the call's name is a repetition, never a fragment (llama-server before
    May 2025 repeated it on every delta); arguments are appended as they come, an object
    (not a string) serialised.
@@ -28,9 +32,11 @@ llama-server put it before May 2025). An id or name that is null or ``""`` is ab
 The client sees each real call once its name is known: an opening item (``index``
 renumbered from 0 in the order calls were named, ``id`` — synthesised when the upstream
 gave none —, ``type``, ``function.name``, the arguments so far), then argument fragments
-only. Meta-calls are never shown. A call whose name never came is never shown: the proxy
-does not invent a name, nor tell it from the tail of a hidden call, so the round cannot be
-served (:meth:`CallAssembler.unnamed`).
+only. Meta-calls are never shown. A call whose name never came is never shown: with no
+arguments either (an entry such as ``{"id": "", "type": "function"}``) it is an empty
+entry, dropped (:meth:`CallAssembler.drop_empty`); with arguments, the proxy does not
+invent a name, nor tell it from the tail of a hidden call, so the round cannot be served
+(:meth:`CallAssembler.unnamed`).
 """
 
 from __future__ import annotations
@@ -123,6 +129,14 @@ class CallAssembler:
         self._add(call, function_call)
         return self._shown_legacy(call)
 
+    def drop_empty(self) -> int:
+        """At the end of the round: drop the calls that never got a name nor arguments
+        (empty entries, never shown); returns how many."""
+        kept = [c for c in self.calls if c.meta is not None or c.arguments_text.strip()]
+        dropped = len(self.calls) - len(kept)
+        self.calls = kept
+        return dropped
+
     def unnamed(self) -> list[Call]:
         """At the end of the round: the calls whose name never came (never shown)."""
         return [call for call in self.calls if call.meta is None]
@@ -149,6 +163,11 @@ class CallAssembler:
                 latest.upstream_id = upstream_id
                 return latest
             return self._open(choice, index, upstream_id)
+        if latest is None and name is None:
+            opened = [call for call in self.calls if call.choice == choice and not call.legacy]
+            if len(opened) == 1:
+                self._latest[(choice, index)] = opened[0]
+                return opened[0]
         if latest is None or (name is not None and latest.name not in (None, name)):
             return self._open(choice, index, None)
         return latest

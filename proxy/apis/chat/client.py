@@ -5,9 +5,14 @@
 Both take the same calls: the choice deltas shown as the rounds are read, then the
 finish. One ``id`` and ``created`` for the whole response (the first round's; the
 upstream's own change at every re-issue); ``role`` once per choice; ``finish_reason`` in
-one chunk per choice at the end; ``usage`` (summed over rounds) in one chunk with empty
-``choices`` after it; one ``[DONE]``. The plain message is the accumulation of exactly
-those deltas, so plain and streaming give the same final message.
+one chunk per choice at the end; one ``[DONE]``. ``usage`` (summed over rounds) goes where
+the client or the upstream put it: a client that asked for it
+(``stream_options.include_usage``) gets it, as OpenAI's reference says, in a chunk of its
+own with empty ``choices`` before ``[DONE]``, and ``"usage": null`` in every other chunk;
+otherwise it stays where the last round had it: in a chunk of its own, or in the finish
+chunk with the upstream's other fields (llama-server's ``timings``), as llama-server sends
+it to a client that did not ask. The plain message is the accumulation of exactly those
+deltas, so plain and streaming give the same final message.
 
 A streaming response starts (status 200, a role delta with empty content, as OpenAI's
 first chunk) once the first round's answer has begun; an upstream error before that
@@ -45,6 +50,12 @@ def client_identity(identity: dict[str, Any] | None) -> dict[str, Any]:
     return identity
 
 
+def asks_usage(body: dict[str, Any]) -> bool:
+    """Whether a streamed request asks for usage (``stream_options.include_usage``)."""
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
 class _Client:
     def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
         self.send = send
@@ -70,10 +81,14 @@ class _Client:
 
 
 class StreamClient(_Client):
-    """The client's SSE response."""
+    """The client's SSE response; ``include_usage``: the client asked for usage."""
 
-    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+    def __init__(
+        self, send: Send, headers: Headers, on_output: Callable[[], None], *,
+        include_usage: bool = False,
+    ) -> None:
         super().__init__(send, headers, on_output)
+        self.include_usage = include_usage
         self._roles_sent: set[int] = set()
 
     async def _start(self) -> None:
@@ -92,6 +107,7 @@ class StreamClient(_Client):
             "model": identity["model"],
             **({"system_fingerprint": identity["system_fingerprint"]} if "system_fingerprint" in identity else {}),
             "choices": choices,
+            **({"usage": None} if self.include_usage else {}),
             **fields,
         }
         return data_event(json_bytes(chunk))
@@ -121,14 +137,25 @@ class StreamClient(_Client):
         if self.started:
             await send_body(self.send, raw)
 
-    async def finish(self, finish: dict[int, str], usage: Any, extras: dict[str, Any]) -> None:
+    async def finish(
+        self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
+        usage_apart: bool = True,
+    ) -> None:
+        """The finish chunks, then ``usage`` and the upstream's other top-level fields
+        (``extras``): in a chunk of their own when the client asked for usage or
+        ``usage_apart`` (the upstream sent it so), else in the last finish chunk."""
         await self._start()
+        apart = usage is not None and (self.include_usage or usage_apart)
+        last = {} if apart else {**({"usage": usage} if usage is not None else {}), **extras}
+        chunks = []
         for index in sorted(set(finish) | self._roles_sent or {0}):
             choice = self._with_role({"index": index, "delta": {}})
             choice["finish_reason"] = finish.get(index)
             if choice["finish_reason"] is not None or choice["delta"]:
-                await send_body(self.send, self._chunk([choice]))
-        if usage is not None:
+                chunks.append([choice])
+        for n, choices in enumerate(chunks):
+            await send_body(self.send, self._chunk(choices, **(last if n == len(chunks) - 1 else {})))
+        if apart or (last and not chunks):
             await send_body(self.send, self._chunk([], usage=usage, **extras))
         await send_body(self.send, data_event(b"[DONE]"))
         await send_body(self.send, b"", more=False)
@@ -173,7 +200,12 @@ class PlainClient(_Client):
     async def comment(self, raw: bytes) -> None:
         """Comments have no place in a JSON response."""
 
-    async def finish(self, finish: dict[int, str], usage: Any, extras: dict[str, Any]) -> None:
+    async def finish(
+        self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
+        usage_apart: bool = True,
+    ) -> None:
+        """The whole response, ``usage`` and the upstream's other top-level fields
+        (``extras``) in it (``usage_apart``: for the streamed client only)."""
         self.on_output()
         identity = client_identity(self.identity)
         choices = []

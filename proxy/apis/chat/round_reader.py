@@ -11,11 +11,16 @@ kept, not shown: the round's outcome decides what the client is told.
 
 What cannot be interpreted is never guessed at: an event that is not a chunk, or a tool
 call whose name never came, makes the round's ``problem`` (the client is told, with the
-API's error, instead of being shown an invented call or the tail of a hidden one).
+API's error, instead of being shown an invented call or the tail of a hidden one). A
+tool-call entry with neither a name nor arguments (``{"id": "", "type": "function"}``)
+carries nothing to guess at: it is dropped, with a note for the decision log (``notes``),
+and a ``finish_reason`` of ``tool_calls`` left without any call becomes ``stop``.
 
 Within a round, ``usage`` is the last one the upstream sent (vLLM's
 ``continuous_usage_stats`` and some servers put a cumulative ``usage`` on every chunk);
-rounds are added up by the caller.
+rounds are added up by the caller. ``usage_apart`` says where it came: in a chunk of its
+own with empty ``choices`` (OpenAI's ``stream_options.include_usage``), or in a chunk with
+choices (llama-server puts ``usage`` and ``timings`` in its finish chunk).
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ class RoundReader:
     of its first chunk), ``usage`` (the last one), ``finish`` (choice index →
     ``finish_reason``), ``error`` (an error object the upstream sent mid-stream),
     ``extras`` (other top-level fields, latest value), ``content`` (choice index → the
-    text shown), ``problem`` (why the round cannot be served, or None).
+    text shown), ``problem`` (why the round cannot be served, or None), ``usage_apart``
+    (the last usage came in a chunk without choices), ``notes`` (what was dropped, for
+    the decision log).
     """
 
     def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
@@ -56,6 +63,8 @@ class RoundReader:
         #: Whether the round was an SSE stream (not one JSON body).
         self.streamed = False
         self.problem: str | None = None
+        self.usage_apart = False
+        self.notes: list[str] = []
         self._filters: dict[int, TextCallFilter] = {}
 
     def read_chunk(self, chunk: dict[str, Any]) -> list[dict[str, Any]]:
@@ -65,11 +74,12 @@ class RoundReader:
         if chunk.get("error"):
             self.error = chunk["error"]
             return []
+        choices = chunk.get("choices")
         if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
+            self.usage_apart = not (isinstance(choices, list) and choices)
         self.extras.update((k, v) for k, v in chunk.items() if k not in _STANDARD and v is not None)
         shown = []
-        choices = chunk.get("choices")
         for choice in choices if isinstance(choices, list) else []:
             if not isinstance(choice, dict):
                 continue
@@ -104,6 +114,16 @@ class RoundReader:
         makes the round's ``problem`` (nothing more is shown then)."""
         if self.problem is not None:
             return []
+        dropped = self.calls.drop_empty()
+        if dropped:
+            entries = "entry" if dropped == 1 else "entries"
+            self.notes.append(f"dropped {dropped} tool-call {entries} with neither a function "
+                              "name nor arguments")
+            for index, finish in self.finish.items():
+                if finish in ("tool_calls", "function_call") and not any(
+                    call.choice == index for call in self.calls.calls
+                ):
+                    self.finish[index] = "stop"
         if self.calls.unnamed():
             self.problem = "the upstream's answer has a tool call without a name"
             return []

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from proxy.apis.chat.client import PlainClient, StreamClient
+from proxy.apis.chat.client import PlainClient, StreamClient, asks_usage
 from proxy.apis.chat.round_reader import RoundReader
 from proxy.http.errors import ProxyError, UpstreamResponseInvalid
 from proxy.http.forwarding import is_event_stream, response_headers
@@ -49,8 +49,10 @@ class ChatView(ClientView):
     def __init__(self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool) -> None:
         super().__init__(turn, out)
         headers = [*response_headers(first), *out.headers]
-        kind = StreamClient if stream else PlainClient
-        self.client: StreamClient | PlainClient = kind(out.send, headers, self.note_output)
+        self.client: StreamClient | PlainClient = (
+            StreamClient(out.send, headers, self.note_output, include_usage=asks_usage(turn.body))
+            if stream else PlainClient(out.send, headers, self.note_output)
+        )
         self.reader = RoundReader(turn.is_meta)
         self.usage: dict[str, Any] | None = None
 
@@ -100,6 +102,7 @@ class ChatView(ClientView):
         self.client.adopt(reader.identity)
         await self.client.choices(reader.end())
         self.usage = add_usage(self.usage, reader.usage)
+        self.turn.notes.extend(reader.notes)
         if reader.error is not None:
             return Reply(error=reader.error)
         problem = reader.problem
@@ -122,7 +125,8 @@ class ChatView(ClientView):
         finish = dict(self.reader.finish)
         if only_meta and reply.ending is Ending.COMPLETE:
             finish[0] = "stop"  # the meta-calls ran: the answer ends as a finished one
-        await self.client.finish(finish, self.usage, self.reader.extras)
+        await self.client.finish(finish, self.usage, self.reader.extras,
+                                 usage_apart=self.reader.usage_apart)
 
     async def fail(self, error: ProxyError) -> None:
         await self.client.fail(error)
