@@ -168,3 +168,69 @@ def _result_text(content: Any) -> str:
         return json.dumps(content, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):
         return ""
+
+
+#: Keys under which a tool definition carries its parameter schema (OpenAI, Gemini-style
+#: JSON schema, Anthropic, MCP).
+SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "input_schema", "inputSchema")
+#: Longest result text searched for definitions (characters); a longer one goes as it is.
+MAX_COMPACTED_CHARS = 256 * 1024
+
+
+def compact_definitions(text: str, forwarded: Mapping[str, Tool]) -> str:
+    """``text`` (a search function's result) with each JSON object that defines a tool of
+    ``forwarded`` (a ``name`` and a parameter schema, :data:`SCHEMA_KEYS`) replaced by the
+    tool's name and description: the request's ``tools`` carries the definition, so it is
+    not prefilled twice. Everything else is kept byte for byte."""
+    if len(text) > MAX_COMPACTED_CHARS or "{" not in text:
+        return text
+    decoder = json.JSONDecoder()
+    out: list[str] = []
+    done = start = 0
+    while (start := text.find("{", start)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            start += 1
+            continue
+        tool = forwarded.get(value.get("name")) if isinstance(value, dict) else None
+        if tool is None or not any(key in value for key in SCHEMA_KEYS):
+            start += 1
+            continue
+        short = {"name": tool.name, "description": tool.description}
+        out += [text[done:start], json.dumps(short, ensure_ascii=False)]
+        done = start = end
+    return "".join(out) + text[done:] if out else text
+
+
+def compact_search_results(
+    messages: Sequence[Any], search: str, forwarded: Mapping[str, Tool]
+) -> list[Any]:
+    """``messages`` (Chat Completions shape) with the text of each result of the client's
+    search function ``search`` compacted (:func:`compact_definitions`); the other
+    messages, and results with nothing to compact, are the same objects."""
+    calls: set[str] = set()
+    compacted: list[Any] = []
+    for message in messages:
+        if isinstance(message, Mapping):
+            if message.get("role") == "assistant":
+                calls.update(_search_call_ids(message.get("tool_calls"), search))
+            elif message.get("role") == "tool" and message.get("tool_call_id") in calls:
+                message = _compacted(message, forwarded)
+        compacted.append(message)
+    return compacted
+
+
+def _compacted(message: Mapping[str, Any], forwarded: Mapping[str, Tool]) -> Mapping[str, Any]:
+    content = message.get("content")
+    if isinstance(content, str):
+        new: Any = compact_definitions(content, forwarded)
+    elif isinstance(content, list):
+        new = [
+            {**part, "text": compact_definitions(part["text"], forwarded)}
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str) else part
+            for part in content
+        ]
+    else:
+        return message
+    return message if new == content else {**message, "content": new}

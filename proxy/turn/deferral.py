@@ -41,13 +41,15 @@ class Deferral:
     own search (no toolprune meta-tool). ``client_core``: the client's CORE in forwarding
     order (None: no contract, toolprune selects from the whole catalogue). ``found``:
     tools the conversation's searches found, kept loaded. ``identity``: the fingerprint
-    of the catalogue's part that names the conversation and its agent."""
+    of the catalogue's part that names the conversation and its agent. ``finder``: the
+    plain function the client finds tools with (None: none)."""
 
     active: bool
     client_searches: bool
     client_core: tuple[str, ...] | None
     found: tuple[str, ...]
     identity: str
+    finder: str | None = None
 
 
 def system_texts(messages: Sequence[Any]) -> list[str]:
@@ -79,4 +81,5 @@ def read_deferral(request: PlanInput, catalog: Catalog) -> Deferral:
     core = [t.name for t in undeferred if t.name not in found_set]
     core += [name for name in found if (tool := catalog.get(name)) and not tool.deferred]
     identity = fingerprint([t.fingerprint for t in undeferred if t.name not in found_set])
-    return Deferral(True, client_searches, tuple(core), found, identity)
+    finder = plain.search if plain is not None else None
+    return Deferral(True, client_searches, tuple(core), found, identity, finder)

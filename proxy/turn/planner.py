@@ -280,7 +280,7 @@ class Planner:
         turn.block_start = start.kind
         turn.cache_reuse = reuse
         turn.search, turn.deferral, turn.preload = request.search, deferral.active, preload
-        turn.client_core = deferral.client_core
+        turn.client_core, turn.finder = deferral.client_core, deferral.finder
         turn.boost, turn.query_vector = boost, query_vector
         return turn
 

@@ -163,6 +163,26 @@ def test_the_conversation_survives_the_clients_search_adding_a_tool(
     first, second = lines
     assert second["conversation"] == first["conversation"]
     assert (first["turn"], second["turn"]) == (1, 2)
-    offered = [n for n in api.offered(api.sent(upstream, since)[-1].json()) if n]
+    body = api.sent(upstream, since)[-1].json()
+    offered = [n for n in api.offered(body) if n]
     # The found tool follows the CORE, wherever the client put it.
     assert [n for n in offered if n != SEARCH[name]] == [*(t["name"] for t in CORE), FOUND["name"]]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_search_result_does_not_repeat_a_forwarded_definition(
+    servers: tuple[Upstream, str], request: pytest.FixtureRequest, stream: bool
+) -> None:
+    """Chat Completions: the result of the client's search function names the found tool
+    and its purpose; its parameters go once, in ``tools``."""
+    upstream, proxy = servers
+    upstream.drain("/chat/completions")
+    since = len(upstream.requests)
+    _post(proxy, "chat", _chat(stream, found=True), request.node.name)
+    (sent,) = APIS["chat"].sent(upstream, since)
+    body = sent.json()
+    result = body["messages"][-1]["content"]
+    short = {"name": FOUND["name"], "description": FOUND.get("description", "")}
+    assert result == f"<functions><function>{json.dumps(short)}</function></functions>"
+    (definition,) = [t for t in body["tools"] if t["function"]["name"] == FOUND["name"]]
+    assert definition["function"]["parameters"] == FOUND["parameters"]

@@ -4,6 +4,8 @@ agents send (a bare name per line; a quoted name and its purpose per line)."""
 
 from __future__ import annotations
 
+import json
+
 from selection.catalog import parse_tools
 from selection.client_deferral import (
     client_deferral,
@@ -112,3 +114,20 @@ def test_found_by_search_reads_only_the_search_results() -> None:
         {"type": "tool_reference", "tool_name": "mcp__forge__open_ticket"}]}]
     assert found_by_search(references, "tool_search", catalog) == ("mcp__forge__open_ticket",)
     assert found_by_search(messages, "find_tools", catalog) == ()
+
+
+def test_compact_definitions_replaces_only_definitions_of_forwarded_tools() -> None:
+    from selection.client_deferral import compact_definitions
+    catalog = parse_tools([function("mcp__forge__open_ticket", {"id": {"type": "string"}}),
+                           function("read_file", {"path": {"type": "string"}})])
+    forwarded = {"mcp__forge__open_ticket": catalog.tools[0]}
+    ticket = {"name": "mcp__forge__open_ticket", "description": "long",
+              "parametersJsonSchema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+    other = {"name": "read_file", "parameters": {"type": "object"}}  # not forwarded
+    mention = {"name": "mcp__forge__open_ticket"}  # no schema: not a definition
+    text = (f"Found:\n<function>{json.dumps(ticket)}</function>\n<function>{json.dumps(other)}"
+            f"</function>\n{json.dumps(mention)} {{broken")
+    compacted = compact_definitions(text, forwarded)
+    short = json.dumps({"name": "mcp__forge__open_ticket", "description": "mcp__forge__open_ticket tool"})
+    assert compacted == text.replace(json.dumps(ticket), short)
+    assert compact_definitions("no definitions here", forwarded) == "no definitions here"
