@@ -129,6 +129,7 @@ def select(
     found: Sequence[str] = (),
     preload: bool = True,
     boost: np.ndarray | None = None,
+    client_core: Sequence[str] | None = None,
 ) -> Selection:
     """Select the tools to forward.
 
@@ -157,9 +158,12 @@ def select(
             tools and ``Policy.preload_deferred`` is off).
         boost: the learned part of ``scores`` (:attr:`selection.engine.Scores.boost`): a
             semantic candidate outside the top-k without it has reason ``learned``.
+        client_core: the client's CORE in forwarding order, when the client runs its own
+            deferral (:mod:`proxy.turn.deferral`); None: ``catalog.kept``, the tools it did
+            not defer when it deferred any.
 
-    The client's CORE (``catalog.kept``) comes first on every turn, before toolprune's
-    CORE, in catalogue order, outside every cap.
+    The client's CORE comes first on every turn, before toolprune's CORE, outside every
+    cap.
 
     A turn that starts from a block (a later turn, or a new conversation on its agent's
     block: ``state.turn`` > 0 or tools loaded) admits semantic candidates only when the
@@ -177,7 +181,9 @@ def select(
     Priority: pinned, requested, semantic (by score), bundle-mates.
     """
     layout = catalog_layout(catalog, policy)
-    client = catalog.kept
+    client = catalog.kept if client_core is None else tuple(
+        name for name in client_core if catalog.get(name) is not None
+    )
     core = [*client, *(name for name in layout.core if name not in set(client))]
     core_set = set(core)
     found_names = _unique_known([*state.found, *found], catalog, core_set)

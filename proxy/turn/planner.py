@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from config.settings import Settings
 from proxy.http.headers import Headers, state_key
 from proxy.metrics import Metrics
 from proxy.turn.blocks import agent_block, start_block
+from proxy.turn.deferral import read_deferral
 from proxy.turn.identity import request_conversation
 from proxy.turn.searches import client_search, search_tools, whole_searches
 from proxy.turn.text_plan import TextPlan, selection_catalog
@@ -91,6 +92,10 @@ class PlanInput:
     expectation is priced without chunk reuse).
     ``search``: the client's own search tool, which the proxy emulates (the upstream is
     offered a function for it instead of ``load_tools`` / ``search_tools``); None: none.
+    ``client_runs_search``: the client runs a search tool of its own (OpenAI's
+    ``tool_search`` with ``execution: "client"``; Anthropic deferred tools without a
+    search tool): its tools are its CORE and toolprune offers no meta-tool
+    (:mod:`proxy.turn.deferral`, which also recognises a plain search function).
     ``found``: tools earlier searches found, read from the conversation (Anthropic
     ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
     ``reshaped``: the adapter writes the request for a plain server in another shape than
@@ -106,6 +111,7 @@ class PlanInput:
     conversation: str | None = None
     llama_fields: bool = True
     search: ClientSearch | None = None
+    client_runs_search: bool = False
     found: tuple[str, ...] = ()
     reshaped: bool = False
 
@@ -160,23 +166,25 @@ class Planner:
             raise NothingToPrune()
         catalog = selection_catalog(native, text)
         path = "both" if native is not None and text is not None else "native" if native else "text"
-        deferral = bool(catalog.deferred) or request.search is not None
-        if len(catalog) <= self.policy.min_catalog_tools and not deferral:
+        deferral = read_deferral(request, catalog)
+        if len(catalog) <= self.policy.min_catalog_tools and not deferral.active:
             raise SmallCatalog(len(catalog), path, "tools")
         # /props first: whether the upstream is llama-server decides what it caches.
         context = (
             await self.upstream.context_tokens() if self.upstream else self.settings.context_tokens
         )
         whole_cap = tool_token_cap(context, self.settings.tool_budget_share, 0)
-        if not deferral and self.policy.forwards_whole(catalog, top_k, whole_cap):
+        if not deferral.active and self.policy.forwards_whole(catalog, top_k, whole_cap):
             raise SmallCatalog(len(catalog), path, "saving")
         preload = self.policy.preload_deferred or not catalog.deferred
         offered = len(catalog)
         conversation = request_conversation(
-            headers, body, messages, request.conversation, catalog,
+            headers, body, messages, request.conversation, deferral.identity,
             shared=self.settings.state_shared_across_credentials,
         )
         choice = request.choice
+        if deferral.client_searches:  # the client's search is the one discovery mechanism
+            choice = replace(choice, offer_meta=False)
         if choice.allowed is not None:
             catalog = catalog.restricted_to(set(choice.allowed))
             if not len(catalog):  # nothing allowed is known: the upstream judges the request
@@ -184,7 +192,7 @@ class Planner:
             native = native.restricted_to(set(choice.allowed)) if native else None
         system, conversation_messages = split_system(messages)
         agent = state_key(
-            prefix_key(body.get("model"), system, catalog.fingerprint), headers,
+            prefix_key(body.get("model"), system, deferral.identity), headers,
             shared=self.settings.state_shared_across_credentials,
         )
         llama = self.upstream is not None and self.upstream.answers_props
@@ -215,7 +223,8 @@ class Planner:
         selection = select(
             catalog, scores, self.policy, state, now=self.clock(), pinned=pinned, top_k=top_k,
             named=named, token_cap=cap, exact=exact, history_tokens=history,
-            found=request.found, preload=preload, boost=boost,
+            found=deferral.found, preload=preload, boost=boost,
+            client_core=deferral.client_core,
         )
         selection.state.turn = state.turn + 1
         selection.state.history_tokens = history
@@ -270,7 +279,8 @@ class Planner:
         turn.agent, turn.expectation = agent, expectation
         turn.block_start = start.kind
         turn.cache_reuse = reuse
-        turn.search, turn.deferral, turn.preload = request.search, deferral, preload
+        turn.search, turn.deferral, turn.preload = request.search, deferral.active, preload
+        turn.client_core, turn.finder = deferral.client_core, deferral.finder
         turn.boost, turn.query_vector = boost, query_vector
         return turn
 
@@ -362,8 +372,7 @@ class Planner:
             turn.catalog, turn.scores, self.policy, state, now=self.clock(),
             pinned=turn.pinned, requested=admit, top_k=turn.top_k, named=turn.named,
             found=[*turn.selection.state.found, *(found if turn.deferral else ())],
-            preload=turn.preload,
-            boost=turn.boost,
+            preload=turn.preload, boost=turn.boost, client_core=turn.client_core,
         )
         try:
             await self._save_state(turn.conversation, turn.selection.state)

@@ -16,6 +16,7 @@ no embedder, no state store, which is what a ``fallback`` lost.
 
 from __future__ import annotations
 
+from proxy.turn.deferral import read_deferral
 from proxy.turn.identity import request_conversation
 from proxy.turn.planner import PlanInput
 from proxy.turn.turn import Turn
@@ -60,7 +61,8 @@ def whole_turn(request: PlanInput, headers: Headers, decision: str, *, shared: b
     search = request.search
     meta = search_meta_tools(search, native) if search and request.choice.offer_meta else None
     conversation = request_conversation(
-        headers, request.body, request.messages, request.conversation, native, shared=shared
+        headers, request.body, request.messages, request.conversation,
+        read_deferral(request, native).identity, shared=shared,
     )
     turn = Turn(
         request.body, native, native, None, conversation, selection, None, [], meta,

@@ -123,8 +123,13 @@ class Turn:
     #: The client's own search tool, emulated (its function is ``meta.client_search``).
     search: ClientSearch | None = None
     #: The client deferred tools or brought its own search tool: the deferral contract
-    #: holds (:meth:`proxy.turn.planner.Planner.plan`).
+    #: holds (:mod:`proxy.turn.deferral`).
     deferral: bool = False
+    #: Under the contract, the client's CORE in forwarding order (None: no contract).
+    client_core: tuple[str, ...] | None = None
+    #: The plain function the client finds its deferred tools with
+    #: (:mod:`selection.client_deferral`), or None.
+    finder: str | None = None
     #: Selection admits candidates by its ranking (off: deferred tools load by search only).
     preload: bool = True
     #: Calls of the client's search tool answered this turn, by call id, in call order.

@@ -15,12 +15,12 @@ def test_a_header_naming_the_agents_key_does_not_reach_the_agents_block() -> Non
     catalog = parse_tools(TOOLS)
     agent = prefix_key("m", "S", catalog.fingerprint)
     assert agent.startswith("agent:")
-    assert conversation_id(agent.encode(), BODY, catalog) != agent
-    derived = conversation_id(None, BODY, catalog)
-    assert conversation_id(derived.encode(), BODY, catalog) != derived
+    assert conversation_id(agent.encode(), BODY, catalog.fingerprint) != agent
+    derived = conversation_id(None, BODY, catalog.fingerprint)
+    assert conversation_id(derived.encode(), BODY, catalog.fingerprint) != derived
 
 
 def test_the_same_header_is_the_same_conversation() -> None:
     catalog = parse_tools(TOOLS)
-    assert conversation_id(b"c-1", BODY, catalog) == conversation_id(b"c-1", {}, catalog)
-    assert conversation_id(b"c-1", BODY, catalog) != conversation_id(b"c-2", BODY, catalog)
+    assert conversation_id(b"c-1", BODY, catalog.fingerprint) == conversation_id(b"c-1", {}, catalog.fingerprint)
+    assert conversation_id(b"c-1", BODY, catalog.fingerprint) != conversation_id(b"c-2", BODY, catalog.fingerprint)

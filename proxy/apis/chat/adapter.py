@@ -26,6 +26,7 @@ from proxy.turn.planner import NothingToPrune, PlanInput
 from proxy.turn.text_plan import search_text_plan
 from proxy.turn.turn import Turn, json_bytes
 from selection.catalog_cache import CatalogCache
+from selection.client_deferral import compact_search_results
 from selection.history import KEEP, read_tool_choice
 from selection.policy import Policy
 
@@ -76,7 +77,9 @@ class ChatRequest:
         """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`. An empty tools array
         is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the fields
         that need one (``tool_choice``, ``parallel_tool_calls``, legacy
-        ``function_call``) go too. A text block keeps only the selected entries."""
+        ``function_call``) go too. A text block keeps only the selected entries. The
+        results of the client's own search function (``turn.finder``) carry no definition
+        of a tool the request forwards (:func:`selection.client_deferral.compact_search_results`)."""
         body = dict(turn.body)
         if turn.native is not None:
             key = "functions" if turn.native.legacy else "tools"
@@ -87,6 +90,10 @@ class ChatRequest:
         if turn.text is not None:
             keep = {tool.name for tool in turn.selection.tools}
             body["messages"] = turn.text.rewrite_messages(body["messages"], keep)
+        if turn.finder is not None and turn.native is not None:
+            forwarded = {t.name: tool for t in turn.selection.tools
+                         if (tool := turn.native.get(t.name)) is not None}
+            body["messages"] = compact_search_results(body["messages"], turn.finder, forwarded)
         if self.appended:
             body["messages"] = [*body.get("messages", []), *self.appended]
         if turn.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):

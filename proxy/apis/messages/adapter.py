@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.apis.messages.search import (
@@ -232,9 +232,7 @@ class MessagesApi:
         search = read_search_tool(body["tools"])
         found = found_in_history(body.get("messages"), native)
         choice = read_choice(body)
-        if search is None and native.deferred:  # the client runs its own search
-            choice = replace(choice, offer_meta=False)
-        elif search is not None and choice.pinned == search.name:  # forced: offer it
+        if search is not None and choice.pinned == search.name:  # forced: offer it
             choice = ToolChoice()
         # llama-server's Messages route keeps none of its own fields (n_cache_reuse): its
         # Anthropic conversion copies only temperature, top_p, top_k, stream and
@@ -245,4 +243,6 @@ class MessagesApi:
         return MessagesRequest(PlanInput(
             body=body, native=native, messages=conversation_view(body), choice=choice,
             llama_fields=False, search=search, found=found, reshaped=reshaped,
+            # Deferred tools without a search tool: the client runs its own search.
+            client_runs_search=search is None and bool(native.deferred),
         ))

@@ -294,8 +294,6 @@ class ResponsesApi:
             reshaped |= len(items) != len(value) or any(a is not b for a, b in zip(items, value))
             body = {**body, "input": items}
         choice = read_tool_choice(body)
-        if layout.client_search is not None:  # the client's search is the one discovery
-            choice = replace(choice, offer_meta=False)
         plan_input = PlanInput(
             body=body,
             native=native,
@@ -303,6 +301,7 @@ class ResponsesApi:
             choice=choice,
             conversation=_server_side_conversation(body, self.chains),
             search=read_search_tool(layout),
+            client_runs_search=layout.client_search is not None,
             found=tuple(loaded.found),
             reshaped=reshaped,
         )
