@@ -2,7 +2,7 @@
 
 Serve ``Upstream().app`` with :func:`benchmarks.support.servers.serve_in_thread`. Every request is
 recorded (raw bytes and headers) before its reply is produced; replies come from a FIFO
-script per path suffix, else from built-in defaults. Each record notes whether the client
+script per path suffix, else from a ``behaviour`` when one is set, else from built-in defaults. Each record notes whether the client
 went away before the reply completed (``cancelled``) or the reply was fully sent
 (``completed``).
 
@@ -148,6 +148,9 @@ class Upstream:
         #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
         #: server without ``/props``.
         self.n_ctx: int | None = None
+        #: Answers what no script answers when set (e.g. ``benchmarks.support.agent_behaviour``);
+        #: its None falls through to the built-in replies.
+        self.behaviour: Callable[[Recorded], Reply | None] | None = None
 
     @property
     def app(self) -> Starlette:
@@ -221,6 +224,8 @@ class Upstream:
             for suffix, queue in self._scripts.items():
                 if queue and record.path.endswith(suffix):
                     return queue.popleft()
+        if self.behaviour is not None and (reply := self.behaviour(record)) is not None:
+            return reply
         if record.method == "GET" and record.path == "/props" and self.n_ctx is not None:
             # llama-server's shape: the context of one slot (tools/server/README.md).
             settings = {"n_ctx": self.n_ctx, "params": {}}

@@ -1,0 +1,423 @@
+"""A scripted model that acts like an agent, for the scripted upstream
+(``Upstream.behaviour``): it calls the tool a task needs, or searches for it, then answers.
+
+:class:`AgentBehaviour` reads each request on ``/chat/completions``, ``/messages`` and
+``/responses`` and answers in that API's shape, streamed when the request streams:
+
+1. The needed tool's result is in the history: answer with text quoting it.
+2. The request offers no tool (a title, a summary, a side request): a short answer.
+3. The request offers the needed tool, under whatever name the client gives it
+   (``list_pull_requests``, ``mcp__github__list_pull_requests``,
+   ``github_list_pull_requests``, a member of a Responses ``namespace`` …): call it with
+   arguments that fit its schema.
+4. Else it offers a search or loading tool (toolprune's ``load_tools``/``search_tools``,
+   Claude Code's ``ToolSearch``, Qwen Code's ``tool_search``, a Responses
+   ``{"type": "tool_search"}``, Anthropic's server search tools) and fewer than
+   ``Task.max_searches`` searches were made: call it. The query is ``select:<name>`` where
+   the tool's description offers that form and the request names the tool, the exact
+   name where the request names it, else the task's keywords (``load_tools`` gets the
+   name from its enum). An Anthropic server search is answered in the same message,
+   as Anthropic's API does: ``server_tool_use``, its ``tool_search_tool_result`` with a
+   ``tool_reference``, then the call.
+5. Else: an answer saying no tool fits (what a model says when the tool is out of reach).
+
+Shapes: OpenAI's Chat Completions and Responses API references (``function_call``,
+``namespace``, ``tool_search_call``), Anthropic's Messages API reference (``tool_use``,
+``tool_result``, ``server_tool_use``, ``tool_search_tool_result``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.support.api_replies import Message, Responses
+from benchmarks.support.upstream import Chat, Recorded, Reply
+
+NO_TOOL_ANSWER = "I have no tool to list pull requests."
+SIDE_ANSWER = "Open pull requests in octo/widgets"
+#: Names of search or loading tools, compared without ``_``, ``-`` and case; a prefixed
+#: copy (``toolprune_search_tools``) counts too.
+SEARCH_NAMES = ("loadtools", "searchtools", "toolsearch")
+ANTHROPIC_SERVER_SEARCH = re.compile(r"^tool_search_tool_(regex|bm25)")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the scripted agent must do: call ``tool`` (matched as a name suffix) with
+    ``arguments`` (those its schema has), finding it by ``keywords`` when it is not offered."""
+
+    tool: str = "list_pull_requests"
+    arguments: dict[str, Any] = field(
+        default_factory=lambda: {"owner": "octo", "repo": "widgets", "state": "open"})
+    keywords: str = "list pull requests"
+    answer_prefix: str = "The open pull requests in octo/widgets:"
+    max_searches: int = 2
+
+
+@dataclass
+class Offered:
+    """A tool the request offers: ``kind`` is ``function``, ``client_search`` (Responses
+    ``tool_search``) or ``server_search`` (an Anthropic server search tool)."""
+
+    kind: str
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    namespace: str | None = None
+
+
+@dataclass
+class View:
+    """What the behaviour reads from one request."""
+
+    tools: list[Offered]
+    #: Tools sent with ``defer_loading: true`` (found through a server search).
+    deferred: list[Offered]
+    #: (called tool name, result text) for every tool result in the history.
+    results: list[tuple[str, str]]
+    searches: int
+    #: Every string of the request, to find the tool's full name in menus and prompts.
+    text: str
+    model: str
+
+
+class AgentBehaviour:
+    """``Upstream.behaviour`` for a :class:`Task` (see the module docstring)."""
+
+    def __init__(self, task: Task | None = None) -> None:
+        self.task = task or Task()
+
+    def __call__(self, record: Recorded) -> Reply | None:
+        if record.method != "POST":
+            return None
+        try:
+            body = json.loads(record.body)
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        for suffix, read, render in ((_CHAT, _read_chat, _render_chat),
+                                     (_MESSAGES, _read_messages, _render_messages),
+                                     (_RESPONSES, _read_responses, _render_responses)):
+            if record.path.endswith(suffix):
+                view = read(body)
+                return render(self._act(view), view)
+        return None
+
+    def _act(self, view: View) -> Action:
+        task = self.task
+        found = [text for name, text in view.results if _is_tool(name, task.tool)]
+        if found:
+            return Action(text=f"{task.answer_prefix}\n{found[-1]}")
+        if not view.tools:
+            return Action(text=SIDE_ANSWER)
+        needed = [tool for tool in view.tools if tool.kind == "function"
+                  and _is_tool(tool.name, task.tool)]
+        if needed:
+            return Action(call=needed[0], arguments=_fit(needed[0].schema, task.arguments, ""))
+        searches = [tool for tool in view.tools if _is_search(tool)]
+        if searches and view.searches < task.max_searches:
+            search = _preferred(searches)
+            action = Action(call=search, arguments=self._search_arguments(search, view))
+            if search.kind == "server_search":  # the server runs it and the model goes on
+                action.found = next((tool for tool in view.deferred
+                                     if _is_tool(tool.name, task.tool)), None)
+                if action.found is not None:
+                    action.found_arguments = _fit(action.found.schema, task.arguments, "")
+            return action
+        return Action(text=NO_TOOL_ANSWER)
+
+    def _search_arguments(self, search: Offered, view: View) -> dict[str, Any]:
+        names = _full_names(view.text, self.task.tool)
+        if names and "select:" in search.description:
+            query = f"select:{names[0]}"
+        elif names:
+            query = names[0]
+        else:
+            query = self.task.keywords
+        return _fit(search.schema, {"query": query}, query, enum_pick=self.task.tool)
+
+
+@dataclass
+class Action:
+    """Answer with ``text``, or call ``call`` with ``arguments``; after a server search,
+    the deferred tool it ``found`` is called with ``found_arguments``."""
+
+    text: str | None = None
+    call: Offered | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    found: Offered | None = None
+    found_arguments: dict[str, Any] = field(default_factory=dict)
+
+
+_CHAT = "/chat/completions"
+_MESSAGES = "/messages"
+_RESPONSES = "/responses"
+
+
+def _bare(name: str) -> str:
+    return re.sub(r"[_\-]", "", name).lower()
+
+
+def _is_tool(name: str, tool: str) -> bool:
+    return name == tool or name.endswith(tool) and not name[: -len(tool)][-1:].isalnum()
+
+
+def _is_search(tool: Offered) -> bool:
+    return tool.kind != "function" or any(_bare(tool.name).endswith(n) for n in SEARCH_NAMES)
+
+
+def _preferred(searches: list[Offered]) -> Offered:
+    """The client's own search first (it knows the client's deferred tools), then the
+    proxy's meta-tools, in the order offered."""
+    own = [tool for tool in searches if _bare(tool.name) not in ("loadtools", "searchtools")
+           and not _bare(tool.name).startswith("toolprune")]
+    return (own or searches)[0]
+
+
+def _full_names(text: str, tool: str) -> list[str]:
+    """Names in ``text`` that end with ``tool`` (``mcp__github__list_pull_requests`` …),
+    longest first."""
+    found = set(re.findall(r"[A-Za-z0-9_.\-]*" + re.escape(tool) + r"\b", text))
+    return sorted((name for name in found if _is_tool(name, tool)), key=len, reverse=True)
+
+
+def _fit(schema: dict[str, Any], values: dict[str, Any], text: str,
+         enum_pick: str | None = None) -> dict[str, Any]:
+    """Arguments for ``schema``: each property named in ``values`` gets its value; a
+    required property without one gets a value of its type (``text`` for strings, the
+    enum member ending with ``enum_pick`` for enum arrays)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return dict(values)
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    arguments: dict[str, Any] = {}
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        if name in values:
+            arguments[name] = values[name]
+        elif spec.get("type") == "array" and enum_pick is not None:
+            members = spec.get("items", {}).get("enum", []) if isinstance(spec.get("items"), dict) else []
+            picked = [m for m in members if isinstance(m, str) and _is_tool(m, enum_pick)]
+            if picked or name in required:
+                arguments[name] = picked[:1] or [enum_pick]
+        elif name in required:
+            arguments[name] = {"string": text, "number": 5, "integer": 5, "boolean": False,
+                               "array": [], "object": {}}.get(spec.get("type"), text)
+    return arguments
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's text: strings joined; JSON text decoded first (Codex wraps MCP
+    results as a JSON array of content blocks)."""
+    if isinstance(content, str):
+        try:
+            decoded = json.loads(content)
+        except ValueError:
+            return content
+        if isinstance(decoded, (dict, list)):
+            return _result_text(decoded)
+        return content
+    if isinstance(content, dict):
+        if isinstance(content.get("text"), str):
+            return content["text"]
+        return "\n".join(_result_text(v) for v in content.values() if isinstance(v, (dict, list, str)))
+    if isinstance(content, list):
+        return "\n".join(text for item in content if (text := _result_text(item)))
+    return ""
+
+
+def _function(name: Any, schema: Any, description: Any = "", namespace: str | None = None) -> Offered | None:
+    if not isinstance(name, str):
+        return None
+    return Offered("function", name, schema if isinstance(schema, dict) else {},
+                   description if isinstance(description, str) else "", namespace)
+
+
+def _read_chat(body: dict[str, Any]) -> View:
+    tools = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and (offered := _function(
+                function.get("name"), function.get("parameters"), function.get("description"))):
+            tools.append(offered)
+    names: dict[str, str] = {}
+    results = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[str(call.get("id"))] = str(call["function"].get("name"))
+        if message.get("role") == "tool":
+            name = names.get(str(message.get("tool_call_id")), "")
+            results.append((name, _result_text(message.get("content"))))
+    return View(tools, [], results, _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _count_searches(called: Any) -> int:
+    return sum(1 for name in called if _is_search(Offered("function", name, {})))
+
+
+def _read_messages(body: dict[str, Any]) -> View:
+    tools: list[Offered] = []
+    deferred: list[Offered] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if ANTHROPIC_SERVER_SEARCH.match(str(tool.get("type", ""))):
+            tools.append(Offered("server_search", str(tool.get("name")), {}))
+        elif offered := _function(tool.get("name"), tool.get("input_schema"),
+                                  tool.get("description")):
+            (deferred if tool.get("defer_loading") is True else tools).append(offered)
+    names: dict[str, str] = {}
+    results = []
+    searches = 0
+    referenced: set[str] = set()
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                names[str(block.get("id"))] = str(block.get("name"))
+            elif block.get("type") == "server_tool_use":
+                searches += 1
+            elif block.get("type") == "tool_result":
+                name = names.get(str(block.get("tool_use_id")), "")
+                results.append((name, _result_text(block.get("content"))))
+                referenced.update(_references(block.get("content")))
+    # A deferred tool named by a tool_reference in the history is callable (Anthropic's
+    # tool search: "tool_reference" blocks expand to the tool's definition).
+    tools += [tool for tool in deferred if tool.name in referenced]
+    return View(tools, deferred, results, searches + _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _references(content: Any) -> set[str]:
+    blocks = content if isinstance(content, list) else []
+    return {str(block.get("tool_name")) for block in blocks
+            if isinstance(block, dict) and block.get("type") == "tool_reference"}
+
+
+def _read_responses(body: dict[str, Any]) -> View:
+    tools, deferred = _responses_tools(body.get("tools"))
+    names: dict[str, str] = {}
+    results = []
+    searches = 0
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind in ("function_call", "custom_tool_call"):
+            names[str(item.get("call_id"))] = str(item.get("name"))
+        elif kind == "tool_search_call":
+            searches += 1
+        elif kind == "tool_search_output":
+            # What a client search found is callable from the next request on.
+            found, found_deferred = _responses_tools(item.get("tools"))
+            tools += found + found_deferred
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            name = names.get(str(item.get("call_id")), "")
+            results.append((name, _result_text(item.get("output"))))
+    return View(tools, deferred, results, searches + _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _responses_tools(declared: Any) -> tuple[list[Offered], list[Offered]]:
+    """Responses ``tools`` (functions, namespace members, ``tool_search``): those offered
+    and those deferred (``defer_loading: true``)."""
+    tools: list[Offered] = []
+    deferred: list[Offered] = []
+    for tool in declared if isinstance(declared, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        kind = tool.get("type")
+        if kind == "function":
+            if offered := _function(tool.get("name"), tool.get("parameters"), tool.get("description")):
+                (deferred if tool.get("defer_loading") is True else tools).append(offered)
+        elif kind == "namespace":
+            for member in tool.get("tools") or []:
+                if isinstance(member, dict) and (offered := _function(
+                        member.get("name"), member.get("parameters"), member.get("description"),
+                        str(tool.get("name")))):
+                    (deferred if member.get("defer_loading") is True else tools).append(offered)
+        elif kind == "tool_search":
+            tools.append(Offered("client_search", "tool_search", tool.get("parameters") or {},
+                                 str(tool.get("description", ""))))
+    return tools, deferred
+
+
+def _call_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:16]}"
+
+
+def _render_chat(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Chat(content=action.text, model=model)
+    call = {"id": _call_id("call_"), "name": action.call.name,
+            "arguments": json.dumps(action.arguments)}
+    return Chat(content=None, tool_calls=[call], model=model)
+
+
+def _render_messages(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Message(text=action.text, model=model)
+    if action.call.kind == "server_search":
+        return _server_search(action, model)
+    call = {"id": _call_id("toolu_"), "name": action.call.name, "input": action.arguments}
+    return Message(text=None, calls=[call], model=model)
+
+
+def _server_search(action: Action, model: str) -> Message:
+    """Anthropic's server search, run by this "server" within the answer: the search,
+    what it found, then the call of the found tool (a plain answer if none)."""
+    assert action.call is not None
+    search_id = _call_id("srvtoolu_")
+    found = [] if action.found is None else [{"type": "tool_reference",
+                                              "tool_name": action.found.name}]
+    blocks = [
+        {"type": "server_tool_use", "id": search_id, "name": action.call.name,
+         "input": action.arguments},
+        {"type": "tool_search_tool_result", "tool_use_id": search_id,
+         "content": {"type": "tool_search_tool_search_result", "tool_references": found}},
+    ]
+    if action.found is None:
+        return Message(text=NO_TOOL_ANSWER, model=model, blocks=blocks)
+    call = {"id": _call_id("toolu_"), "name": action.found.name, "input": action.found_arguments}
+    return Message(text=None, model=model, blocks=blocks, calls=[call])
+
+
+def _render_responses(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Responses(text=action.text, model=model)
+    if action.call.kind == "client_search":
+        item = {"id": _call_id("tsc_"), "type": "tool_search_call", "call_id": _call_id("call_"),
+                "execution": "client", "status": "completed", "arguments": action.arguments}
+        return Responses(text=None, items=[item], model=model)
+    call: dict[str, Any] = {"call_id": _call_id("call_"), "name": action.call.name,
+                            "arguments": json.dumps(action.arguments)}
+    if action.call.namespace is not None:
+        call["namespace"] = action.call.namespace
+    return Responses(text=None, calls=[call], model=model)
