@@ -29,6 +29,7 @@ Shapes: OpenAI's Chat Completions and Responses API references (``function_call`
 from __future__ import annotations
 
 import json
+import math
 import re
 import uuid
 from collections.abc import Iterator
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.support.api_replies import Message, Responses
-from benchmarks.support.upstream import Chat, Recorded, Reply
+from benchmarks.support.upstream import SSE, Chat, Recorded, Reply, chat_events
 
 NO_TOOL_ANSWER = "I have no tool to list pull requests."
 SIDE_ANSWER = "Open pull requests in octo/widgets"
@@ -86,6 +87,39 @@ class View:
     model: str
 
 
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+class SlowPrefill:
+    """Wraps a behaviour: every streamed answer to a request that offers tools starts
+    after ``delay_s`` seconds, with an SSE keep-alive comment every ``interval_s`` meanwhile
+    (what llama-server sends during a long prefill); the response head goes at once."""
+
+    def __init__(self, inner: AgentBehaviour, delay_s: float, interval_s: float = 1.0) -> None:
+        self.inner, self.delay_s, self.interval_s = inner, delay_s, interval_s
+
+    def __call__(self, record: Recorded) -> Reply | None:
+        reply = self.inner(record)
+        try:
+            request = json.loads(record.body)
+        except ValueError:
+            return reply
+        if reply is None or not isinstance(request, dict) or request.get("stream") is not True \
+                or not request.get("tools"):
+            return reply
+        if isinstance(reply, Chat):
+            events = chat_events(reply, request)
+        elif isinstance(reply, (Responses, Message)):
+            rendered = reply.render(request, len(record.body))
+            if not isinstance(rendered, list):
+                return reply
+            events = rendered
+        else:
+            return reply
+        comments = [KEEP_ALIVE] * math.ceil(self.delay_s / self.interval_s)
+        return SSE(comments + events, comment_pause_s=self.interval_s)
+
+
 class AgentBehaviour:
     """``Upstream.behaviour`` for a :class:`Task` (see the module docstring)."""
 
@@ -99,15 +133,11 @@ class AgentBehaviour:
             body = json.loads(record.body)
         except ValueError:
             return None
-        if not isinstance(body, dict):
+        view = read_request(record.path, body)
+        if view is None:
             return None
-        for suffix, read, render in ((_CHAT, _read_chat, _render_chat),
-                                     (_MESSAGES, _read_messages, _render_messages),
-                                     (_RESPONSES, _read_responses, _render_responses)):
-            if record.path.endswith(suffix):
-                view = read(body)
-                return render(self._act(view), view)
-        return None
+        render = next(render for suffix, render in _RENDERERS if record.path.endswith(suffix))
+        return render(self._act(view), view)
 
     def _act(self, view: View) -> Action:
         task = self.task
@@ -120,7 +150,7 @@ class AgentBehaviour:
                   and _is_tool(tool.name, task.tool)]
         if needed:
             return Action(call=needed[0], arguments=_fit(needed[0].schema, task.arguments, ""))
-        searches = [tool for tool in view.tools if _is_search(tool)]
+        searches = [tool for tool in view.tools if is_search(tool)]
         if searches and view.searches < task.max_searches:
             search = _preferred(searches)
             action = Action(call=search, arguments=self._search_arguments(search, view))
@@ -168,8 +198,21 @@ def _is_tool(name: str, tool: str) -> bool:
     return name == tool or name.endswith(tool) and not name[: -len(tool)][-1:].isalnum()
 
 
-def _is_search(tool: Offered) -> bool:
+def is_search(tool: Offered) -> bool:
+    """Whether ``tool`` is a search or loading tool (see :data:`SEARCH_NAMES`)."""
     return tool.kind != "function" or any(_bare(tool.name).endswith(n) for n in SEARCH_NAMES)
+
+
+def read_request(path: str, body: Any) -> View | None:
+    """What the behaviour reads from a model request to ``path`` (None: not one of the
+    three APIs, or not a JSON object)."""
+    if not isinstance(body, dict):
+        return None
+    for suffix, read in ((_CHAT, _read_chat), (_MESSAGES, _read_messages),
+                         (_RESPONSES, _read_responses)):
+        if path.endswith(suffix):
+            return read(body)
+    return None
 
 
 def _preferred(searches: list[Offered]) -> Offered:
@@ -273,7 +316,7 @@ def _read_chat(body: dict[str, Any]) -> View:
 
 
 def _count_searches(called: Any) -> int:
-    return sum(1 for name in called if _is_search(Offered("function", name, {})))
+    return sum(1 for name in called if is_search(Offered("function", name, {})))
 
 
 def _read_messages(body: dict[str, Any]) -> View:
@@ -421,3 +464,6 @@ def _render_responses(action: Action, view: View) -> Reply:
     if action.call.namespace is not None:
         call["namespace"] = action.call.namespace
     return Responses(text=None, calls=[call], model=model)
+
+
+_RENDERERS = ((_CHAT, _render_chat), (_MESSAGES, _render_messages), (_RESPONSES, _render_responses))

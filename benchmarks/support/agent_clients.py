@@ -113,8 +113,10 @@ def mcp_server_command(calls: Path) -> list[str]:
 def run_client(
     mode: Mode, origin: str, workdir: Path, *, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, prompt: str = PROMPT,
+    env: Mapping[str, str] | None = None,
 ) -> AgentRun:
-    """Run ``mode``'s CLI once against ``origin`` (``http://host:port``, no ``/v1``).
+    """Run ``mode``'s CLI once against ``origin`` (``http://host:port``, no ``/v1``), with
+    ``env`` added to its environment.
 
     ``workdir`` gets the throw-away home, the client's configuration, the MCP call log
     (``mcp_calls.jsonl``) and the CLI's output (``stdout.txt``, ``stderr.txt``). Raises
@@ -126,13 +128,14 @@ def run_client(
     for folder in (home, project):
         folder.mkdir(parents=True, exist_ok=True)
     calls = workdir / "mcp_calls.jsonl"
-    env = _base_env(home)
+    full_env = _base_env(home)
     setup = _SETUPS[mode.client]
-    argv, extra_env = setup(mode, origin, home, model, prompt, mcp_server_command(calls))
-    env.update(extra_env)
+    argv, client_env = setup(mode, origin, home, model, prompt, mcp_server_command(calls))
+    full_env.update(client_env)
+    full_env.update(env or {})
     started = time.monotonic()
     timed_out = False
-    process = subprocess.Popen([str(executable), *argv], cwd=project, env=env,
+    process = subprocess.Popen([str(executable), *argv], cwd=project, env=full_env,
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

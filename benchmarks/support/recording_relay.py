@@ -12,6 +12,7 @@ comments included), with no timeout of the relay's own: the client keeps its own
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import httpx
 from starlette.types import Receive, Scope, Send
@@ -24,20 +25,42 @@ _NOT_FORWARDED = {"host", "connection", "keep-alive", "transfer-encoding", "te",
 _NOT_RETURNED = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
-class RecordingRelay:
-    """Records each request (:attr:`requests`) and relays it to ``target``."""
+@dataclass
+class Exchange:
+    """One relayed request, its response's status and headers (None: no response) and,
+    when the relay keeps them, its response body's bytes as relayed."""
 
-    def __init__(self, target: str) -> None:
+    request: Recorded
+    status: int | None = None
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytearray = field(default_factory=bytearray)
+
+    def header(self, name: str) -> str | None:
+        """The response's first ``name`` header (lower-case name), or None."""
+        return next((value for key, value in self.headers if key == name), None)
+
+
+class RecordingRelay:
+    """Records each request and its response's head (:attr:`exchanges`; with
+    ``keep_bodies`` the response bodies too) and relays it to ``target``."""
+
+    def __init__(self, target: str, keep_bodies: bool = False) -> None:
         self.target = target.rstrip("/")
-        self._records: list[Recorded] = []
+        self.keep_bodies = keep_bodies
+        self._exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
 
     @property
+    def exchanges(self) -> list[Exchange]:
+        """A snapshot of the exchanges so far, in the requests' arrival order."""
+        with self._lock:
+            return list(self._exchanges)
+
+    @property
     def requests(self) -> list[Recorded]:
         """A snapshot of the requests recorded so far, in arrival order."""
-        with self._lock:
-            return list(self._records)
+        return [exchange.request for exchange in self.exchanges]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The ASGI app (lifespan opens and closes the relay's HTTP client)."""
@@ -71,8 +94,9 @@ class RecordingRelay:
         query = scope["query_string"].decode("latin-1")
         record = Recorded(scope["method"], scope["path"], query, headers, bytes(body),
                           client_port=scope["client"][1] if scope.get("client") else None)
+        exchange = Exchange(record)
         with self._lock:
-            self._records.append(record)
+            self._exchanges.append(exchange)
         assert self._client is not None, "the relay is served without its lifespan"
         url = self.target + scope["path"] + (f"?{query}" if query else "")
         request = self._client.build_request(
@@ -86,12 +110,16 @@ class RecordingRelay:
                         "headers": [(b"content-type", b"text/plain")]})
             await send({"type": "http.response.body", "body": detail})
             return
+        exchange.status = response.status_code
+        exchange.headers = [(k.lower(), v) for k, v in response.headers.multi_items()]
         try:
             out_headers = [(k.encode("latin-1"), v.encode("latin-1"))
                            for k, v in response.headers.multi_items() if k not in _NOT_RETURNED]
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": out_headers})
             async for chunk in response.aiter_raw():
+                if self.keep_bodies:
+                    exchange.body += chunk
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             record.completed = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})

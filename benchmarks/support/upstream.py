@@ -76,6 +76,8 @@ class SSE:
     the items instead of ending the chunked body. ``end_pause_s``: seconds between the last
     item and the body's end, which then reach the client apart (llama-server writes
     ``[DONE]`` and the chunked body's terminating chunk in two writes).
+    ``comment_pause_s``: seconds waited before each SSE comment item (``:`` …), to play a
+    slow prefill with its keep-alives.
     """
 
     events: list[bytes]
@@ -83,6 +85,7 @@ class SSE:
     gate: threading.Event | None = None
     gate_after: int = 0
     end_pause_s: float = 0.0
+    comment_pause_s: float = 0.0
 
 
 @dataclass
@@ -325,6 +328,8 @@ async def _send_sse(reply: SSE, send: Send) -> None:
     for index, event in enumerate(reply.events):
         if index == reply.gate_after:
             await _wait_gate(reply.gate)
+        if reply.comment_pause_s and event.startswith(b":"):
+            await asyncio.sleep(reply.comment_pause_s)
         await send({"type": "http.response.body", "body": event, "more_body": True})
     if reply.gate_after >= len(reply.events):
         await _wait_gate(reply.gate)
