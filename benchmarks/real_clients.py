@@ -35,7 +35,8 @@ side request) and the KB of all, and the prompt tokens on llama-server of that f
 request and of the session (``usage``/``timings``, or the ``n_prompt_tokens`` of a
 refusal; ``llama`` adds the tokens evaluated, ``timings.prompt_n``: prefill, prompt-cache
 hits excluded). A first request over 32,768 tokens is one llama-server at ``-c 32768``
-refuses. Captures (every
+refuses; "llama refuses" counts the requests it refuses for another reason (an input item
+it cannot read: their tokens are not in the totals). Captures (every
 request, the proxy's decisions) go to ``--out`` (default: a temporary folder); they hold the
 clients' prompts and are not to be committed.
 """
@@ -96,6 +97,8 @@ class Row:
     first_prompt: int | None
     total_prompt: int | None
     total_evaluated: int | None
+    #: Requests llama-server refused for another reason than their length (None: not counted).
+    invalid: int | None
     seconds: float
 
 
@@ -187,6 +190,7 @@ def row_of(session: Session, tokens: Tokens | None) -> Row:
         first_prompt=tokens[first][0] if tokens and first is not None else None,
         total_prompt=sum(prompts) if prompts else None,
         total_evaluated=sum(evaluated) if evaluated else None,
+        invalid=None if tokens is None else sum(1 for p, _ in tokens if p is None),
         seconds=run.seconds,
     )
 
@@ -241,11 +245,11 @@ def render(kind: str, rows: list[Row]) -> str:
     if kind == "scripted":
         headers = ["client/mode", "via", "exit", "MCP call", "result quoted", "requests",
                    "tools (1st)", "KB (1st)", "KB (all)", "prompt tok (1st)", "prompt tok (all)",
-                   "s"]
+                   "llama refuses", "s"]
         body = [[r.mode, r.via, n(r.returncode), "yes" if r.called else "no",
                  "yes" if r.quoted else "no", str(r.requests), n(r.first_tools),
                  kb(r.first_kb), kb(r.total_kb), n(r.first_prompt), n(r.total_prompt),
-                 f"{r.seconds:.0f}"] for r in rows]
+                 n(r.invalid), f"{r.seconds:.0f}"] for r in rows]
         return table(headers, body, left=2)
     headers = ["client/mode", "via", "exit", "requests", "4xx", "tools (1st)", "KB (1st)",
                "KB (all)", "prompt tok (1st)", "prompt tok (all)", "evaluated (all)", "s"]

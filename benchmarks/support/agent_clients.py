@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -142,9 +143,13 @@ def run_client(
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
-        os.killpg(process.pid, 9)
+        os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
     seconds = time.monotonic() - started
+    try:  # what the CLI left running in its session (an MCP server it did not stop)
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     (workdir / "stdout.txt").write_text(stdout)
     (workdir / "stderr.txt").write_text(stderr)
     return AgentRun(mode, None if timed_out else process.returncode, stdout, stderr,
@@ -255,9 +260,10 @@ def _codex(mode: Mode, origin: str, home: Path, model: str, prompt: str,
     return argv, {"CODEX_HOME": str(codex_home)}
 
 
-def _jsonl(stdout: str) -> list[dict[str, Any]]:
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of ``text``, one a line (other lines skipped)."""
     events = []
-    for line in stdout.splitlines():
+    for line in text.splitlines():
         try:
             event = json.loads(line)
         except ValueError:
@@ -268,7 +274,7 @@ def _jsonl(stdout: str) -> list[dict[str, Any]]:
 
 
 def _codex_answer(stdout: str) -> str | None:
-    texts = [event["item"].get("text") for event in _jsonl(stdout)
+    texts = [event["item"].get("text") for event in json_lines(stdout)
              if event.get("type") == "item.completed" and isinstance(event.get("item"), dict)
              and event["item"].get("type") == "agent_message"]
     texts = [text for text in texts if isinstance(text, str)]
@@ -296,7 +302,7 @@ def _qwen_answer(stdout: str) -> str | None:
     try:
         parsed = json.loads(stdout)
     except ValueError:
-        parsed = _jsonl(stdout)
+        parsed = json_lines(stdout)
     items = parsed if isinstance(parsed, list) else [parsed]
     for item in reversed(items):
         if isinstance(item, dict):
@@ -330,7 +336,7 @@ def _opencode(mode: Mode, origin: str, home: Path, model: str, prompt: str,
 
 def _opencode_answer(stdout: str) -> str | None:
     texts = []
-    for event in _jsonl(stdout):
+    for event in json_lines(stdout):
         part = event.get("part")
         if event.get("type") == "text" and isinstance(part, dict) and isinstance(part.get("text"), str):
             texts.append(part["text"])

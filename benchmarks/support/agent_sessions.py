@@ -31,7 +31,13 @@ from typing import Any
 import httpx
 
 from benchmarks.processes import Server, clean_env, free_port, start_server
-from benchmarks.support.agent_clients import DEFAULT_TIMEOUT_S, AgentRun, Mode, run_client
+from benchmarks.support.agent_clients import (
+    DEFAULT_TIMEOUT_S,
+    AgentRun,
+    Mode,
+    json_lines,
+    run_client,
+)
 from benchmarks.support.recording_relay import Exchange, RecordingRelay
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Recorded
@@ -154,15 +160,7 @@ def run_session(
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
-    lines = []
-    for text in path.read_text(errors="replace").splitlines() if path.exists() else []:
-        try:
-            line = json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(line, dict):
-            lines.append(line)
-    return lines
+    return json_lines(path.read_text(errors="replace")) if path.exists() else []
 
 
 def _write_requests(path: Path, records: list[Recorded]) -> None:
