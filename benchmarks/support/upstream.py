@@ -2,9 +2,9 @@
 
 Serve ``Upstream().app`` with :func:`benchmarks.support.servers.serve_in_thread`. Every request is
 recorded (raw bytes and headers) before its reply is produced; replies come from a FIFO
-script per path suffix, else from a ``behaviour`` when one is set, else from built-in defaults. Each record notes whether the client
-went away before the reply completed (``cancelled``) or the reply was fully sent
-(``completed``).
+script per path suffix, else from a ``behaviour`` when one is set, else from built-in
+defaults. Each record notes whether the client went away before the reply completed
+(``cancelled``) or the reply was fully sent (``completed``).
 
 Like llama-server it also answers ``POST /tokenize`` (one token per word) and, when
 ``n_ctx`` is set, ``GET /props`` (``default_generation_settings.n_ctx``).
