@@ -82,7 +82,7 @@ def replies(upstream: Upstream, round_s: float) -> Callable[[Recorded], Reply | 
 def main() -> None:
     port, round_s = int(sys.argv[1]), float(sys.argv[2])
     upstream = Upstream()
-    upstream.reply_for = replies(upstream, round_s)
+    upstream.behaviour = replies(upstream, round_s)
     uvicorn.run(upstream.app, host=HOST, port=port, http=StampedProtocol, log_level="warning",
                 access_log=False, lifespan="off")
 

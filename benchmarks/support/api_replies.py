@@ -37,13 +37,16 @@ def _event(data: dict[str, Any]) -> bytes:
 @dataclass
 class Responses:
     """A Responses API answer: an output message with ``text`` (None: no message), then
-    one ``function_call`` item per ``calls`` entry ``{"call_id", "name", "arguments"}``.
-    ``usage`` defaults to input_tokens = request bytes // 4, output_tokens = 5.
-    ``status``: ``completed``, or ``incomplete`` (cut by ``max_output_tokens``: the
-    stream ends with ``response.incomplete``)."""
+    ``items`` (whole output items, e.g. a ``tool_search_call``), then one
+    ``function_call`` item per ``calls`` entry ``{"call_id", "name", "arguments"}`` (further
+    keys, e.g. ``namespace``, are copied into the item). ``usage`` defaults to
+    input_tokens = request bytes // 4, output_tokens = 5. ``status``: ``completed``, or
+    ``incomplete`` (cut by ``max_output_tokens``: the stream ends with
+    ``response.incomplete``)."""
 
     text: str | None = "ok"
     calls: list[dict[str, str]] | None = None
+    items: list[dict[str, Any]] | None = None
     usage: dict[str, Any] | None = None
     status: str = "completed"
     model: str = DEFAULT_MODEL
@@ -70,10 +73,10 @@ class Responses:
             part = {"type": "output_text", "text": self.text, "annotations": [], "logprobs": []}
             output.append({"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message",
                            "status": "completed", "role": "assistant", "content": [part]})
+        output += self.items or []
         for call in self.calls or []:
             output.append({"id": f"fc_{uuid.uuid4().hex[:12]}", "type": "function_call",
-                           "status": "completed", "call_id": call["call_id"],
-                           "name": call["name"], "arguments": call["arguments"]})
+                           "status": "completed", **call})
         return output
 
     def _response(
@@ -109,7 +112,7 @@ class Responses:
                                "logprobs": []})
                 events.append({"type": "response.content_part.done", **ref,
                                "part": item["content"][0]})
-            else:
+            elif item["type"] == "function_call":
                 events.append({"type": "response.output_item.added", **at,
                                "item": {**item, "status": "in_progress", "arguments": ""}})
                 ref = {"item_id": item["id"], **at}
@@ -117,6 +120,8 @@ class Responses:
                             "delta": piece} for piece in _split(item["arguments"], 3)]
                 events.append({"type": "response.function_call_arguments.done", **ref,
                                "name": item["name"], "arguments": item["arguments"]})
+            else:
+                events.append({"type": "response.output_item.added", **at, "item": item})
             events.append({"type": "response.output_item.done", **at, "item": item})
         events.append({"type": f"response.{self.status}", "response": done})
         return [_event({**event, "sequence_number": n}) for n, event in enumerate(events)]
@@ -124,7 +129,8 @@ class Responses:
 
 @dataclass
 class Message:
-    """An Anthropic Messages answer: a text block with ``text`` (None: none), then one
+    """An Anthropic Messages answer: a text block with ``text`` (None: none), then
+    ``blocks`` (whole content blocks, e.g. ``server_tool_use`` and its result), then one
     ``tool_use`` block per ``calls`` entry ``{"id", "name", "input"}`` (an ``input`` given
     as text is streamed as those ``partial_json`` bytes, as a model that wrote broken JSON;
     a plain answer carries it as the text). ``stop_reason`` defaults to ``tool_use`` with
@@ -133,6 +139,7 @@ class Message:
 
     text: str | None = "ok"
     calls: list[dict[str, Any]] | None = None
+    blocks: list[dict[str, Any]] | None = None
     stop_reason: str | None = None
     usage: dict[str, Any] | None = None
     model: str = DEFAULT_MODEL
@@ -143,6 +150,7 @@ class Message:
         content: list[dict[str, Any]] = []
         if self.text is not None:
             content.append({"type": "text", "text": self.text})
+        content += self.blocks or []
         content += [{"type": "tool_use", **call} for call in self.calls or []]
         stop = self.stop_reason or ("tool_use" if self.calls else "end_turn")
         usage = self.usage or {"input_tokens": size // 4, "output_tokens": 5,
@@ -163,12 +171,15 @@ class Message:
                 events += [{"type": "content_block_delta", "index": index,
                             "delta": {"type": "text_delta", "text": piece}}
                            for piece in _split(block["text"], 3)]
-            else:
+            elif block["type"] in ("tool_use", "server_tool_use"):
                 events.append({"type": "content_block_start", "index": index,
                                "content_block": {**block, "input": {}}})
                 events += [{"type": "content_block_delta", "index": index,
                             "delta": {"type": "input_json_delta", "partial_json": piece}}
                            for piece in _split(_input_text(block["input"]), 3)]
+            else:
+                events.append({"type": "content_block_start", "index": index,
+                               "content_block": block})
             events.append({"type": "content_block_stop", "index": index})
         events.append({"type": "message_delta",
                        "delta": {"stop_reason": stop, "stop_sequence": None},

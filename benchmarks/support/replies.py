@@ -45,6 +45,8 @@ class SSE:
     the items instead of ending the chunked body. ``end_pause_s``: seconds between the last
     item and the body's end, which then reach the client apart (llama-server writes
     ``[DONE]`` and the chunked body's terminating chunk in two writes).
+    ``comment_pause_s``: seconds waited before each SSE comment item (``:`` …), to play a
+    slow prefill with its keep-alives.
     """
 
     events: list[bytes]
@@ -52,6 +54,7 @@ class SSE:
     gate: threading.Event | None = None
     gate_after: int = 0
     end_pause_s: float = 0.0
+    comment_pause_s: float = 0.0
 
 
 @dataclass

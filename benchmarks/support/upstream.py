@@ -2,9 +2,9 @@
 
 Serve ``Upstream().app`` with :func:`benchmarks.support.servers.serve_in_thread`. Every request is
 recorded (raw bytes and headers) before its reply is produced; replies come from a FIFO
-script per path suffix, else from built-in defaults. Each record notes whether the client
-went away before the reply completed (``cancelled``) or the reply was fully sent
-(``completed``).
+script per path suffix, else from a ``behaviour`` when one is set, else from built-in
+defaults. Each record notes whether the client went away before the reply completed
+(``cancelled``) or the reply was fully sent (``completed``).
 
 Like llama-server it also answers ``POST /tokenize`` (one token per word) and, when
 ``n_ctx`` is set, ``GET /props`` (``default_generation_settings.n_ctx``).
@@ -87,9 +87,9 @@ class Upstream:
         #: Served as llama-server's ``GET /props`` context when set; None: 404, as from a
         #: server without ``/props``.
         self.n_ctx: int | None = None
-        #: The reply to a request no script is queued for (None from it, or unset: the
-        #: built-in defaults). Called in the server's thread.
-        self.reply_for: Callable[[Recorded], Reply | None] | None = None
+        #: Answers what no script answers when set (e.g. ``benchmarks.support.agent_behaviour``);
+        #: its None falls through to the built-in replies.
+        self.behaviour: Callable[[Recorded], Reply | None] | None = None
 
     @property
     def app(self) -> Starlette:
@@ -165,12 +165,13 @@ class Upstream:
             for suffix, queue in self._scripts.items():
                 if queue and record.path.endswith(suffix):
                     return queue.popleft()
+        if self.behaviour is not None and (reply := self.behaviour(record)) is not None:
+            return reply
         if record.method == "GET" and record.path == "/props" and self.n_ctx is not None:
             # llama-server's shape: the context of one slot (tools/server/README.md).
             settings = {"n_ctx": self.n_ctx, "params": {}}
             return Raw(200, {"default_generation_settings": settings, "total_slots": 1})
-        reply = self.reply_for(record) if self.reply_for is not None else None
-        return reply if reply is not None else builtin_reply(record)
+        return builtin_reply(record)
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, bool]:
@@ -262,6 +263,8 @@ async def _send_sse(reply: SSE, send: Send) -> None:
     for index, event in enumerate(reply.events):
         if index == reply.gate_after:
             await _wait_gate(reply.gate)
+        if reply.comment_pause_s and event.startswith(b":"):
+            await asyncio.sleep(reply.comment_pause_s)
         await send({"type": "http.response.body", "body": event, "more_body": True})
     if reply.gate_after >= len(reply.events):
         await _wait_gate(reply.gate)

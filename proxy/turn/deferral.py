@@ -22,14 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from selection.catalog import Catalog, fingerprint
 from selection.client_deferral import client_deferral, found_by_search
 from selection.query import content_text
-
-if TYPE_CHECKING:
-    from proxy.turn.planner import PlanInput
 
 #: Roles whose texts are the request's instructions (where a deferred-tool menu is).
 _SYSTEM_ROLES = ("system", "developer")
@@ -61,19 +58,21 @@ def system_texts(messages: Sequence[Any]) -> list[str]:
     ]
 
 
-def read_deferral(request: PlanInput, catalog: Catalog) -> Deferral:
-    """How ``request`` defers its tools (see the module docstring); ``catalog``: what the
-    turn selects from (its native tools and any text block)."""
-    plain = (
-        client_deferral(request.native, system_texts(request.messages))
-        if request.native is not None else None
-    )
-    found = request.found
+def read_deferral(
+    catalog: Catalog, native: Catalog | None, messages: Sequence[Any], *,
+    found: tuple[str, ...], emulated_search: bool, client_runs_search: bool,
+) -> Deferral:
+    """How a request defers its tools (see the module docstring), from what its API's
+    adapter read (:class:`proxy.turn.planner.PlanInput`): ``catalog``, what the turn
+    selects from (its ``native`` tools and any text block); ``messages``, the
+    conversation in Chat Completions shape; ``found``, what the history's searches found;
+    ``emulated_search``, it brings a search tool the proxy emulates;
+    ``client_runs_search``, a search tool the client runs."""
+    plain = client_deferral(native, system_texts(messages)) if native is not None else None
     if plain is not None:
-        found = tuple(dict.fromkeys([
-            *found, *found_by_search(request.messages, plain.search, catalog)]))
-    client_searches = request.client_runs_search or plain is not None
-    active = bool(catalog.deferred) or request.search is not None or client_searches
+        found = tuple(dict.fromkeys([*found, *found_by_search(messages, plain.search, catalog)]))
+    client_searches = client_runs_search or plain is not None
+    active = bool(catalog.deferred) or emulated_search or client_searches
     if not active:
         return Deferral(False, False, None, found, catalog.fingerprint)
     found_set = set(found)

@@ -92,10 +92,8 @@ class PlanInput:
     expectation is priced without chunk reuse).
     ``search``: the client's own search tool, which the proxy emulates (the upstream is
     offered a function for it instead of ``load_tools`` / ``search_tools``); None: none.
-    ``client_runs_search``: the client runs a search tool of its own (OpenAI's
-    ``tool_search`` with ``execution: "client"``; Anthropic deferred tools without a
-    search tool): its tools are its CORE and toolprune offers no meta-tool
-    (:mod:`proxy.turn.deferral`, which also recognises a plain search function).
+    ``client_runs_search``: the client runs a search tool of its own: no toolprune
+    meta-tool, its tools are its CORE (:mod:`proxy.turn.deferral`).
     ``found``: tools earlier searches found, read from the conversation (Anthropic
     ``tool_reference`` blocks, OpenAI ``tool_search_output`` items): kept loaded.
     ``reshaped``: the adapter writes the request for a plain server in another shape than
@@ -166,7 +164,11 @@ class Planner:
             raise NothingToPrune()
         catalog = selection_catalog(native, text)
         path = "both" if native is not None and text is not None else "native" if native else "text"
-        deferral = read_deferral(request, catalog)
+        deferral = read_deferral(
+            catalog, native, messages, found=request.found,
+            emulated_search=request.search is not None,
+            client_runs_search=request.client_runs_search,
+        )
         if len(catalog) <= self.policy.min_catalog_tools and not deferral.active:
             raise SmallCatalog(len(catalog), path, "tools")
         # /props first: whether the upstream is llama-server decides what it caches.

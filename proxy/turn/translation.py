@@ -62,7 +62,10 @@ def whole_turn(request: PlanInput, headers: Headers, decision: str, *, shared: b
     meta = search_meta_tools(search, native) if search and request.choice.offer_meta else None
     conversation = request_conversation(
         headers, request.body, request.messages, request.conversation,
-        read_deferral(request, native).identity, shared=shared,
+        read_deferral(
+            native, native, request.messages, found=request.found,
+            emulated_search=search is not None, client_runs_search=request.client_runs_search,
+        ).identity, shared=shared,
     )
     turn = Turn(
         request.body, native, native, None, conversation, selection, None, [], meta,

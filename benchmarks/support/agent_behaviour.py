@@ -1,0 +1,267 @@
+"""A scripted model that acts like an agent, for the scripted upstream
+(``Upstream.behaviour``): it calls the tool a task needs, or searches for it, then answers.
+
+:class:`AgentBehaviour` reads each request on ``/chat/completions``, ``/messages`` and
+``/responses`` and answers in that API's shape, streamed when the request streams:
+
+1. The needed tool's result is in the history: answer with text quoting it.
+2. The request offers no tool (a title, a summary, a side request): a short answer.
+3. The request offers the needed tool, under whatever name the client gives it
+   (``list_pull_requests``, ``mcp__github__list_pull_requests``,
+   ``github_list_pull_requests``, a member of a Responses ``namespace`` …): call it with
+   arguments that fit its schema.
+4. Else it offers a search or loading tool (toolprune's ``load_tools``/``search_tools``,
+   Claude Code's ``ToolSearch``, Qwen Code's ``tool_search``, a Responses
+   ``{"type": "tool_search"}``, Anthropic's server search tools) and fewer than
+   ``Task.max_searches`` searches were made: call it. The query is ``select:<name>`` where
+   the tool's description offers that form and the request names the tool, the exact
+   name where the request names it, else the task's keywords (``load_tools`` gets the
+   name from its enum). An Anthropic server search is answered in the same message,
+   as Anthropic's API does: ``server_tool_use``, its ``tool_search_tool_result`` with a
+   ``tool_reference``, then the call.
+5. Else: an answer saying no tool fits (what a model says when the tool is out of reach).
+
+Shapes: OpenAI's Chat Completions and Responses API references (``function_call``,
+``namespace``, ``tool_search_call``), Anthropic's Messages API reference (``tool_use``,
+``tool_result``, ``server_tool_use``, ``tool_search_tool_result``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.support.agent_requests import (
+    CHAT_PATH,
+    MESSAGES_PATH,
+    RESPONSES_PATH,
+    Offered,
+    View,
+    bare_name,
+    is_search,
+    read_request,
+)
+from benchmarks.support.api_replies import Message, Responses
+from benchmarks.support.upstream import SSE, Chat, Recorded, Reply, chat_events
+
+NO_TOOL_ANSWER = "I have no tool to list pull requests."
+SIDE_ANSWER = "Open pull requests in octo/widgets"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the scripted agent must do: call ``tool`` (matched as a name suffix) with
+    ``arguments`` (those its schema has), finding it by ``keywords`` when it is not offered."""
+
+    tool: str = "list_pull_requests"
+    arguments: dict[str, Any] = field(
+        default_factory=lambda: {"owner": "octo", "repo": "widgets", "state": "open"})
+    keywords: str = "list pull requests"
+    answer_prefix: str = "The open pull requests in octo/widgets:"
+    max_searches: int = 2
+
+
+KEEP_ALIVE = b": keep-alive\n\n"
+
+
+class SlowPrefill:
+    """Wraps a behaviour: every streamed answer to a request that offers tools starts
+    after ``delay_s`` seconds, with an SSE keep-alive comment every ``interval_s`` meanwhile
+    (what llama-server sends during a long prefill); the response head goes at once."""
+
+    def __init__(self, inner: AgentBehaviour, delay_s: float, interval_s: float = 1.0) -> None:
+        self.inner, self.delay_s, self.interval_s = inner, delay_s, interval_s
+
+    def __call__(self, record: Recorded) -> Reply | None:
+        reply = self.inner(record)
+        try:
+            request = json.loads(record.body)
+        except ValueError:
+            return reply
+        if reply is None or not isinstance(request, dict) or request.get("stream") is not True \
+                or not request.get("tools"):
+            return reply
+        if isinstance(reply, Chat):
+            events = chat_events(reply, request)
+        elif isinstance(reply, (Responses, Message)):
+            rendered = reply.render(request, len(record.body))
+            if not isinstance(rendered, list):
+                return reply
+            events = rendered
+        else:
+            return reply
+        comments = [KEEP_ALIVE] * math.ceil(self.delay_s / self.interval_s)
+        return SSE(comments + events, comment_pause_s=self.interval_s)
+
+
+class AgentBehaviour:
+    """``Upstream.behaviour`` for a :class:`Task` (see the module docstring)."""
+
+    def __init__(self, task: Task | None = None) -> None:
+        self.task = task or Task()
+
+    def __call__(self, record: Recorded) -> Reply | None:
+        if record.method != "POST":
+            return None
+        try:
+            body = json.loads(record.body)
+        except ValueError:
+            return None
+        view = read_request(record.path, body)
+        if view is None:
+            return None
+        render = next(render for suffix, render in _RENDERERS if record.path.endswith(suffix))
+        return render(self._act(view), view)
+
+    def _act(self, view: View) -> Action:
+        task = self.task
+        found = [text for name, text in view.results if _is_tool(name, task.tool)]
+        if found:
+            return Action(text=f"{task.answer_prefix}\n{found[-1]}")
+        if not view.tools:
+            return Action(text=SIDE_ANSWER)
+        needed = [tool for tool in view.tools if tool.kind == "function"
+                  and _is_tool(tool.name, task.tool)]
+        if needed:
+            return Action(call=needed[0], arguments=_fit(needed[0].schema, task.arguments, ""))
+        searches = [tool for tool in view.tools if is_search(tool)]
+        if searches and view.searches < task.max_searches:
+            search = _preferred(searches)
+            action = Action(call=search, arguments=self._search_arguments(search, view))
+            if search.kind == "server_search":  # the server runs it and the model goes on
+                action.found = next((tool for tool in view.deferred
+                                     if _is_tool(tool.name, task.tool)), None)
+                if action.found is not None:
+                    action.found_arguments = _fit(action.found.schema, task.arguments, "")
+            return action
+        return Action(text=NO_TOOL_ANSWER)
+
+    def _search_arguments(self, search: Offered, view: View) -> dict[str, Any]:
+        names = _full_names(view.text, self.task.tool)
+        if names and "select:" in search.description:
+            query = f"select:{names[0]}"
+        elif names:
+            query = names[0]
+        else:
+            query = self.task.keywords
+        return _fit(search.schema, {"query": query}, query, enum_pick=self.task.tool)
+
+
+@dataclass
+class Action:
+    """Answer with ``text``, or call ``call`` with ``arguments``; after a server search,
+    the deferred tool it ``found`` is called with ``found_arguments``."""
+
+    text: str | None = None
+    call: Offered | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    found: Offered | None = None
+    found_arguments: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_tool(name: str, tool: str) -> bool:
+    return name == tool or name.endswith(tool) and not name[: -len(tool)][-1:].isalnum()
+
+
+def _preferred(searches: list[Offered]) -> Offered:
+    """The client's own search first (it knows the client's deferred tools), then the
+    proxy's meta-tools, in the order offered."""
+    own = [tool for tool in searches if bare_name(tool.name) not in ("loadtools", "searchtools")
+           and not bare_name(tool.name).startswith("toolprune")]
+    return (own or searches)[0]
+
+
+def _full_names(text: str, tool: str) -> list[str]:
+    """Names in ``text`` that end with ``tool`` (``mcp__github__list_pull_requests`` …),
+    longest first."""
+    found = set(re.findall(r"[A-Za-z0-9_.\-]*" + re.escape(tool) + r"\b", text))
+    return sorted((name for name in found if _is_tool(name, tool)), key=len, reverse=True)
+
+
+def _fit(schema: dict[str, Any], values: dict[str, Any], text: str,
+         enum_pick: str | None = None) -> dict[str, Any]:
+    """Arguments for ``schema``: each property named in ``values`` gets its value; a
+    required property without one gets a value of its type (``text`` for strings, the
+    enum member ending with ``enum_pick`` for enum arrays)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict):
+        return dict(values)
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    arguments: dict[str, Any] = {}
+    for name, spec in properties.items():
+        spec = spec if isinstance(spec, dict) else {}
+        if name in values:
+            arguments[name] = values[name]
+        elif spec.get("type") == "array" and enum_pick is not None:
+            members = spec.get("items", {}).get("enum", []) if isinstance(spec.get("items"), dict) else []
+            picked = [m for m in members if isinstance(m, str) and _is_tool(m, enum_pick)]
+            if picked or name in required:
+                arguments[name] = picked[:1] or [enum_pick]
+        elif name in required:
+            arguments[name] = {"string": text, "number": 5, "integer": 5, "boolean": False,
+                               "array": [], "object": {}}.get(spec.get("type"), text)
+    return arguments
+
+
+def _call_id(prefix: str) -> str:
+    return f"{prefix}{uuid.uuid4().hex[:16]}"
+
+
+def _render_chat(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Chat(content=action.text, model=model)
+    call = {"id": _call_id("call_"), "name": action.call.name,
+            "arguments": json.dumps(action.arguments)}
+    return Chat(content=None, tool_calls=[call], model=model)
+
+
+def _render_messages(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Message(text=action.text, model=model)
+    if action.call.kind == "server_search":
+        return _server_search(action, model)
+    call = {"id": _call_id("toolu_"), "name": action.call.name, "input": action.arguments}
+    return Message(text=None, calls=[call], model=model)
+
+
+def _server_search(action: Action, model: str) -> Message:
+    """Anthropic's server search, run by this "server" within the answer: the search,
+    what it found, then the call of the found tool (a plain answer if none)."""
+    assert action.call is not None
+    search_id = _call_id("srvtoolu_")
+    found = [] if action.found is None else [{"type": "tool_reference",
+                                              "tool_name": action.found.name}]
+    blocks = [
+        {"type": "server_tool_use", "id": search_id, "name": action.call.name,
+         "input": action.arguments},
+        {"type": "tool_search_tool_result", "tool_use_id": search_id,
+         "content": {"type": "tool_search_tool_search_result", "tool_references": found}},
+    ]
+    if action.found is None:
+        return Message(text=NO_TOOL_ANSWER, model=model, blocks=blocks)
+    call = {"id": _call_id("toolu_"), "name": action.found.name, "input": action.found_arguments}
+    return Message(text=None, model=model, blocks=blocks, calls=[call])
+
+
+def _render_responses(action: Action, view: View) -> Reply:
+    model = view.model or "test-model"
+    if action.call is None:
+        return Responses(text=action.text, model=model)
+    if action.call.kind == "client_search":
+        item = {"id": _call_id("tsc_"), "type": "tool_search_call", "call_id": _call_id("call_"),
+                "execution": "client", "status": "completed", "arguments": action.arguments}
+        return Responses(text=None, items=[item], model=model)
+    call: dict[str, Any] = {"call_id": _call_id("call_"), "name": action.call.name,
+                            "arguments": json.dumps(action.arguments)}
+    if action.call.namespace is not None:
+        call["namespace"] = action.call.namespace
+    return Responses(text=None, calls=[call], model=model)
+
+
+_RENDERERS = ((CHAT_PATH, _render_chat), (MESSAGES_PATH, _render_messages), (RESPONSES_PATH, _render_responses))

@@ -1,0 +1,232 @@
+"""Model requests of the three APIs read the way an agent reads them: the tools offered
+(functions, Responses ``namespace`` members, Responses ``tool_search``, Anthropic server
+search tools; deferred ones apart, and those a client search found in the history added),
+the tool results in the history with the name of the call each answers, the searches made,
+and every string of the request. Used by the scripted agent behaviour
+(:mod:`benchmarks.support.agent_behaviour`) and by the tests that look at what reached the
+upstream.
+
+Shapes: OpenAI's Chat Completions and Responses API references (``function_call``,
+``namespace``, ``tool_search_call``/``tool_search_output``), Anthropic's Messages API
+reference (``tool_use``, ``tool_result``, ``tool_reference``, ``server_tool_use``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+#: Names of search or loading tools, compared without ``_``, ``-`` and case; a prefixed
+#: copy (``toolprune_search_tools``) counts too.
+SEARCH_NAMES = ("loadtools", "searchtools", "toolsearch")
+ANTHROPIC_SERVER_SEARCH = re.compile(r"^tool_search_tool_(regex|bm25)")
+
+
+@dataclass
+class Offered:
+    """A tool the request offers: ``kind`` is ``function``, ``client_search`` (Responses
+    ``tool_search``) or ``server_search`` (an Anthropic server search tool)."""
+
+    kind: str
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    namespace: str | None = None
+
+
+@dataclass
+class View:
+    """What the behaviour reads from one request."""
+
+    tools: list[Offered]
+    #: Tools sent with ``defer_loading: true`` (found through a server search).
+    deferred: list[Offered]
+    #: (called tool name, result text) for every tool result in the history.
+    results: list[tuple[str, str]]
+    searches: int
+    #: Every string of the request, to find the tool's full name in menus and prompts.
+    text: str
+    model: str
+
+CHAT_PATH = "/chat/completions"
+MESSAGES_PATH = "/messages"
+RESPONSES_PATH = "/responses"
+
+
+def bare_name(name: str) -> str:
+    return re.sub(r"[_\-]", "", name).lower()
+
+
+def is_search(tool: Offered) -> bool:
+    """Whether ``tool`` is a search or loading tool (see :data:`SEARCH_NAMES`)."""
+    return tool.kind != "function" or any(bare_name(tool.name).endswith(n) for n in SEARCH_NAMES)
+
+
+def read_request(path: str, body: Any) -> View | None:
+    """What the behaviour reads from a model request to ``path`` (None: not one of the
+    three APIs, or not a JSON object)."""
+    if not isinstance(body, dict):
+        return None
+    for suffix, read in ((CHAT_PATH, _read_chat), (MESSAGES_PATH, _read_messages),
+                         (RESPONSES_PATH, _read_responses)):
+        if path.endswith(suffix):
+            return read(body)
+    return None
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _result_text(content: Any) -> str:
+    """A tool result's text: strings joined; JSON text decoded first (Codex wraps MCP
+    results as a JSON array of content blocks)."""
+    if isinstance(content, str):
+        try:
+            decoded = json.loads(content)
+        except ValueError:
+            return content
+        if isinstance(decoded, (dict, list)):
+            return _result_text(decoded)
+        return content
+    if isinstance(content, dict):
+        if isinstance(content.get("text"), str):
+            return content["text"]
+        return "\n".join(_result_text(v) for v in content.values() if isinstance(v, (dict, list, str)))
+    if isinstance(content, list):
+        return "\n".join(text for item in content if (text := _result_text(item)))
+    return ""
+
+
+def _function(name: Any, schema: Any, description: Any = "", namespace: str | None = None) -> Offered | None:
+    if not isinstance(name, str):
+        return None
+    return Offered("function", name, schema if isinstance(schema, dict) else {},
+                   description if isinstance(description, str) else "", namespace)
+
+
+def _read_chat(body: dict[str, Any]) -> View:
+    tools = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and (offered := _function(
+                function.get("name"), function.get("parameters"), function.get("description"))):
+            tools.append(offered)
+    names: dict[str, str] = {}
+    results = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict):
+            continue
+        for call in message.get("tool_calls") or []:
+            if isinstance(call, dict) and isinstance(call.get("function"), dict):
+                names[str(call.get("id"))] = str(call["function"].get("name"))
+        if message.get("role") == "tool":
+            name = names.get(str(message.get("tool_call_id")), "")
+            results.append((name, _result_text(message.get("content"))))
+    return View(tools, [], results, _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _count_searches(called: Any) -> int:
+    return sum(1 for name in called if is_search(Offered("function", name, {})))
+
+
+def _read_messages(body: dict[str, Any]) -> View:
+    tools: list[Offered] = []
+    deferred: list[Offered] = []
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if ANTHROPIC_SERVER_SEARCH.match(str(tool.get("type", ""))):
+            tools.append(Offered("server_search", str(tool.get("name")), {}))
+        elif offered := _function(tool.get("name"), tool.get("input_schema"),
+                                  tool.get("description")):
+            (deferred if tool.get("defer_loading") is True else tools).append(offered)
+    names: dict[str, str] = {}
+    results = []
+    searches = 0
+    referenced: set[str] = set()
+    for message in body.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "tool_use":
+                names[str(block.get("id"))] = str(block.get("name"))
+            elif block.get("type") == "server_tool_use":
+                searches += 1
+            elif block.get("type") == "tool_result":
+                name = names.get(str(block.get("tool_use_id")), "")
+                results.append((name, _result_text(block.get("content"))))
+                referenced.update(_references(block.get("content")))
+    # A deferred tool named by a tool_reference in the history is callable (Anthropic's
+    # tool search: "tool_reference" blocks expand to the tool's definition).
+    tools += [tool for tool in deferred if tool.name in referenced]
+    return View(tools, deferred, results, searches + _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _references(content: Any) -> set[str]:
+    blocks = content if isinstance(content, list) else []
+    return {str(block.get("tool_name")) for block in blocks
+            if isinstance(block, dict) and block.get("type") == "tool_reference"}
+
+
+def _read_responses(body: dict[str, Any]) -> View:
+    tools, deferred = _responses_tools(body.get("tools"))
+    names: dict[str, str] = {}
+    results = []
+    searches = 0
+    items = body.get("input") if isinstance(body.get("input"), list) else []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind in ("function_call", "custom_tool_call"):
+            names[str(item.get("call_id"))] = str(item.get("name"))
+        elif kind == "tool_search_call":
+            searches += 1
+        elif kind == "tool_search_output":
+            # What a client search found is callable from the next request on.
+            found, found_deferred = _responses_tools(item.get("tools"))
+            tools += found + found_deferred
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            name = names.get(str(item.get("call_id")), "")
+            results.append((name, _result_text(item.get("output"))))
+    return View(tools, deferred, results, searches + _count_searches(names.values()),
+                "\n".join(_strings(body)), str(body.get("model", "")))
+
+
+def _responses_tools(declared: Any) -> tuple[list[Offered], list[Offered]]:
+    """Responses ``tools`` (functions, namespace members, ``tool_search``): those offered
+    and those deferred (``defer_loading: true``)."""
+    tools: list[Offered] = []
+    deferred: list[Offered] = []
+    for tool in declared if isinstance(declared, list) else []:
+        if not isinstance(tool, dict):
+            continue
+        kind = tool.get("type")
+        if kind == "function":
+            if offered := _function(tool.get("name"), tool.get("parameters"), tool.get("description")):
+                (deferred if tool.get("defer_loading") is True else tools).append(offered)
+        elif kind == "namespace":
+            for member in tool.get("tools") or []:
+                if isinstance(member, dict) and (offered := _function(
+                        member.get("name"), member.get("parameters"), member.get("description"),
+                        str(tool.get("name")))):
+                    (deferred if member.get("defer_loading") is True else tools).append(offered)
+        elif kind == "tool_search":
+            tools.append(Offered("client_search", "tool_search", tool.get("parameters") or {},
+                                 str(tool.get("description", ""))))
+    return tools, deferred

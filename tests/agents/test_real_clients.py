@@ -1,0 +1,106 @@
+"""The real coding-agent CLIs (Claude Code, Codex, Qwen Code, opencode, at the versions
+``deploy/agent_clis.py`` pins) run headless against the scripted agent upstream, directly
+(the control: it proves the harness) and through a cold ``toolprune serve``.
+
+Each CLI gets the 117-tool GitHub MCP server over stdio and the prompt "List the open pull
+requests in octo/widgets"; the upstream calls the tool the prompt needs, or the search it
+is offered, then answers quoting the tool's result. A session passes when the CLI exits 0,
+the MCP server got the ``list_pull_requests`` call, and the CLI's final answer carries the
+tool's result. Through the proxy, the requests that a client's own tool search grows keep
+their conversation, and no request offers two discovery tools.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.support.agent_behaviour import SlowPrefill
+from benchmarks.support.agent_requests import is_search, read_request
+from benchmarks.support.agent_clients import MODES
+from benchmarks.support.agent_sessions import Session
+from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
+from tests.agents.conftest import SessionFactory
+
+ALL_MODES = list(MODES)
+#: Modes whose client defers its MCP tools behind its own search function.
+CLIENT_SEARCH_MODES = ["claude-toolsearch", "codex-toolsearch", "qwen-default"]
+#: Qwen Code's request timeout in the slow-prefill test, and the upstream's prefill there.
+QWEN_TIMEOUT_MS = 3000
+SLOW_PREFILL_S = 6.0
+
+
+def assert_task_done(session: Session) -> None:
+    run = session.run
+    assert run.returncode == 0 and not run.timed_out, session.describe()
+    calls = run.called("list_pull_requests")
+    assert calls, f"the MCP server got no list_pull_requests call\n{session.describe()}"
+    assert {"owner": "octo", "repo": "widgets"}.items() <= calls[0]["arguments"].items()
+    assert run.answer is not None and PULL_REQUESTS_MARKER in run.answer, session.describe()
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_the_cli_does_the_task_directly_against_the_scripted_upstream(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    assert_task_done(agent_sessions(mode, via_proxy=False))
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_the_cli_does_the_task_through_a_cold_proxy(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    session = agent_sessions(mode, via_proxy=True)
+    assert session.decisions, f"the proxy made no decision\n{session.describe()}"
+    assert_task_done(session)
+
+
+def discovery_tools(path: str, body: Any) -> list[str]:
+    view = read_request(path, body)
+    return [] if view is None else [tool.name for tool in view.tools if is_search(tool)]
+
+
+@pytest.mark.parametrize("mode", CLIENT_SEARCH_MODES)
+def test_a_client_with_its_own_search_gets_no_second_discovery_tool(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    session = agent_sessions(mode, via_proxy=True)
+    for record in session.upstream_requests:
+        if record.method == "POST" and record.body:
+            offered = discovery_tools(record.path, record.json())
+            assert len(offered) <= 1, f"{offered} in one request\n{session.describe()}"
+
+
+@pytest.mark.parametrize("mode", CLIENT_SEARCH_MODES)
+def test_the_conversation_survives_the_client_search_adding_tools(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    session = agent_sessions(mode, via_proxy=True)
+    main = [exchange for exchange in session.client_exchanges
+            if exchange.request.method == "POST" and exchange.request.body
+            and discovery_tools(exchange.request.path, exchange.request.json())]
+    assert len(main) >= 2, f"the client's search never ran\n{session.describe()}"
+    decisions = [session.decision_of(exchange) for exchange in main]
+    keys = [(d or {}).get("conversation") for d in decisions]
+    turns = [(d or {}).get("turn") for d in decisions]
+    assert None not in keys and len(set(keys)) == 1, (
+        f"conversation keys {keys}, turns {turns}\n{session.describe()}")
+    assert turns == sorted(turns) and turns[0] < turns[-1], f"turns {turns}"
+
+
+@pytest.mark.parametrize("via_proxy", [False, True], ids=["direct", "toolprune"])
+def test_qwen_code_waits_through_a_slow_prefill_with_keep_alives(
+    agent_sessions: SessionFactory, via_proxy: bool
+) -> None:
+    """The upstream takes longer than Qwen Code's request timeout to start its answer but
+    sends SSE keep-alive comments meanwhile (as llama-server does during a long prefill):
+    the client must see them and not give up and resend."""
+    session = agent_sessions(
+        "qwen-default", via_proxy=via_proxy, label="slow-prefill",
+        upstream_behaviour=lambda behaviour: SlowPrefill(behaviour, SLOW_PREFILL_S),
+        client_env={"QWEN_CODE_API_TIMEOUT_MS": str(QWEN_TIMEOUT_MS)})
+    bodies = [record.body for record in session.client_requests if record.method == "POST"]
+    assert len(bodies) == len(set(bodies)), (
+        f"the client resent a request ({len(bodies) - len(set(bodies))} times)\n{session.describe()}")
+    assert_task_done(session)
