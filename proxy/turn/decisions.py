@@ -18,7 +18,8 @@ as sent unless its tools need translating for a plain server (the client's defer
 search tool, Responses namespaces): then its handler's ``translate`` gives a
 translate-only turn (:mod:`proxy.turn.translation`), served like a planned one under that
 decision. A dry run plans without saving (:meth:`proxy.turn.planner.Planner.plan`,
-``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough`` always forward the client's bytes.
+``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough``
+always forward the client's bytes.
 
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded

@@ -81,11 +81,6 @@ class OutputReader(Protocol):
         usage: dict[str, Any] | None, client_id: str | None = None,
     ) -> dict[str, Any]: ...
 
-    def client_response(
-        self, turn: Turn, response: dict[str, Any], output: list[Any],
-        usage: dict[str, Any] | None, client_id: str | None = None,
-    ) -> dict[str, Any]: ...
-
 
 @dataclass
 class _Item:
