@@ -74,10 +74,11 @@ class Hang:
 
 @dataclass
 class Slow:
-    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``."""
+    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``
+    (None: the built-in answer to the request, such as ``/embeddings``' vectors)."""
 
     delay_gate: threading.Event
-    then: Reply
+    then: Reply | None = None
 
 
 Reply = Chat | Raw | SSE | Hang | Slow | Responses | AnthropicMessage
@@ -265,7 +266,7 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
             await asyncio.get_running_loop().create_future()
         case Slow():
             await _wait_gate(reply.delay_gate)
-            await _play(reply.then, record, send)
+            await _play(reply.then or _builtin_reply(record), record, send)
 
 
 async def _wait_gate(gate: threading.Event | None) -> None:
