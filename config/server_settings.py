@@ -34,6 +34,15 @@ class ServerSettings(BaseSettings):
         "stream chunk). No total timeout applies: prefill of a long prompt on a CPU can take "
         "minutes.",
     )
+    sse_keepalive_s: float = Field(
+        15.0,
+        ge=0,
+        description="A streaming client the proxy acts for gets an SSE comment (`: keep-alive`) "
+        "whenever it has received nothing for this long: while the request is planned, during "
+        "a hidden tool-loading round, and while the upstream prefills. Well under the 120 s "
+        "some clients wait before they give up and resend (Qwen Code); 0: never. The "
+        "upstream's own comments are relayed either way.",
+    )
     connect_retries: int = Field(
         2, ge=0, description="Retries of a failed connect (never of a sent request)."
     )

@@ -64,10 +64,11 @@ class Hang:
 
 @dataclass
 class Slow:
-    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``."""
+    """Waits for ``delay_gate`` (or a client disconnect, which cancels), then plays ``then``
+    (None: the built-in answer to the request, such as ``/embeddings``' vectors)."""
 
     delay_gate: threading.Event
-    then: Reply
+    then: Reply | None = None
 
 
 @dataclass

@@ -229,7 +229,7 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
             await asyncio.get_running_loop().create_future()
         case Slow():
             await _wait_gate(reply.delay_gate)
-            await _play(reply.then, record, send)
+            await _play(reply.then or builtin_reply(record), record, send)
         case Delayed():
             await asyncio.sleep(reply.seconds)
             await _play(reply.then, record, send)

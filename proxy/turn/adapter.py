@@ -5,7 +5,7 @@ loop (:mod:`proxy.turn.rounds`).
 Three parts, one per lifetime:
 
 * :class:`Api` (one per API, for the app's life): decode a request body and read it
-  (:meth:`Api.read`).
+  (:meth:`Api.read`); write an error as the API's SSE error event.
 * :class:`ApiRequest` (one per request): what the API read of it (:attr:`ApiRequest.input`,
   the planner's input, and whatever else the API needs to write it back), the body of
   each upstream round, the meta exchange appended to it, and the client's view.
@@ -226,6 +226,11 @@ class Api(Protocol):
         """What the proxy needs of ``body``. Raises NothingToPrune (no tools to prune),
         CatalogError, UnreadableRequest (forward the original bytes), InvalidToolRequest
         (answered 400)."""
+
+    def stream_error(self, status: int, body: bytes) -> bytes:
+        """An error answer (``status``, its JSON ``body``: the proxy's own error or the
+        upstream's) as the API's SSE error event, for a stream the keep-alives started
+        (:mod:`proxy.http.keepalive`)."""
 
 
 def json_object(raw: bytes) -> dict[str, Any] | None:

@@ -18,7 +18,15 @@ as sent unless its tools need translating for a plain server (the client's defer
 search tool, Responses namespaces): then its handler's ``translate`` gives a
 translate-only turn (:mod:`proxy.turn.translation`), served like a planned one under that
 decision. A dry run plans without saving (:meth:`proxy.turn.planner.Planner.plan`,
-``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough`` always forward the client's bytes.
+``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough``
+always forward the client's bytes.
+
+A streaming request (``"stream": true``) is kept alive once its body is read
+(:mod:`proxy.http.keepalive`, ``sse_keepalive_s``): while it is planned and served, the
+client gets an SSE comment whenever it has waited that long in silence, and a response the
+keep-alives started carries every later outcome on that stream (an error as the API's
+error event). Forwarding the client's bytes as they came (passthrough, a request not
+pruned nor translated) stops them, unless they already started the response.
 
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded
@@ -42,6 +50,7 @@ from proxy.turn.turn import Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
 from proxy.http.headers import (
     TOOLS_HEADER,
@@ -65,9 +74,10 @@ BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
 #: Plans a turn from the body, the request headers, the ``X-Tool-Pruning-Top-K`` value and
 #: whether to save it (False: a dry run, which changes no state).
 TurnPlanner = Callable[[dict[str, Any], Headers, int | None, bool], Awaitable[Turn]]
-#: Serves a planned turn: ``(turn, body, extra response headers, started)``, ``started``
-#: the request's ``time.perf_counter()`` at arrival.
-TurnServer = Callable[[Turn, dict[str, Any], Headers, float], Awaitable[None]]
+#: Serves a planned turn: ``(turn, body, extra response headers, started, send)``,
+#: ``started`` the request's ``time.perf_counter()`` at arrival, ``send`` the response's
+#: (kept alive while the client streams: :class:`~proxy.http.keepalive.KeepAliveSend`).
+TurnServer = Callable[[Turn, dict[str, Any], Headers, float, Send], Awaitable[None]]
 #: The translate-only turn of a request that is not pruned (body, request headers, the
 #: decision), or None: its bytes are forwarded as sent.
 TurnTranslator = Callable[[dict[str, Any], Headers, str], Awaitable[Turn | None]]
@@ -163,8 +173,12 @@ class DecisionFlow:
         forwarder: Forwarder,
         metrics: Metrics,
         usage: UsageRecorder | None = None,
+        stream_error: ErrorEvent | None = None,
     ) -> None:
         self.api = api
+        #: The API's SSE error event: with it, a streaming request is kept alive
+        #: (``sse_keepalive_s``; :mod:`proxy.http.keepalive`).
+        self.stream_error = stream_error
         self.settings = settings
         self.forwarder = forwarder
         self.metrics = metrics
@@ -199,9 +213,29 @@ class DecisionFlow:
             return
         try:
             body = await read_body(request.body)
-            planned = None if body is None else await self._plan(
-                plan, body, request, top_k, save=mode != "dry-run"
-            )
+        except RecursionError:
+            await self.reject_too_deep(request, send)
+            return
+        if body is None:
+            self.count(Decision.PASSTHROUGH, log=request.log)
+            await self.forwarder.forward(request, send)
+            return
+        interval_s = self.settings.sse_keepalive_s
+        if body.get("stream") is not True or self.stream_error is None or interval_s <= 0:
+            await self._act(request, send, body, mode, top_k, started, plan, serve, translate)
+            return
+        keepalive = KeepAliveSend(send, interval_s, self.stream_error)
+        async with keepalive.running():
+            await self._act(request, keepalive, body, mode, top_k, started, plan, serve, translate)
+
+    async def _act(
+        self, request: ClientRequest, send: Send, body: dict[str, Any], mode: str,
+        top_k: int | None, started: float, plan: TurnPlanner, serve: TurnServer,
+        translate: TurnTranslator,
+    ) -> None:
+        """:meth:`run` once the body is decoded: plan, then serve or forward."""
+        try:
+            planned = await self._plan(plan, body, request, top_k, save=mode != "dry-run")
         except RecursionError:
             await self.reject_too_deep(request, send)
             return
@@ -209,13 +243,9 @@ class DecisionFlow:
             self.count(Decision.REJECTED, log=request.log)
             await send_error(send, InvalidTools(invalid.message))
             return
-        if body is None:
-            self.count(Decision.PASSTHROUGH, log=request.log)
-            await self.forwarder.forward(request, send)
-            return
         if not isinstance(planned, Turn):  # counted by _plan
             if planned is Decision.PASSTHROUGH:
-                await self.forwarder.forward(request, send)
+                await self.forwarder.forward(request, await unchanged(send))
             else:
                 await self.forward_whole(
                     planned, request, send, body, translate, serve, [], started
@@ -242,7 +272,7 @@ class DecisionFlow:
             self.metrics.tools_forwarded.observe(len(turn.selection.tools))
             self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
             try:
-                await serve(turn, body, report, started)
+                await serve(turn, body, report, started, send)
             except RecursionError:  # writing the rewritten body, before any byte was sent
                 if getattr(send, "started", True):
                     raise
@@ -281,12 +311,12 @@ class DecisionFlow:
             whole = None
         if whole is not None:
             try:
-                await serve(whole, body, report, started)
+                await serve(whole, body, report, started, send)
                 return whole
             except RecursionError:  # writing the translated body, before any byte was sent
                 if getattr(send, "started", True):
                     raise
-        await self.forwarder.forward(request, send, extra_response_headers=report)
+        await self.forwarder.forward(request, await unchanged(send), extra_response_headers=report)
         return None
 
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:

@@ -1,8 +1,11 @@
 """The client's view of a typed event stream (Responses, Messages): one client stream over
 all the upstream rounds, each API's relay deciding event by event what the client sees.
 
-The client's response starts (status 200, the first round's headers) when the first
-round answers with an event stream. Each upstream event goes through the API's
+The client's response starts (status 200, the first round's headers as an event stream)
+with the first byte it gets. A round answered with one JSON body (a server that does not
+stream, or an upstream asked for it by a client that streams) is turned into the API's
+events (:meth:`EventStreamView.answer_events`) and relayed as such. Each upstream event
+goes through the API's
 :meth:`EventStreamView.on_event` (hidden meta-call items dropped, indexes renumbered, the
 round's terminal events held back); the upstream's comments (keep-alives) are relayed as
 they come. After the last round the API's terminal events describe what the client saw.
@@ -13,6 +16,7 @@ with ``upstream_invalid_response``.
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from typing import Any
 
@@ -24,25 +28,32 @@ from proxy.turn.adapter import ClientOut, ClientView, Reply
 from proxy.turn.turn import Turn, json_bytes
 
 
+#: The content type of an event stream.
+EVENT_STREAM = (b"content-type", b"text/event-stream")
+
+
 def typed_event(data: dict[str, Any]) -> bytes:
     """One SSE event named by its payload's ``type`` (both APIs name events so; the
     Anthropic SDKs dispatch on the ``event:`` field)."""
     return b"event: " + str(data.get("type")).encode() + b"\ndata: " + json_bytes(data) + b"\n\n"
 
 
-def streams_first_answer(first: UpstreamResponse) -> bool:
-    """How a typed API (Responses, Messages) serves a turn: in the shape of its first
-    round's answer — an event stream streamed, any other answer plain — whatever the
-    request's ``stream`` (some servers answer one with the other)."""
-    return first.status_code == 200 and is_event_stream(first)
+def serves_a_stream(first: UpstreamResponse, stream: bool) -> bool:
+    """Whether a typed API (Responses, Messages) serves a turn as a stream: the client
+    asked for one (a JSON answer is made one), or the first round's answer is one (some
+    servers answer a plain request so)."""
+    return stream or (first.status_code == 200 and is_event_stream(first))
 
 
-def client_headers(response: UpstreamResponse, report: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+def client_headers(
+    response: UpstreamResponse, report: list[tuple[bytes, bytes]], *, events: bool = False
+) -> list[tuple[bytes, bytes]]:
     """The client's response headers: the upstream's (but its length and encoding: the
-    proxy rewrites the body, uncompressed), then the proxy's ``report``."""
-    kept = [(n, v) for n, v in response_headers(response)
-            if n not in (b"content-length", b"content-encoding")]
-    return [*kept, *report]
+    proxy rewrites the body, uncompressed; with ``events``, its content type: the client
+    gets an event stream), then the proxy's ``report``."""
+    dropped = (b"content-length", b"content-encoding", *((b"content-type",) if events else ()))
+    kept = [(n, v) for n, v in response_headers(response) if n not in dropped]
+    return [*kept, *((EVENT_STREAM,) if events else ()), *report]
 
 
 class EventStreamView(ClientView):
@@ -56,6 +67,7 @@ class EventStreamView(ClientView):
         self.first_token = False
         #: The upstream's ``error`` event of this round (its payload), or None.
         self.error: dict[str, Any] | None = None
+        self._headers: list[tuple[bytes, bytes]] = [EVENT_STREAM, *out.headers]
 
     @property
     def started(self) -> bool:
@@ -71,8 +83,13 @@ class EventStreamView(ClientView):
         self.error = None
         self.begin_round()
         if not self._started:
-            await start_response(self.out.send, 200, client_headers(response, self.out.headers))
+            self._headers = client_headers(response, self.out.headers, events=True)
+
+    async def _open(self) -> None:
+        """Start the client's stream (on its first byte)."""
+        if not self._started:
             self._started = True
+            await start_response(self.out.send, 200, self._headers)
 
     async def comment(self, raw: bytes) -> None:
         await self._send([raw])
@@ -88,9 +105,23 @@ class EventStreamView(ClientView):
         return True
 
     async def body(self, raw: bytes) -> bool:
-        raise UpstreamResponseInvalid(
-            "upstream answered a re-issued request with a body that is not an event stream"
-        )
+        """A JSON answer relayed as the API's events; one that is not the API's answer is
+        relayed as it is before the stream started, else ends it as invalid."""
+        try:
+            data = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+            data = None
+        events = self.answer_events(data) if isinstance(data, dict) else None
+        if events is None:
+            if not self._started:
+                return False
+            raise UpstreamResponseInvalid(
+                "upstream answered a re-issued request with a body that is not its API's answer"
+            )
+        for payload in events:
+            if not await self.event(payload.get("type"), payload):
+                break
+        return True
 
     async def end_round(self) -> Reply:
         if self.problem is not None:
@@ -107,6 +138,7 @@ class EventStreamView(ClientView):
 
     async def finish(self, reply: Reply, only_meta: bool) -> None:
         events = b"".join(typed_event(payload) for payload in self.finish_events(reply))
+        await self._open()
         await send_body(self.out.send, events + (b"data: [DONE]\n\n" if self.done_marker else b""),
                         more=False)
 
@@ -117,6 +149,7 @@ class EventStreamView(ClientView):
             await send_error(self.out.send, error, headers=self.out.headers)
 
     async def fail_upstream(self, error: Any) -> None:
+        await self._open()
         await send_body(self.out.send, typed_event(self.next_event(error)), more=False)
 
     def error_event(self, error: ProxyError) -> bytes:
@@ -130,6 +163,8 @@ class EventStreamView(ClientView):
         return payload
 
     async def _send(self, payloads: list[bytes]) -> None:
+        if payloads:
+            await self._open()
         for payload in payloads:
             await send_body(self.out.send, payload)
         if self.first_token:
@@ -153,6 +188,11 @@ class EventStreamView(ClientView):
         shows of the calls the proxy ran for it (the client's own search tool). None by
         default: meta-calls are hidden."""
         return []
+
+    @abstractmethod
+    def answer_events(self, answer: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The events a stream of the API carries for ``answer``, one whole JSON answer
+        (None: it is not the API's answer)."""
 
     @abstractmethod
     def note_events(self, text: str) -> list[dict[str, Any]]:

@@ -54,6 +54,7 @@ class TurnHandler:
         self.shared_state = settings.state_shared_across_credentials
         self.decisions = DecisionFlow(
             api=api.api, settings=settings, forwarder=forwarder, metrics=metrics, usage=usage,
+            stream_error=api.stream_error,
         )
         self.services = TurnServices(
             api=api.api,
@@ -78,7 +79,9 @@ class TurnHandler:
                 return None
             return whole_turn(read.input, headers, decision, shared=self.shared_state)
 
-        async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
+        async def serve(
+            turn: Turn, body: dict[str, Any], report: Headers, started: float, send: Send
+        ) -> None:
             assert read is not None
             if turn.native is None:  # text path: the answer is not rewritten
                 rewritten = read.upstream_body(turn, False)

@@ -33,7 +33,6 @@ the round in flight is closed, none is started after it.
 from __future__ import annotations
 
 import json
-import time
 
 from proxy.http.asgi import send_complete, send_error
 from proxy.http.errors import ProxyError, UpstreamResponseInvalid
@@ -114,8 +113,8 @@ class _TurnServer:
             return False
         if reply.meta and reply.ending is Ending.UNFINISHED:
             await view.fail(UpstreamResponseInvalid(
-                "the upstream's answer ended without a finish_reason; the tool-loading call "
-                "in it was not run"
+                "the upstream's answer ended without saying how (no finish reason, stop "
+                "reason or terminal event); the tool-loading call in it was not run"
             ))
             return False
         if reply.meta and reply.ending is Ending.COMPLETE:

@@ -13,6 +13,7 @@ events).
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -90,7 +91,8 @@ class Api:
     path = ""
     suffix = ""
 
-    def body(self, stream: bool) -> dict[str, Any]:
+    def body(self, stream: bool, ask: str = ASK) -> dict[str, Any]:
+        """The request: ``ask`` as the user's words, the catalogue in the API's shape."""
         raise NotImplementedError
 
     def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Any:
@@ -127,8 +129,8 @@ class Api:
         return [r for r in upstream.requests[since:] if r.path.endswith(self.suffix)]
 
     def post(self, proxy: str, stream: bool, headers: dict[str, str] | None = None,
-             **body: Any) -> Answer:
-        response = httpx.post(proxy + self.path, json={**self.body(stream), **body},
+             ask: str = ASK, **body: Any) -> Answer:
+        response = httpx.post(proxy + self.path, json={**self.body(stream, ask), **body},
                               headers=headers or {}, timeout=300)
         return self.read(response, stream)
 
@@ -136,8 +138,8 @@ class Api:
 class ChatApi(Api):
     name, path, suffix = "chat", "/v1/chat/completions", "/chat/completions"
 
-    def body(self, stream: bool) -> dict[str, Any]:
-        return {"model": "m", "messages": [{"role": "user", "content": ASK}], "tools": CHAT_TOOLS,
+    def body(self, stream: bool, ask: str = ASK) -> dict[str, Any]:
+        return {"model": "m", "messages": [{"role": "user", "content": ask}], "tools": CHAT_TOOLS,
                 "stream": stream}
 
     def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Chat:
@@ -183,9 +185,9 @@ class ChatApi(Api):
 class ResponsesApi(Api):
     name, path, suffix = "responses", "/v1/responses", "/responses"
 
-    def body(self, stream: bool) -> dict[str, Any]:
+    def body(self, stream: bool, ask: str = ASK) -> dict[str, Any]:
         tools = [{"type": "function", **tool["function"]} for tool in CHAT_TOOLS]
-        return {"model": "m", "input": ASK, "tools": tools, "stream": stream}
+        return {"model": "m", "input": ask, "tools": tools, "stream": stream}
 
     def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Responses:
         return Responses(text=text, status="incomplete" if cut else "completed",
@@ -232,10 +234,10 @@ class ResponsesApi(Api):
 class MessagesApi(Api):
     name, path, suffix = "messages", "/v1/messages", "/messages"
 
-    def body(self, stream: bool) -> dict[str, Any]:
+    def body(self, stream: bool, ask: str = ASK) -> dict[str, Any]:
         tools = [{"name": t["function"]["name"], "description": t["function"].get("description", ""),
                   "input_schema": t["function"]["parameters"]} for t in CHAT_TOOLS]
-        return {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": ASK}],
+        return {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": ask}],
                 "tools": tools, "stream": stream}
 
     def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Message:
@@ -310,8 +312,13 @@ class Bench:
     def script(self, *replies: Any) -> None:
         self.upstream.script(*replies, path=self.api.suffix)
 
-    def post(self, headers: dict[str, str] | None = None, **body: Any) -> Answer:
-        return self.api.post(self.proxy, self.stream, {**self.credential, **(headers or {})}, **body)
+    def post(self, headers: dict[str, str] | None = None, ask: str = ASK, **body: Any) -> Answer:
+        return self.api.post(self.proxy, self.stream, {**self.credential, **(headers or {})},
+                             ask, **body)
+
+    def reading(self, ask: str = ASK) -> Reading:
+        """The test's request sent, its answer read in a thread as it arrives."""
+        return Reading(self, ask)
 
     def sent(self) -> list[Recorded]:
         """This test's upstream requests of its API."""
@@ -319,6 +326,54 @@ class Bench:
 
     def bodies(self) -> list[dict[str, Any]]:
         return [record.json() for record in self.sent()]
+
+
+class Reading:
+    """A request whose answer is read in a thread as its bytes arrive, so a test waits on
+    what the client has received (a comment), never on a clock."""
+
+    def __init__(self, run: Bench, ask: str) -> None:
+        self.run = run
+        self.raw = b""
+        self.status = 0
+        self._done = False
+        self._changed = threading.Condition()
+        body = run.api.body(run.stream, ask)
+        self._thread = threading.Thread(target=self._read, args=(body,), daemon=True)
+        self._thread.start()
+
+    def _read(self, body: dict[str, Any]) -> None:
+        try:
+            with httpx.stream("POST", self.run.proxy + self.run.api.path, json=body,
+                              headers=self.run.credential, timeout=300) as response:
+                self.status = response.status_code
+                for chunk in response.iter_raw():
+                    with self._changed:
+                        self.raw += chunk
+                        self._changed.notify_all()
+        finally:
+            with self._changed:
+                self._done = True
+                self._changed.notify_all()
+
+    def comments(self) -> list[bytes]:
+        with self._changed:
+            return comments(self.raw)
+
+    def wait_comments(self, count: int, timeout: float = 30) -> bool:
+        """Whether the client has received at least ``count`` SSE comments (waits for them,
+        at most ``timeout`` seconds; False when the answer ended or the time ran out)."""
+        with self._changed:
+            return self._changed.wait_for(
+                lambda: len(comments(self.raw)) >= count or self._done, timeout
+            ) and len(comments(self.raw)) >= count
+
+    def answer(self, timeout: float = 120) -> Answer:
+        """What the client got, once the answer ended."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the answer did not end"
+        response = httpx.Response(self.status, content=self.raw)
+        return self.run.api.read(response, self.run.stream)
 
 
 #: The matrix: every API, plain and streamed (``name``, ``stream``), and its test ids.

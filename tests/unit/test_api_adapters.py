@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from proxy.apis.messages.adapter import (
-    MessagesApi,
     MessagesRequest,
     conversation_view as messages_view,
     read_choice,

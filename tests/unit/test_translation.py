@@ -161,7 +161,8 @@ class Ladder:
                 raise self.translated
             return self.translated
 
-        async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float) -> None:
+        async def serve(turn: Turn, body: dict[str, Any], report: Headers, started: float,
+                        send: Any) -> None:
             if turn.whole is not None:
                 turn.rounds = 1
                 turn.meta_events.append({"tool": "client_search", "loaded": []})

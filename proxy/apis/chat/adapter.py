@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.apis.chat.client import error_event
 from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
-from proxy.turn.adapter import ClientOut, Reply
+from proxy.turn.adapter import ClientOut, Reply, upstream_error_object
 from proxy.turn.planner import NothingToPrune, PlanInput
 from proxy.turn.text_plan import search_text_plan
 from proxy.turn.turn import Turn, json_bytes
@@ -159,3 +160,7 @@ class ChatApi:
     async def read(self, body: dict[str, Any]) -> ChatRequest:
         """See :func:`read_chat`."""
         return ChatRequest(await read_chat(body, self.catalogs, self.policy))
+
+    def stream_error(self, status: int, body: bytes) -> bytes:
+        """An error answer as the ``error`` event a chat stream ends with."""
+        return error_event(upstream_error_object(status, body))

@@ -56,6 +56,12 @@ def asks_usage(body: dict[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
+def error_event(error: dict[str, Any]) -> bytes:
+    """An SSE ``error`` event carrying ``error`` (an OpenAI error object), which the
+    ``openai`` SDKs raise as ``APIError``."""
+    return b"event: error\ndata: " + json_bytes({"error": error}) + b"\n\n"
+
+
 class _Client:
     def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
         self.send = send
@@ -133,9 +139,11 @@ class StreamClient(_Client):
         await send_body(self.send, self._chunk([self._with_role(c) for c in choices]))
 
     async def comment(self, raw: bytes) -> None:
-        """Relay a comment event (a keep-alive) once the response has started."""
-        if self.started:
-            await send_body(self.send, raw)
+        """Relay a comment event (an upstream's keep-alive), starting the response if it
+        has not started: an upstream prefilling a long prompt sends them before its first
+        chunk, and a client that gets no byte may give up."""
+        await self._start()
+        await send_body(self.send, raw)
 
     async def finish(
         self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
@@ -167,11 +175,9 @@ class StreamClient(_Client):
             await send_error(self.send, error, headers=self.headers)
 
     async def fail_upstream(self, error: dict[str, Any]) -> None:
-        """End the stream with the upstream's error object (an SSE ``error`` event, which
-        the ``openai`` SDKs raise as ``APIError``)."""
+        """End the stream with the upstream's error object (:func:`error_event`)."""
         await self._start()
-        event = b"event: error\ndata: " + json_bytes({"error": error}) + b"\n\n"
-        await send_body(self.send, event, more=False)
+        await send_body(self.send, error_event(error), more=False)
 
 
 class PlainClient(_Client):

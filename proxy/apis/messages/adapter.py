@@ -37,12 +37,12 @@ from proxy.apis.messages.search import (
     read_search_tool,
     upstream_history,
 )
-from proxy.apis.messages.stream import MessagesStream, ending_of, stop_reason
+from proxy.apis.messages.stream import MessagesStream, anthropic_error, ending_of, stop_reason
 from proxy.apis.messages.tools import is_custom, keep_cache_markers, messages_tool
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
-from proxy.turn.events import streams_first_answer
+from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import NothingToPrune, PlanInput
 from proxy.turn.tools import meta_entries, parse_flat_tools
@@ -145,8 +145,8 @@ class MessagesRequest:
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
     ) -> ClientView:
-        """See :func:`proxy.turn.events.streams_first_answer`."""
-        return (MessagesStream if streams_first_answer(first) else MessagesJson)(turn, out, self)
+        """See :func:`proxy.turn.events.serves_a_stream`."""
+        return (MessagesStream if serves_a_stream(first, stream) else MessagesJson)(turn, out, self)
 
     # --- answers ----------------------------------------------------------------
     @staticmethod
@@ -246,3 +246,7 @@ class MessagesApi:
             # Deferred tools without a search tool: the client runs its own search.
             client_runs_search=search is None and bool(native.deferred),
         ))
+
+    def stream_error(self, status: int, body: bytes) -> bytes:
+        """An error answer as Anthropic's ``error`` event (:func:`anthropic_error`)."""
+        return typed_event(anthropic_error(status, body))

@@ -164,6 +164,31 @@ class MessagesStream(EventStreamView):
                 self.first_token = self.first_token or bool(pair)
         return events
 
+    def answer_events(self, answer: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """A message's events: ``message_start`` (no content yet), each block started,
+        its text or input given whole in one delta, stopped; ``message_delta`` with the
+        stop reason and usage; ``message_stop``."""
+        content = answer.get("content")
+        if not isinstance(content, list) or not all(isinstance(b, Mapping) for b in content):
+            return None
+        start = {**answer, "content": [], "stop_reason": None, "stop_sequence": None}
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+        for index, block in enumerate(content):
+            opened, delta = dict(block), None
+            if block.get("type") == "text":
+                opened["text"] = ""
+                delta = {"type": "text_delta", "text": block.get("text", "")}
+            elif "input" in block:
+                opened["input"] = {}
+                delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+            events.append({"type": "content_block_start", "index": index, "content_block": opened})
+            if delta is not None:
+                events.append({"type": "content_block_delta", "index": index, "delta": delta})
+            events.append({"type": "content_block_stop", "index": index})
+        stop = {"stop_reason": answer.get("stop_reason"), "stop_sequence": answer.get("stop_sequence")}
+        events.append({"type": "message_delta", "delta": stop, "usage": answer.get("usage") or {}})
+        return [*events, {"type": "message_stop"}]
+
     def note_events(self, text: str) -> list[dict[str, Any]]:
         block = {"type": "text", "text": text}
         self.notes.append(block)
@@ -178,14 +203,7 @@ class MessagesStream(EventStreamView):
         ]
 
     def upstream_error(self, status: int, body: bytes) -> Any:
-        """An error answer as Anthropic's ``error`` event (its own ``error`` object when
-        the upstream speaks Anthropic, else one with the upstream's message)."""
-        error = upstream_error_object(status, body)
-        if not isinstance(error.get("type"), str) or "message" not in error:
-            default = "invalid_request_error" if status < 500 else "api_error"
-            error = {"type": ANTHROPIC_ERROR_TYPES.get(status, default),
-                     "message": str(error.get("message", ""))}
-        return {"type": "error", "error": {"type": error["type"], "message": error["message"]}}
+        return anthropic_error(status, body)
 
     def finish_events(self, reply: Reply) -> list[dict[str, Any]]:
         if self.delta is None:
@@ -197,6 +215,18 @@ class MessagesStream(EventStreamView):
         if self.usage is not None:
             event["usage"] = self.usage
         return [event, {"type": "message_stop"}]
+
+
+def anthropic_error(status: int, body: bytes) -> dict[str, Any]:
+    """An error answer (``status``, ``body``) as Anthropic's ``error`` event payload: its
+    own ``error`` object when the answer speaks Anthropic, else one with its message and
+    the type Anthropic gives the status."""
+    error = upstream_error_object(status, body)
+    if not isinstance(error.get("type"), str) or "message" not in error:
+        default = "invalid_request_error" if status < 500 else "api_error"
+        error = {"type": ANTHROPIC_ERROR_TYPES.get(status, default),
+                 "message": str(error.get("message", ""))}
+    return {"type": "error", "error": {"type": error["type"], "message": error["message"]}}
 
 
 def stop_reason(reason: Any, content: Sequence[Any]) -> Any:

@@ -30,7 +30,7 @@ from typing import Any
 from proxy.apis.responses.chains import ResponseChains
 from proxy.apis.responses.history import found_in_history, upstream_history
 from proxy.apis.responses.search import client_output, is_search_call, read_search_tool
-from proxy.apis.responses.stream import ResponsesStream, ending_of, note_item
+from proxy.apis.responses.stream import ResponsesStream, ending_of, note_item, responses_error
 from proxy.apis.responses.tools import (
     TOOL_SEARCH,
     ToolLayout,
@@ -41,7 +41,7 @@ from proxy.apis.responses.tools import (
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
-from proxy.turn.events import streams_first_answer
+from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import InvalidToolRequest, NothingToPrune, PlanInput
 from proxy.turn.tools import meta_entries, parse_flat_tools
@@ -153,8 +153,8 @@ class ResponsesRequest:
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
     ) -> ClientView:
-        """See :func:`proxy.turn.events.streams_first_answer`."""
-        return (ResponsesStream if streams_first_answer(first) else ResponsesJson)(turn, out, self)
+        """See :func:`proxy.turn.events.serves_a_stream`."""
+        return (ResponsesStream if serves_a_stream(first, stream) else ResponsesJson)(turn, out, self)
 
     # --- answers ----------------------------------------------------------------
     @staticmethod
@@ -306,3 +306,7 @@ class ResponsesApi:
             reshaped=reshaped,
         )
         return ResponsesRequest(plan_input, layout, self.chains)
+
+    def stream_error(self, status: int, body: bytes) -> bytes:
+        """An error answer as the Responses ``error`` event (:func:`responses_error`)."""
+        return typed_event(responses_error(status, body))

@@ -62,6 +62,14 @@ def note_item(text: str) -> dict[str, Any]:
             "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}]}
 
 
+def responses_error(status: int, body: bytes) -> dict[str, Any]:
+    """An error answer (``status``, ``body``) as the Responses ``error`` event payload,
+    carrying its error object (see :meth:`ResponsesStream.error_event`)."""
+    error = upstream_error_object(status, body)
+    return {"type": "error", "code": error.get("code"), "message": error.get("message"),
+            "param": error.get("param"), "sequence_number": 0, "error": error}
+
+
 class OutputReader(Protocol):
     """What the relay needs of the request's adapter
     (:class:`proxy.apis.responses.adapter.ResponsesRequest`)."""
@@ -75,11 +83,6 @@ class OutputReader(Protocol):
     def client_name(self, name: str) -> str: ...
 
     def split_output(self, turn: Turn, output: list[Any]) -> Reply: ...
-
-    def client_response(
-        self, turn: Turn, response: dict[str, Any], output: list[Any],
-        usage: dict[str, Any] | None, client_id: str | None = None,
-    ) -> dict[str, Any]: ...
 
     def client_response(
         self, turn: Turn, response: dict[str, Any], output: list[Any],
@@ -174,6 +177,23 @@ class ResponsesStream(EventStreamView):
         searches = [item for item in reply.items if is_search_call(self.turn, item)]
         return self._added(self.adapter.client_output(self.turn, searches))
 
+    def answer_events(self, answer: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """A response's events: ``response.created`` (no output yet), each output item
+        added, its text or arguments given whole in one delta, done; the terminal event
+        its status names. Each carries a ``sequence_number`` (renumbered as relayed)."""
+        output = answer.get("output")
+        if not isinstance(output, list) or not all(isinstance(i, Mapping) for i in output):
+            return None
+        events: list[dict[str, Any]] = [
+            {"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}}
+        ]
+        for index, item in enumerate(output):
+            events += _item_events(index, item)
+        status = answer.get("status")
+        terminal = f"response.{status}" if f"response.{status}" in TERMINAL else "response.completed"
+        events.append({"type": terminal, "response": answer})
+        return [{**event, "sequence_number": 0} for event in events]
+
     def note_events(self, text: str) -> list[dict[str, Any]]:
         return self._added([note_item(text)])
 
@@ -187,11 +207,7 @@ class ResponsesStream(EventStreamView):
                 for event in events]
 
     def upstream_error(self, status: int, body: bytes) -> Any:
-        """An error answer as the Responses ``error`` event, carrying the upstream's error
-        object (see :meth:`error_event`)."""
-        error = upstream_error_object(status, body)
-        return {"type": "error", "code": error.get("code"), "message": error.get("message"),
-                "param": error.get("param"), "sequence_number": 0, "error": error}
+        return responses_error(status, body)
 
     def next_event(self, payload: dict[str, Any]) -> dict[str, Any]:
         return self._numbered(payload)
@@ -271,6 +287,32 @@ class ResponsesStream(EventStreamView):
             self.turn, dict(self.terminal["response"]), self.output, self.usage, self.client_id
         )
         return [self._numbered({**self.terminal, "response": response})]
+
+
+def _item_events(index: int, item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The events that stream one whole output item at ``index``: a message's text parts
+    and a call's arguments in one delta each."""
+    at, kind = {"output_index": index}, item.get("type")
+    ref = {**at, "item_id": item.get("id")}
+    events: list[dict[str, Any]] = []
+    if kind == "message" and isinstance(item.get("content"), list):
+        events.append({"type": "response.output_item.added", **at, "item": {**item, "content": []}})
+        for part_index, part in enumerate(item["content"]):
+            text = part.get("text", "") if isinstance(part, Mapping) else ""
+            part_at = {**ref, "content_index": part_index}
+            events.append({"type": "response.content_part.added", **part_at, "part": {**part, "text": ""}})
+            if text:
+                events.append({"type": "response.output_text.delta", **part_at, "delta": text})
+                events.append({"type": "response.output_text.done", **part_at, "text": text})
+            events.append({"type": "response.content_part.done", **part_at, "part": part})
+    elif kind == "function_call":
+        arguments = item.get("arguments") or ""
+        events.append({"type": "response.output_item.added", **at, "item": {**item, "arguments": ""}})
+        events.append({"type": "response.function_call_arguments.delta", **ref, "delta": arguments})
+        events.append({"type": "response.function_call_arguments.done", **ref, "arguments": arguments})
+    else:
+        events.append({"type": "response.output_item.added", **at, "item": item})
+    return [*events, {"type": "response.output_item.done", **at, "item": item}]
 
 
 def _names_an_item(data: Mapping[str, Any]) -> bool:
