@@ -219,11 +219,12 @@ class Planner:
             self.settings.query_parts,
         )
         scores = named = boost = query_vector = None
-        lexical_only = False
+        lexical_only = partial_index = False
         if parts and preload:  # the whole query, then its parts: one embedding call
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
+            partial_index = scored.partial
             boost, query_vector = scored.boost, scored.query_vector
         pinned = [*([choice.pinned] if choice.pinned else []), *called_tools(messages),
                   *text_called_tools(messages, set(catalog.names))]
@@ -289,6 +290,7 @@ class Planner:
         turn.cache_reuse = reuse
         turn.search, turn.deferral, turn.preload = request.search, deferral, preload
         turn.boost, turn.query_vector = boost, query_vector
+        turn.partial_index = partial_index
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:
