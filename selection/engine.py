@@ -133,8 +133,13 @@ class SelectionEngine:
         """Embed every text of ``build`` (descriptions first, see
         :mod:`selection.tool_vectors`), then cache its index."""
         started = time.perf_counter()
-        descriptions = build.descriptions.tolist()
-        details = build.detail_texts
+        try:
+            await self.vectors.known(build.texts, build.record)
+        finally:
+            build.looked_up.set()
+        missing = set(build.missing())
+        descriptions = [i for i in build.descriptions.tolist() if i in missing]
+        details = [i for i in build.detail_texts if i in missing]
 
         async def embed(indices: list[int], priority: int) -> None:
             def record(i: int, vector: np.ndarray) -> None:
@@ -142,9 +147,8 @@ class SelectionEngine:
 
             await self.vectors.get([build.texts[i] for i in indices], priority, record)
 
-        tasks = [asyncio.create_task(embed(descriptions, DESCRIPTION))]
-        if details:
-            tasks.append(asyncio.create_task(embed(details, DETAIL)))
+        tasks = [asyncio.create_task(embed(texts, priority))
+                 for texts, priority in ((descriptions, DESCRIPTION), (details, DETAIL)) if texts]
         try:
             await asyncio.gather(*tasks)
         finally:
@@ -296,14 +300,18 @@ class SelectionEngine:
         vectors = None
         try:
             async with asyncio.timeout(self.index_timeout_s):
+                await build.looked_up.wait()  # what is known already is never embedded again
+                whole = True
                 if lexical is not None and self.cold_start_tools > 0:
                     coverage = self.name_index(catalog).coverage(parts[0])
                     ranked = await asyncio.shield(lexical)  # shared: a timeout here must not end it
                     tools = first_tools(ranked.scores(parts[0]), coverage,
                                         self.cold_start_tools)
-                    texts = [build.texts[i] for i in urgent_texts(build, tools, self.cold_start_tools)]
-                    urgent = asyncio.ensure_future(self.vectors.get(texts, URGENT))
-                waits = [build.task] if urgent is None else [build.task, urgent]
+                    texts, whole = urgent_texts(build, tools, self.cold_start_tools)
+                    urgent = asyncio.ensure_future(
+                        self.vectors.get([build.texts[i] for i in texts], URGENT)
+                    )
+                waits = [build.task] if whole else [build.task, urgent]
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 vectors = await query
         except TimeoutError:

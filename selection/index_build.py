@@ -36,6 +36,8 @@ class IndexBuild:
     descriptions: np.ndarray  # int64 (n_tools,): each tool's description text
     n_tools: int
     task: asyncio.Task[tuple[ToolIndex, float]] | None = None
+    #: Set once the vectors already known (in memory, on disk) are recorded.
+    looked_up: asyncio.Event = field(default_factory=asyncio.Event)
     _vectors: np.ndarray | None = None  # float32 (n_texts, d) once the first is known
     _have: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
@@ -93,11 +95,12 @@ def first_tools(lexical: np.ndarray, names: np.ndarray, count: int) -> list[int]
     return [int(position) for position in order[:count]]
 
 
-def urgent_texts(build: IndexBuild, tools: Sequence[int], count: int) -> list[int]:
-    """Texts a request waits for: every text still missing when there are at most
-    ``count`` (its catalogue is then fully indexed when they are), else the missing
-    descriptions of ``tools`` (in that order)."""
+def urgent_texts(build: IndexBuild, tools: Sequence[int], count: int) -> tuple[list[int], bool]:
+    """Texts a request has embedded first, and whether they are all that is missing (the
+    request then waits for the whole index): every text still missing when there are at
+    most ``count``, else the missing descriptions of ``tools`` (in that order)."""
     missing = build.missing()
     if len(missing) <= count:
-        return missing
-    return [int(build.descriptions[t]) for t in tools if not build._have[build.descriptions[t]]]
+        return missing, True
+    texts = [int(build.descriptions[t]) for t in tools if not build._have[build.descriptions[t]]]
+    return texts, False

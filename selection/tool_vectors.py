@@ -118,6 +118,24 @@ class ToolVectors:
         """The text's vector when it is in memory."""
         return self._memory.get(self.key(text))
 
+    async def known(self, texts: Sequence[str], progress: Progress) -> None:
+        """Call ``progress(i, vector)`` for each text whose vector is in memory or in the
+        store (those read from the store are kept in memory); embed nothing."""
+        keys = [self.key(text) for text in texts]
+        missing: list[bytes] = []
+        for position, key in enumerate(keys):
+            if (vector := self._memory.get(key)) is not None:
+                progress(position, vector)
+            else:
+                missing.append(key)
+        if not missing or not self._store_usable:
+            return
+        stored = await self._read_store(missing)
+        for position, key in enumerate(keys):
+            if (vector := stored.get(key)) is not None:
+                self._memory.put(key, vector)
+                progress(position, vector)
+
     async def get(
         self, texts: Sequence[str], priority: int = URGENT, progress: Progress | None = None
     ) -> np.ndarray:
