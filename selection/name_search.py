@@ -27,8 +27,8 @@ CLOSE_RATIO = 90.0
 #: What separates a namespace from a tool's own name.
 _NAMESPACE = re.compile(r"__|[./:]")
 #: A word of a query that is written like an identifier (``get_me``, ``searchCode``,
-#: ``mcp__github__get_me``, ``browser.click``).
-_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+|[a-z0-9]+(?:[A-Z][a-z0-9]*)+")
+#: ``TaskList``, ``mcp__github__get_me``, ``browser.click``).
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+|[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
 _FORMS: LRUCache[str, dict[str, list[str]]] = LRUCache(32)
 
 

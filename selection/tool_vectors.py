@@ -153,10 +153,11 @@ class ToolVectors:
         missing = {key: text for key, text, vector in zip(keys, texts, vectors, strict=True)
                    if vector is None}
         if missing and self._store_usable:
-            for key, vector in (await self._read_store(list(missing))).items():
+            stored = await self._read_store(list(missing))
+            for key, vector in stored.items():
                 self._memory.put(key, vector)
                 del missing[key]
-            vectors = [self._memory.get(key) if vector is None else vector
+            vectors = [stored.get(key) if vector is None else vector
                        for key, vector in zip(keys, vectors, strict=True)]
         if progress is not None:
             for position, vector in enumerate(vectors):

@@ -24,7 +24,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import blake3
@@ -50,12 +51,24 @@ LOOKUP_CHUNK = 500
 #: Largest deviation from unit L2 norm a stored vector may have.
 NORM_TOLERANCE = 1e-3
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS vectors (
-    key BLOB PRIMARY KEY, vector BLOB NOT NULL, used INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used);
-"""
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS vectors ("
+    " key BLOB PRIMARY KEY, vector BLOB NOT NULL, used INTEGER NOT NULL) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS vectors_used ON vectors (used)",
+)
+
+
+@contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taken at its start (``BEGIN IMMEDIATE``: another worker's
+    waits for it, up to the busy timeout), committed or rolled back."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
 
 
 def vector_key(embedder_id: str, text: str) -> bytes:
@@ -111,7 +124,7 @@ class SqliteVectorStore:
                         if (vector := _unit_vector(blob)) is not None:
                             found[bytes(key)] = vector
                 if found:
-                    with connection:
+                    with _transaction(connection):
                         connection.executemany(
                             "UPDATE vectors SET used = ? WHERE key = ?",
                             [(int(self._clock()), key) for key in found],
@@ -131,7 +144,7 @@ class SqliteVectorStore:
         with self._lock:
             connection = self._open()
             try:
-                with connection:
+                with _transaction(connection):
                     connection.executemany(
                         "INSERT OR REPLACE INTO vectors (key, vector, used) VALUES (?, ?, ?)", rows
                     )
@@ -158,7 +171,7 @@ class SqliteVectorStore:
         keep = int(self.max_bytes * PRUNE_TO) // row_bytes
         if self._rows * row_bytes <= self.max_bytes:
             return
-        with connection:
+        with _transaction(connection):
             connection.execute(
                 "DELETE FROM vectors WHERE key IN "
                 "(SELECT key FROM vectors ORDER BY used LIMIT ?)", (self._rows - keep,)
@@ -191,15 +204,17 @@ class SqliteVectorStore:
         )
         try:
             connection.execute("PRAGMA journal_mode=WAL")
-            application = connection.execute("PRAGMA application_id").fetchone()[0]
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
-            tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
-            if (application, version) != (APPLICATION_ID, SCHEMA_VERSION):
-                if application != 0 or version != 0 or tables:  # not a new empty file
-                    raise _ForeignFile(f"application_id {application}, user_version {version}")
-                connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
-                connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            connection.executescript(_SCHEMA)
+            with _transaction(connection):  # one worker at a time makes a new file the store
+                application = connection.execute("PRAGMA application_id").fetchone()[0]
+                version = connection.execute("PRAGMA user_version").fetchone()[0]
+                tables = connection.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+                if (application, version) != (APPLICATION_ID, SCHEMA_VERSION):
+                    if application != 0 or version != 0 or tables:  # not a new empty file
+                        raise _ForeignFile(f"application_id {application}, user_version {version}")
+                    connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
+                    connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+                for statement in _SCHEMA:
+                    connection.execute(statement)
             (self._rows,) = connection.execute("SELECT count(*) FROM vectors").fetchone()
         except BaseException:
             connection.close()

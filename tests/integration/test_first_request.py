@@ -7,19 +7,16 @@ answer is what is checked."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
 
-from benchmarks.support.api_replies import Message
 from benchmarks.support.client_catalogs import (
     EXPECTED,
     PROMPT,
     claude_code_message,
     claude_code_tools,
 )
-from benchmarks.support.upstream import Hang
 from tests.conftest import ProxyFactory, RunningUpstream
 
 MESSAGES = "/v1/messages"
@@ -64,53 +61,6 @@ def test_a_request_that_waits_for_its_shortlist_is_ranked_by_it_while_the_rest_i
     names = tool_names(upstream_requests(upstream)[-1])
     assert names[0] == EXPECTED or EXPECTED in names[:3], names
     assert not [name for name in names if name.startswith("Task")], names
-
-
-def stalled_embedder(upstream: RunningUpstream, start_proxy: ProxyFactory, **settings: Any) -> str:
-    """A proxy whose embedder is the upstream's ``/embeddings``, whose first calls never
-    answer: nothing of the catalogue is embedded (the index is being built)."""
-    upstream.upstream.script(Hang(), Hang(), Hang(), path="/embeddings")
-    return start_proxy(embedder="upstream", embedder_model="e", index_timeout_s=0.05, **settings)
-
-
-def search_round(upstream: RunningUpstream, proxy: str, query: str) -> tuple[list[str], list[str], dict]:
-    """The tools of the round before and after a scripted ``search_tools(query)``, and the
-    search's answer."""
-    call = {"id": "toolu_s1", "name": "search_tools", "input": {"query": query}}
-    upstream.upstream.script(Message(text=None, calls=[call]), Message(text="done"), path=MESSAGES)
-    send(proxy)
-    before, after = upstream_requests(upstream)[-2:]
-    result = after["messages"][-1]["content"][0]
-    assert result["type"] == "tool_result" and result["tool_use_id"] == "toolu_s1"
-    return tool_names(before), tool_names(after), json.loads(result["content"])
-
-
-def test_search_by_a_tool_name_finds_it_while_the_catalogue_is_indexed(
-    upstream: RunningUpstream, start_proxy: ProxyFactory
-) -> None:
-    proxy = stalled_embedder(upstream, start_proxy)
-    before, after, answer = search_round(upstream, proxy, "mcp__github__get_me")
-    assert "search_tools" in before and "mcp__github__get_me" not in before
-    assert answer["found"][0]["name"] == "mcp__github__get_me"
-    assert "mcp__github__get_me" in after
-
-
-def test_search_by_a_name_close_to_a_tools_finds_it(
-    upstream: RunningUpstream, start_proxy: ProxyFactory
-) -> None:
-    proxy = stalled_embedder(upstream, start_proxy)
-    _, after, answer = search_round(upstream, proxy, "github get_commits")  # a plural too many
-    assert answer["found"][0]["name"] == "mcp__github__get_commit"
-    assert "mcp__github__get_commit" in after
-
-
-def test_a_search_that_finds_nothing_loads_nothing(
-    upstream: RunningUpstream, start_proxy: ProxyFactory
-) -> None:
-    proxy = stalled_embedder(upstream, start_proxy)
-    before, after, answer = search_round(upstream, proxy, "zqxv wobbleflux")
-    assert answer["found"] == [] and answer["loaded"] == []
-    assert after == before
 
 
 def embedded_texts(upstream: RunningUpstream) -> list[str]:
