@@ -315,7 +315,8 @@ class SelectionEngine:
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 vectors = await query
         except TimeoutError:
-            pass
+            if query.done() and not query.cancelled() and query.exception() is None:
+                vectors = query.result()  # embedded in time, though the texts were not all
         finally:  # what this request no longer waits for ends with it (texts stay queued)
             left = {task for task in (query, urgent) if task is not None and not task.done()}
             for task in left:

@@ -104,6 +104,7 @@ class ToolVectors:
         self._heap: list[tuple[int, int, _Entry]] = []
         self._order = itertools.count()
         self._workers: set[asyncio.Task[None]] = set()
+        self._writes: set[asyncio.Future[None]] = set()
         self._max_workers = max(1, workers)
         self._chunk_chars = chunk_chars
         self._store_failures = 0
@@ -254,18 +255,20 @@ class ToolVectors:
                         if not waiter.future.done():
                             waiter.future.set_exception(error)
                 continue
+            self.embedded += len(chunk)
+            made = {entry.key: np.asarray(vector, dtype=np.float32)
+                    for entry, vector in zip(chunk, fresh, strict=True)}
+            for key, vector in made.items():
+                self._memory.put(key, vector)
+            if self._store_usable:  # on disk before delivered; kept through aclose
+                write = asyncio.ensure_future(self._write_store(made))
+                self._writes.add(write)
+                write.add_done_callback(self._writes.discard)
+                await asyncio.shield(write)
             for entry in chunk:
                 del self._embedding[entry.key]
-            self.embedded += len(chunk)
-            made: dict[bytes, np.ndarray] = {}
-            for entry, vector in zip(chunk, fresh, strict=True):
-                vector = np.asarray(vector, dtype=np.float32)
-                made[entry.key] = vector
-                self._memory.put(entry.key, vector)
                 for waiter in list(entry.waiters):
-                    waiter.deliver(entry.key, vector)
-            if self._store_usable:
-                await self._write_store(made)
+                    waiter.deliver(entry.key, made[entry.key])
 
     async def _read_store(self, keys: list[bytes]) -> dict[bytes, np.ndarray]:
         assert self.store is not None
@@ -295,9 +298,12 @@ class ToolVectors:
         logger.warning("vector_store_failed", extra={"fields": fields})
 
     async def aclose(self) -> None:
-        """Cancel the workers (the callers' waits fail) and close the store."""
+        """Cancel the workers (the callers' waits fail), let the store writes in progress
+        end, and close the store."""
         for task in list(self._workers):
             task.cancel()
+        if self._writes:
+            await asyncio.wait(self._writes)
         entries = [*self._pending.values(), *self._embedding.values()]
         for waiter in {w for entry in entries for w in entry.waiters}:
             if not waiter.future.done():

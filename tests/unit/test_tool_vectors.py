@@ -135,10 +135,9 @@ async def test_an_unexpected_failure_of_the_embedder_is_an_embedder_error() -> N
 
 
 async def test_texts_in_the_store_are_read_not_embedded(tmp_path: Path) -> None:
-    first = GatedEmbedder()
-    await ToolVectors(first, cache_size=100, store=SqliteVectorStore(tmp_path, 1 << 20)).get(  # type: ignore[arg-type]
-        ["a", "b"]
-    )
+    before = ToolVectors(GatedEmbedder(), cache_size=100, store=SqliteVectorStore(tmp_path, 1 << 20))  # type: ignore[arg-type]
+    await before.get(["a", "b"])
+    await before.aclose()  # a stop ends the writes in progress
     second = GatedEmbedder()
     restarted = ToolVectors(second, cache_size=0, store=SqliteVectorStore(tmp_path, 1 << 20))  # type: ignore[arg-type]
     out = await restarted.get(["b", "c", "a"])
