@@ -323,7 +323,7 @@ class Settings(BaseSettings):
         "embedded (BM25 alone if nothing is) and indexing goes on in the background.",
     )
     cold_start_tools: int = Field(
-        64,
+        32,
         ge=0,
         description="Tools of a catalogue being indexed whose descriptions a request has "
         "embedded first, best by BM25 and name match (all missing texts when no more are "

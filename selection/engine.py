@@ -24,7 +24,7 @@ from selection.ranking import LexicalIndex, fuse
 from selection.tool_vectors import DESCRIPTION, DETAIL, URGENT, ToolVectors, VectorStore
 
 #: Default of :attr:`SelectionEngine.cold_start_tools`.
-COLD_START_TOOLS = 64
+COLD_START_TOOLS = 32
 
 
 @dataclass(frozen=True)

@@ -53,9 +53,9 @@ def test_a_cold_proxy_forwards_the_tool_the_prompt_needs_not_the_ones_the_remind
 def test_a_request_that_waits_for_its_shortlist_is_ranked_by_it_while_the_rest_is_indexed(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
-    # A wait long enough for the prompt's shortlist (64 descriptions), never for the whole
+    # A wait long enough for the prompt's shortlist (32 descriptions), never for the whole
     # catalogue: the shortlist is embedded before the other 218 texts.
-    proxy = start_proxy(index_timeout_s=300.0, cold_start_tools=64)
+    proxy = start_proxy(index_timeout_s=300.0)
     answer = send(proxy)
     assert answer.headers[INDEX_HEADER] == "building"
     names = tool_names(upstream_requests(upstream)[-1])
