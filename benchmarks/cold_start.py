@@ -16,7 +16,7 @@ Two tables, side by side in one run:
   client wrote it: blocks such as ``<system-reminder>`` included), and as this version
   ranks a cold engine's first request — a new engine per case, nothing in memory or on
   disk — with the shipped wait (``index_timeout_s`` 1.5 s, so what this machine embeds in
-  time) and with a wait long enough for the shortlist. Sets: the GitHub tasks of
+  time) and with a wait long enough for the shortlist (:data:`WAITED_S`). Sets: the GitHub tasks of
   ``benchmarks/support/cold_cases.py`` plain (117 tools) and in Claude Code's shape (141
   tools, a reminder beside the prompt), livemcpbench_dev, toolbench_dev (sampled).
 
@@ -53,6 +53,9 @@ from selection.ranking import LexicalIndex
 from selection.vector_store import SqliteVectorStore
 
 SHARED_SETS = {"livemcpbench_dev": None, "toolbench_dev": 100}  # set → cases sampled (None: all)
+#: A wait long enough for a first request's shortlist on a loaded machine, too short for a
+#: whole catalogue at the assumed rate (so the request is ranked by its shortlist).
+WAITED_S = 10.0
 
 
 def main_batches(texts: Sequence[str], batch_size: int = 8) -> list[list[int]]:
@@ -123,7 +126,7 @@ async def index_row(name: str, case_set: CaseSet, embedder: Shared, settings: Se
     restarted = engine(embedder, settings, store=SqliteVectorStore(store, 1 << 30), **whole)
     restart_s = await timed(lambda: restarted.index_for(catalog, {}))
     await restarted.aclose()
-    first = engine(embedder, settings, index_timeout_s=300.0)
+    first = engine(embedder, settings, index_timeout_s=WAITED_S)
     parts = query_parts(case_set.cases[0].messages)
     first_s = await timed(lambda: first.score(catalog, {}, parts))
     await first.aclose()
@@ -133,7 +136,7 @@ async def index_row(name: str, case_set: CaseSet, embedder: Shared, settings: Se
         "cold: wall / CPU s": f"{cold_s[0]:.1f} / {cold_s[1]:.1f}",
         "ms a tool (main → cold, CPU)": f"{1000 * main_s[1] / len(catalog):.0f} → {1000 * cold_s[1] / len(catalog):.0f}",
         "restart, store: s": f"{restart_s[0]:.2f}",
-        "first request, shortlist: s": f"{first_s[0]:.2f}",
+        f"first request, {WAITED_S:g} s wait: s": f"{first_s[0]:.2f}",
     }
 
 
@@ -200,12 +203,12 @@ async def recall_row(case_set: CaseSet, embedder: Shared, settings: Settings, st
                      k: int) -> dict[str, Any]:
     policy = load_policy(settings)
     shipped = ColdScorer("cold_shipped", embedder, settings)
-    waited = ColdScorer("cold_waited", embedder, settings, index_timeout_s=300.0)
+    waited = ColdScorer("cold_waited", embedder, settings, index_timeout_s=WAITED_S)
     row: dict[str, Any] = {"set": case_set.name, "cases": len(case_set.cases),
                            "tools": len(case_set.cases[0].tool_names)}
     labels = {"warm": "warm", "main_cold": "main, cold (BM25)",
               "cold_shipped": f"cold, {settings.index_timeout_s:g} s wait",
-              "cold_waited": "cold, shortlist waited for"}
+              "cold_waited": f"cold, {WAITED_S:g} s wait"}
     for scorer in (WarmScorer(embedder, settings, store), MainColdScorer(case_set), shipped, waited):
         report = await evaluate(case_set, [scorer], policy, ks=(k,))
         method = report["methods"][0]

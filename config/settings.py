@@ -318,16 +318,17 @@ class Settings(BaseSettings):
     index_timeout_s: float = Field(
         1.5,
         gt=0,
-        description="How long a request on a catalogue not fully indexed yet waits for the "
-        "texts it needs (`cold_start_tools`) or the whole index; then it is ranked by what is "
-        "embedded (BM25 alone if nothing is) and indexing goes on in the background.",
+        description="How long a request on a catalogue not fully indexed yet waits: for the "
+        "whole index when it would be embedded in that time (at the measured rate), else for "
+        "the texts it needs (`cold_start_tools`); then it is ranked by what is embedded (BM25 "
+        "alone if nothing is) and indexing goes on in the background.",
     )
     cold_start_tools: int = Field(
         32,
         ge=0,
         description="Tools of a catalogue being indexed whose descriptions a request has "
         "embedded first, best by BM25 and name match (all missing texts when no more are "
-        "left). 0: no request jumps the queue; ranked by BM25 until indexed.",
+        "left). 0: no request jumps the queue; it waits for the whole index, else BM25.",
     )
     max_index_builds: int = Field(
         1, ge=1, description="Embedder calls for tool texts at once (catalogue indexes share them)."

@@ -66,9 +66,11 @@ class SelectionEngine:
     in the background, its texts through :class:`~selection.tool_vectors.ToolVectors`
     (``vectors``: in memory, up to ``vector_cache_size``; on disk in ``store``; at most
     ``max_builds`` embedder calls for tool texts at once). A request on a catalogue being
-    built waits at most ``index_timeout_s`` seconds: for the descriptions of the
-    ``cold_start_tools`` tools its words point at (or for the whole index when no more
-    texts are missing), then it is ranked by what is embedded (``Scores.partial``;
+    built waits at most ``index_timeout_s`` seconds: for the whole index when its missing
+    texts would be embedded in that time (at the measured rate,
+    :meth:`~selection.tool_vectors.ToolVectors.seconds_for`) or are no more than
+    ``cold_start_tools``, else for the descriptions of the ``cold_start_tools`` tools its
+    words point at; then it is ranked by what is embedded (``Scores.partial``;
     :mod:`selection.index_build`), or by BM25 alone when nothing is
     (``Scores.lexical_only``). Tool texts are clipped to ``max_text_chars`` characters
     before embedding. Queries go through
@@ -298,11 +300,16 @@ class SelectionEngine:
         query = asyncio.ensure_future(self.embed_parts(parts))
         urgent: asyncio.Future[np.ndarray] | None = None
         vectors = None
+        deadline = asyncio.get_running_loop().time() + self.index_timeout_s
         try:
-            async with asyncio.timeout(self.index_timeout_s):
+            async with asyncio.timeout_at(deadline):
                 await build.looked_up.wait()  # what is known already is never embedded again
+                missing = [build.texts[i] for i in build.missing()]
+                remaining = deadline - asyncio.get_running_loop().time()
                 whole = True
-                if lexical is not None and self.cold_start_tools > 0:
+                if self.cold_start_tools > 0 and self.vectors.seconds_for(missing) <= remaining:
+                    urgent = asyncio.ensure_future(self.vectors.get(missing, URGENT))
+                elif self.cold_start_tools > 0 and lexical is not None:
                     coverage = self.name_index(catalog).coverage(parts[0])
                     ranked = await asyncio.shield(lexical)  # shared: a timeout here must not end it
                     tools = first_tools(ranked.scores(parts[0]), coverage,
@@ -311,7 +318,7 @@ class SelectionEngine:
                     urgent = asyncio.ensure_future(
                         self.vectors.get([build.texts[i] for i in texts], URGENT)
                     )
-                waits = [build.task] if whole else [build.task, urgent]
+                waits = [build.task] if whole or urgent is None else [build.task, urgent]
                 await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                 vectors = await query
         except TimeoutError:

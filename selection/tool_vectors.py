@@ -21,6 +21,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -44,6 +45,12 @@ CHUNK_CHARS = 1024
 CHUNK_TEXTS = 64
 #: Failures of the disk store in a row after which this process stops using it.
 STORE_FAILURES = 3
+#: Characters of tool text embedded a second, assumed until calls are measured: the
+#: default embedder on one loaded core (the 117 GitHub tools' 233 texts, ~90,000
+#: characters, took 15–20 s at a load average of 9–13; ~5 s idle).
+PRIOR_CHARS_PER_S = 4000.0
+#: Weight of each call's measured rate in the running estimate.
+RATE_WEIGHT = 0.3
 
 Progress = Callable[[int, np.ndarray], None]
 
@@ -95,6 +102,7 @@ class ToolVectors:
     def __init__(
         self, embedder: Embedder, *, cache_size: int, store: VectorStore | None = None,
         workers: int = 1, chunk_chars: int = CHUNK_CHARS,
+        chars_per_s: float = PRIOR_CHARS_PER_S,
     ) -> None:
         self.embedder = embedder
         self.store = store
@@ -107,6 +115,8 @@ class ToolVectors:
         self._writes: set[asyncio.Future[None]] = set()
         self._max_workers = max(1, workers)
         self._chunk_chars = chunk_chars
+        #: Characters embedded a second (running estimate over the embedder's calls).
+        self.chars_per_s = chars_per_s
         self._store_failures = 0
         #: Texts embedded and texts read from the store, since start.
         self.embedded = 0
@@ -114,6 +124,10 @@ class ToolVectors:
 
     def key(self, text: str) -> bytes:
         return vector_key(self.embedder.id, text)
+
+    def seconds_for(self, texts: Sequence[str]) -> float:
+        """Estimated seconds to embed ``texts`` (at :attr:`chars_per_s`)."""
+        return sum(len(text) for text in texts) / self.chars_per_s
 
     def cached(self, text: str) -> np.ndarray | None:
         """The text's vector when it is in memory."""
@@ -241,6 +255,7 @@ class ToolVectors:
                 self._workers.discard(asyncio.current_task())  # type: ignore[arg-type]
                 return
             self._embedding.update((entry.key, entry) for entry in chunk)
+            started = time.perf_counter()
             try:
                 fresh = await self.embedder.embed([entry.text for entry in chunk])
                 if fresh.shape[0] != len(chunk):
@@ -256,6 +271,8 @@ class ToolVectors:
                             waiter.future.set_exception(error)
                 continue
             self.embedded += len(chunk)
+            rate = sum(len(entry.text) for entry in chunk) / max(time.perf_counter() - started, 1e-6)
+            self.chars_per_s += RATE_WEIGHT * (rate - self.chars_per_s)
             made = {entry.key: np.asarray(vector, dtype=np.float32)
                     for entry, vector in zip(chunk, fresh, strict=True)}
             for key, vector in made.items():

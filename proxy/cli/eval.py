@@ -160,6 +160,7 @@ def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
         lexical_weight=settings.lexical_weight,
         name_weight=settings.name_weight,
         store=build_vector_store(settings),
+        cold_start_tools=0,  # a request waits for the whole index, never ranks a part
     )
 
 

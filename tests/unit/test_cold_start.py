@@ -51,7 +51,8 @@ CATALOG = [
 async def test_a_request_has_its_shortlists_descriptions_embedded_first_and_is_ranked_by_them() -> None:
     embedder = StepEmbedder()
     engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=1)
-    engine.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1)  # one text a call
+    # One text a call, and a rate at which the whole index would not be embedded in time.
+    engine.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=0.5)
     catalog = catalog_of(*CATALOG)
     request = asyncio.create_task(engine.score(catalog, {}, "omega gamma delta"))
     await until(lambda: embedder.calls)  # the build embeds its first description
@@ -74,9 +75,26 @@ async def test_a_request_has_its_shortlists_descriptions_embedded_first_and_is_r
 async def test_a_catalogue_with_few_texts_missing_is_waited_for_whole() -> None:
     embedder = FakeEmbedder()
     engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=16)
+    engine.vectors = ToolVectors(embedder, cache_size=1000, chars_per_s=0.5)  # slow, but few
     scored = await engine.score(catalog_of(*CATALOG), {}, "omega gamma delta")
     assert not scored.partial and not scored.lexical_only  # 6 texts: all of them, at once
     assert engine.index_ready(catalog_of(*CATALOG), {})
+
+
+async def test_a_catalogue_embedded_within_the_wait_at_the_measured_rate_is_waited_for_whole() -> None:
+    embedder = FakeEmbedder()
+    engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=1)
+    engine.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=10.0)
+    assert engine.vectors.seconds_for(all_texts(catalog_of(*CATALOG))) < 60.0
+    scored = await engine.score(catalog_of(*CATALOG), {}, "omega gamma delta")
+    assert not scored.partial and engine.index_ready(catalog_of(*CATALOG), {})
+
+
+async def test_the_wait_estimate_is_characters_over_the_rate_measured_on_each_call() -> None:
+    vectors = ToolVectors(FakeEmbedder(), cache_size=10, chars_per_s=1000.0)
+    assert vectors.seconds_for(["x" * 500, "y" * 1500]) == 2.0
+    await vectors.get(["alpha " * 100])
+    assert vectors.chars_per_s != 1000.0 and vectors.chars_per_s > 0
 
 
 async def test_with_no_shortlist_a_request_waits_for_the_build_then_bm25_alone() -> None:
