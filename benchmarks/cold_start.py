@@ -6,7 +6,7 @@ Two tables, side by side in one run:
 * **Time to a full index** of the 117 GitHub MCP tools, livemcpbench_dev's 527 and
   toolbench_dev's 2,470 (the optional data): the tool texts embedded with main's batching
   (batches of 8 texts sorted by characters, :func:`main_batches`), with this version's
-  (:func:`selection.embedders.token_batches`) through an empty vector store, and read
+  (:func:`selection.token_batches.token_batches`) through an empty vector store, and read
   back from that store by a restarted engine; wall and CPU seconds (the process's, every
   thread). And how long a cold engine's first request takes when it waits for its
   shortlist (``cold_start_tools`` descriptions).

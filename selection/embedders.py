@@ -29,6 +29,7 @@ from tokenizers import Tokenizer
 from selection.errors import EmbedderError, EmbedderTimeout
 from selection.model_prep import DEFAULT_MODEL_SHA256, discard_unloadable, file_sha256
 from selection.model_prep import runnable_model
+from selection.token_batches import token_batches
 
 if TYPE_CHECKING:
     import httpx
@@ -79,28 +80,6 @@ class Embedder(Protocol):
         ...
 
 
-#: Padded tokens per ONNX run at most (one text longer than that runs alone). Runs of
-#: about 256 tokens took the least CPU a token: the 117 GitHub tools' 233 texts (15,263
-#: tokens) in 5.95 s of CPU against 8.36 s in batches of 8 by characters, and 6.37 s one by
-#: one (one loaded core; ``benchmarks/cold_start.py``).
-BATCH_TOKENS = 256
-
-
-def token_batches(lengths: Sequence[int], max_texts: int, max_tokens: int = BATCH_TOKENS) -> list[list[int]]:
-    """Indices of texts whose token counts are ``lengths`` in batches, shortest first, of
-    at most ``max_texts`` texts and ``max_tokens`` tokens once padded to the batch's
-    longest (a text over ``max_tokens`` alone): little padding, and no large batch of
-    long texts (slower a token than several small ones)."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
-        batch = batches[-1] if batches else None
-        if batch is None or len(batch) >= max_texts or (len(batch) + 1) * lengths[i] > max_tokens:
-            batches.append([i])
-        else:
-            batch.append(i)
-    return batches
-
-
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if not np.all(np.isfinite(vectors)) or np.any(norms == 0):
@@ -116,11 +95,10 @@ class OnnxEmbedder:
     ``model_dir`` instead loads ``model.onnx`` + ``tokenizer.json`` from a directory
     (e.g. bge, e5, nomic; no checksum; add any query/document prefixes those models
     expect to the texts yourself). Texts are truncated to ``max_tokens`` tokens, tokenized
-    once, and run in batches of similar lengths (:func:`token_batches`: at most
-    ``batch_size`` texts and :data:`BATCH_TOKENS` padded tokens; batches of 32 had peaked
-    at 1.0 GB resident for the 117 GitHub MCP tool schemas, against 0.57 GB in batches of
-    8); token states are mean-pooled over the attention mask, then L2-normalised (the
-    Sentence-Transformers pooling).
+    once, and run in batches of similar lengths (:mod:`selection.token_batches`: at most
+    ``batch_size`` texts and 256 padded tokens; batches of 32 had peaked at 1.0 GB resident
+    for the 117 GitHub MCP tool schemas, against 0.57 GB in batches of 8); token states are
+    mean-pooled over the attention mask, then L2-normalised (Sentence-Transformers pooling).
     ``timeout_s`` (seconds, None = no limit) bounds each async :meth:`embed` call.
     ``intra_op_spinning``: whether onnxruntime's intra-op worker threads (``intra_op_threads``
     > 1) busy-wait for work between operators (``session.intra_op.allow_spinning``); off by

@@ -143,13 +143,13 @@ class SelectionEngine:
         descriptions = [i for i in build.descriptions.tolist() if i in missing]
         details = [i for i in build.detail_texts if i in missing]
 
-        async def embed(indices: list[int], priority: int) -> None:
+        async def embed_texts(indices: list[int], priority: int) -> None:
             def record(i: int, vector: np.ndarray) -> None:
                 build.record(indices[i], vector)
 
             await self.vectors.get([build.texts[i] for i in indices], priority, record)
 
-        tasks = [asyncio.create_task(embed(texts, priority))
+        tasks = [asyncio.create_task(embed_texts(texts, priority))
                  for texts, priority in ((descriptions, DESCRIPTION), (details, DETAIL)) if texts]
         try:
             await asyncio.gather(*tasks)

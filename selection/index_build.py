@@ -4,7 +4,7 @@ A build embeds every text of every tool (:func:`~selection.index.tool_texts`): t
 descriptions first (``name words: description``, a quarter of the tokens), then the
 parameter and example texts. Ranked by their descriptions alone, with BM25 and the name
 match, the shared sets lose little of a full index's recall (toolbench_dev 0.775 against
-0.779 at top-8, livemcpbench_dev 0.441 against 0.461: ``benchmarks/cold_start.py``).
+0.779 at top-8, livemcpbench_dev 0.441 against 0.461: docs/measured.md).
 
 A request that arrives while its catalogue is being built does not wait for all of it: it
 has the descriptions of the tools its own words point at embedded first — the best

@@ -21,13 +21,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from selection.embedders import (
-    BATCH_TOKENS,
     DEFAULT_MODEL_SHA256,
     HttpEmbedder,
     OnnxEmbedder,
     create_embedder,
-    token_batches,
 )
+from selection.token_batches import BATCH_TOKENS, token_batches
 from selection.errors import EmbedderError, EmbedderTimeout
 
 TOKENIZER = (
