@@ -64,15 +64,16 @@ def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool
     """``(is_user, text)`` of what the query is made of, in conversation order: the last
     ``user_messages`` user messages with words of their own (:func:`own_text`; all of them
     as they came when none has), then the trailing tool results (injected blocks off, unless
-    that empties one); blank texts left out."""
+    that empties one; a user message of blocks only after them does not end them); blank
+    texts left out."""
     valid = [m for m in messages if isinstance(m, Mapping)]
     trailing_results: list[str] = []
     for message in reversed(valid):
         if message.get("role") in ("tool", "function"):
             result = own_text(message.get("content"))
             trailing_results.append(result or content_text(message.get("content")))
-        else:
-            break
+        elif message.get("role") != "user" or own_text(message.get("content")):
+            break  # (a user message of injected blocks only, after the results, is not a turn)
     trailing_results.reverse()
     contents = [m.get("content") for m in valid if m.get("role") == "user"]
     users = [text for text in map(own_text, contents) if text]

@@ -96,3 +96,11 @@ def test_a_tool_result_loses_a_trailing_block_but_one_that_is_only_a_block_stays
     assert build_query([*messages, reminder_after]) == f"{PROMPT}\n#12 Fix the build"
     xml_result = {"role": "tool", "tool_call_id": "c1", "content": "<functions>\n<function>f</function>\n</functions>"}
     assert build_query([*messages, xml_result]).endswith("</functions>")
+
+
+def test_a_user_message_of_blocks_only_after_tool_results_leaves_them_trailing() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [user(PROMPT), {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "#12 Fix the build"},
+                user([{"type": "text", "text": REMINDER}])]
+    assert build_query(messages) == f"{PROMPT}\n#12 Fix the build"
