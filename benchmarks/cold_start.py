@@ -233,16 +233,18 @@ async def run(args: argparse.Namespace) -> None:
     onnx = OnnxEmbedder(max_tokens=settings.embedder_max_tokens)
     await onnx.load()
     embedder = Shared(onnx)
-    sets = case_sets(args.data)
+    sets = [(name, cases) for name, cases in case_sets(args.data)
+            if not args.sets or name in args.sets]
     with tempfile.TemporaryDirectory(prefix="cold-start-") as folder:
         store = Path(folder)
         rows = []
-        for name, case_set in sets:
+        for name, case_set in sets if not args.recall_only else []:
             if name != "claude_code_141":
                 rows.append(await index_row(name, case_set, embedder, settings, store))
                 print(tabulate(rows[-1:], headers="keys", tablefmt="github"), flush=True)
-        print(f"\nTime to a full index (load average {os.getloadavg()[0]:.1f})\n")
-        print(tabulate(rows, headers="keys", tablefmt="github"), flush=True)
+        if rows:
+            print(f"\nTime to a full index (load average {os.getloadavg()[0]:.1f})\n")
+            print(tabulate(rows, headers="keys", tablefmt="github"), flush=True)
         recall = [await recall_row(case_set, embedder, settings, store, args.k) for _, case_set in sets]
         print(f"\nFirst-request recall@{args.k} (load average {os.getloadavg()[0]:.1f})\n")
         print(tabulate(recall, headers="keys", tablefmt="github"))
@@ -254,6 +256,9 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(default) if default else None,
                         help=f"the optional evaluation data (default: ${EVALUATION_DATA_VARIABLE})")
     parser.add_argument("--k", type=int, default=8, help="top-k of the recall (default 8)")
+    parser.add_argument("--sets", nargs="*", default=[],
+                        help="only these sets (github_117 claude_code_141 livemcpbench_dev toolbench_dev)")
+    parser.add_argument("--recall-only", action="store_true", help="skip the index-time table")
     asyncio.run(run(parser.parse_args()))
 
 
