@@ -21,12 +21,16 @@ ENV PATH=/opt/toolprune/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     TOOLPRUNE_PORT=8088 \
-    XDG_CACHE_HOME=/opt/toolprune/cache
+    XDG_CACHE_HOME=/opt/toolprune/cache \
+    TOOLPRUNE_VECTOR_STORE_DIR=/var/cache/toolprune/vectors
 # Derives the model's lean form into the image (sha256 of the packaged model checked) and
 # proves the embedder loads offline; the runtime user only reads it.
 RUN python -m selection.model_prep prepare && python -c "from selection.embedders import OnnxEmbedder; OnnxEmbedder().load_sync()"
+# Tool vectors are kept on disk, the runtime user's to write: mount a volume there to keep
+# them across containers (docs/configuration.md, "A catalogue seen for the first time").
 RUN groupadd --system --gid 10001 toolprune \
-    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent toolprune
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent toolprune \
+    && mkdir -p /var/cache/toolprune/vectors && chown 10001:10001 /var/cache/toolprune/vectors
 USER 10001:10001
 WORKDIR /tmp
 EXPOSE 8088

@@ -250,12 +250,20 @@ class Settings(ServerSettings):
     index_timeout_s: float = Field(
         1.5,
         gt=0,
-        description="How long a request waits for a catalogue not seen before to be embedded "
-        "(once per catalogue; past it the request is ranked by BM25 alone and indexing goes on "
-        "in the background).",
+        description="How long a request on a catalogue not fully indexed yet waits: for the "
+        "whole index when it would be embedded in that time (at the measured rate), else for "
+        "the texts it needs (`cold_start_tools`); then it is ranked by what is embedded (BM25 "
+        "alone if nothing is) and indexing goes on in the background.",
+    )
+    cold_start_tools: int = Field(
+        32,
+        ge=0,
+        description="Tools of a catalogue being indexed whose descriptions a request has "
+        "embedded first, best by BM25 and name match (all missing texts when no more are "
+        "left). 0: no request jumps the queue; it waits for the whole index, else BM25.",
     )
     max_index_builds: int = Field(
-        1, ge=1, description="Catalogue indexes embedded at once (more wait their turn)."
+        1, ge=1, description="Embedder calls for tool texts at once (catalogue indexes share them)."
     )
     max_tool_text_chars: int = Field(
         2000,
@@ -278,6 +286,18 @@ class Settings(ServerSettings):
     # --- caches and state ---------------------------------------------------------
     vector_cache_size: int = Field(
         100_000, ge=0, description="Tool-text vectors kept in memory (LRU)."
+    )
+    vector_store_dir: Path | None = Field(
+        None,
+        description="Where tool-text vectors are kept on disk, across restarts and for every "
+        "worker (one SQLite file; default `$XDG_CACHE_HOME/toolprune/vectors` or "
+        "`~/.cache/toolprune/vectors`; a local file system).",
+    )
+    vector_store_mb: int = Field(
+        256,
+        ge=0,
+        description="Size bound of the vector store, MiB (least recently used vectors go "
+        "first; ~1.6 KB a 384-d vector). 0: no store, vectors are kept in memory only.",
     )
     index_cache_size: int = Field(64, ge=1, description="Catalogue indexes kept (LRU).")
     query_cache_size: int = Field(

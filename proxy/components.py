@@ -17,6 +17,7 @@ from selection.catalog import parse_tools
 from selection.errors import CatalogError, EmbedderError
 from selection.policy import Policy
 from selection.state import MemoryStateStore, StateStore
+from selection.vector_store import SqliteVectorStore, default_store_dir
 
 if TYPE_CHECKING:
     import httpx
@@ -53,7 +54,18 @@ def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) ->
         name_weight=settings.name_weight,
         query_cache_size=settings.query_cache_size,
         query_batch_texts=settings.query_batch_texts,
+        store=build_vector_store(settings),
+        cold_start_tools=settings.cold_start_tools,
     )
+
+
+def build_vector_store(settings: Settings) -> SqliteVectorStore | None:
+    """The disk store of tool vectors (``vector_store_dir``), None when
+    ``vector_store_mb`` is 0. Nothing is opened here: the first catalogue opens it."""
+    if settings.vector_store_mb <= 0:
+        return None
+    directory = settings.vector_store_dir or default_store_dir()
+    return SqliteVectorStore(directory, settings.vector_store_mb * 1024 * 1024)
 
 
 def build_embedder(settings: Settings, client: httpx.AsyncClient | None = None) -> Embedder:

@@ -29,6 +29,7 @@ from tokenizers import Tokenizer
 from selection.errors import EmbedderError, EmbedderTimeout
 from selection.model_prep import DEFAULT_MODEL_SHA256, discard_unloadable, file_sha256
 from selection.model_prep import runnable_model
+from selection.token_batches import token_batches
 
 if TYPE_CHECKING:
     import httpx
@@ -79,21 +80,6 @@ class Embedder(Protocol):
         ...
 
 
-def _length_batches(texts: Sequence[str], batch_size: int) -> list[list[int]]:
-    """Indices of ``texts`` in batches of at most ``batch_size`` texts of similar length
-    (sorted by length; a text over twice the length of its batch's first starts a new
-    batch), since every text in a batch is padded to the longest one: a long query and
-    its short parts are not embedded at the long one's cost."""
-    batches: list[list[int]] = []
-    for i in sorted(range(len(texts)), key=lambda i: len(texts[i])):
-        batch = batches[-1] if batches else None
-        if batch is None or len(batch) >= batch_size or len(texts[i]) > 2 * len(texts[batch[0]]) + 32:
-            batches.append([i])
-        else:
-            batch.append(i)
-    return batches
-
-
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     if not np.all(np.isfinite(vectors)) or np.any(norms == 0):
@@ -108,11 +94,11 @@ class OnnxEmbedder:
     its sha256 verified at load, and the bundled ``data/all-MiniLM-L6-v2.tokenizer.json``.
     ``model_dir`` instead loads ``model.onnx`` + ``tokenizer.json`` from a directory
     (e.g. bge, e5, nomic; no checksum; add any query/document prefixes those models
-    expect to the texts yourself). Texts are truncated to ``max_tokens`` tokens and
-    padded to the longest in each batch of ``batch_size`` (8: embedding the 117 GitHub MCP
-    tool schemas peaked at 0.57 GB resident and took 2.8 s, against 1.0 GB and 5.2 s with
-    batches of 32); token states are mean-pooled over the attention mask, then
-    L2-normalised (the Sentence-Transformers pooling).
+    expect to the texts yourself). Texts are truncated to ``max_tokens`` tokens, tokenized
+    once, and run in batches of similar lengths (:mod:`selection.token_batches`: at most
+    ``batch_size`` texts and 256 padded tokens; batches of 32 had peaked at 1.0 GB resident
+    for the 117 GitHub MCP tool schemas, against 0.57 GB in batches of 8); token states are
+    mean-pooled over the attention mask, then L2-normalised (Sentence-Transformers pooling).
     ``timeout_s`` (seconds, None = no limit) bounds each async :meth:`embed` call.
     ``intra_op_spinning``: whether onnxruntime's intra-op worker threads (``intra_op_threads``
     > 1) busy-wait for work between operators (``session.intra_op.allow_spinning``); off by
@@ -146,6 +132,7 @@ class OnnxEmbedder:
         self._tokenizer: Tokenizer | None = None
         self._output = ""
         self._dim = 0
+        self._pad_id = 0
 
     @property
     def id(self) -> str:
@@ -188,9 +175,9 @@ class OnnxEmbedder:
             if self._model_dir is None:
                 model = runnable_model(model, DEFAULT_MODEL_SHA256, self._cache_dir)
             tok = Tokenizer.from_file(str(tokenizer))
-            pad = tok.padding or {}
+            self._pad_id = (tok.padding or {}).get("pad_id", 0)
             tok.enable_truncation(max_length=self._max_tokens)
-            tok.enable_padding(pad_id=pad.get("pad_id", 0), pad_token=pad.get("pad_token", "[PAD]"))
+            tok.no_padding()  # batches are padded to their own longest text (_run)
             options = ort.SessionOptions()
             options.intra_op_num_threads = self._threads
             options.inter_op_num_threads = 1
@@ -221,15 +208,28 @@ class OnnxEmbedder:
         self._dim = self._run(["warm-up"]).shape[1]
         release_freed_memory()  # loading's scratch memory: ~60 MiB of resident memory
 
-    def _run(self, texts: Sequence[str]) -> np.ndarray:
-        assert self._session is not None and self._tokenizer is not None
-        wanted = {i.name for i in self._session.get_inputs()}
+    def _encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text (truncated to ``max_tokens``; unpadded)."""
+        assert self._tokenizer is not None
         limit = self._max_tokens * CHARS_PER_TOKEN_BOUND
-        encodings = self._tokenizer.encode_batch([text[:limit] for text in texts])
+        return [e.ids for e in self._tokenizer.encode_batch([text[:limit] for text in texts])]
+
+    def _run(self, texts: Sequence[str], ids: Sequence[list[int]] | None = None) -> np.ndarray:
+        """Vectors of one batch: ``texts``, or their token ids when given (padded here to
+        the longest)."""
+        assert self._session is not None
+        wanted = {i.name for i in self._session.get_inputs()}
+        ids = self._encode(texts) if ids is None else ids
+        longest = max((len(row) for row in ids), default=0)
+        input_ids = np.full((len(ids), longest), self._pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), longest), dtype=np.int64)
+        for row, tokens in enumerate(ids):
+            input_ids[row, : len(tokens)] = tokens
+            mask[row, : len(tokens)] = 1
         arrays = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+            "input_ids": input_ids,
+            "attention_mask": mask,
+            "token_type_ids": np.zeros_like(input_ids),
         }
         try:
             feeds = {name: array for name, array in arrays.items() if name in wanted}
@@ -249,8 +249,9 @@ class OnnxEmbedder:
         """
         self.load_sync()
         out = np.empty((len(texts), self._dim), dtype=np.float32)
-        for chunk in _length_batches(texts, self._batch_size):
-            out[chunk] = self._run([texts[i] for i in chunk])
+        ids = self._encode(texts)
+        for batch in token_batches([len(row) for row in ids], self._batch_size):
+            out[batch] = self._run([texts[i] for i in batch], [ids[i] for i in batch])
         return out
 
     async def load(self) -> None:

@@ -1,6 +1,6 @@
 """Scoring a catalogue against a query: embedding with caches, the per-catalogue dense
 index and BM25 index, and their fusion (:mod:`selection.ranking`). The only part of
-selection that does I/O (through the embedder).
+selection that does I/O (through the embedder and the tool vectors' disk store).
 """
 
 from __future__ import annotations
@@ -15,27 +15,16 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.embedders import Embedder
 from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
-from selection.index import (
-    MAX_TOOL_TEXT_CHARS,
-    LRUCache,
-    ToolIndex,
-    index_key,
-    text_key,
-    tool_texts,
-)
+from selection.index import MAX_TOOL_TEXT_CHARS, LRUCache, ToolIndex, encodable, index_key
+from selection.index_build import IndexBuild, first_tools, urgent_texts
 from selection.learned_states import LearnedStates
 from selection.name_match import NameIndex, one_intent
 from selection.query_embedding import DEFAULT_BATCH_TEXTS, QueryEmbedder
 from selection.ranking import LexicalIndex, fuse
+from selection.tool_vectors import DESCRIPTION, DETAIL, URGENT, ToolVectors, VectorStore
 
-#: Texts per embedder call when embedding many (a catalogue's tool texts).
-EMBED_CHUNK_TEXTS = 256
-
-
-def encodable(text: str) -> str:
-    """``text`` with lone surrogates (valid in JSON strings, not in UTF-8) replaced by
-    U+FFFD, so every embedder and hash can encode it."""
-    return text.encode("utf-8", errors="replace").decode("utf-8")
+#: Default of :attr:`SelectionEngine.cold_start_tools`.
+COLD_START_TOOLS = 32
 
 
 @dataclass(frozen=True)
@@ -46,14 +35,18 @@ class Scores:
     alone; and the seconds spent embedding (query and any tool texts not cached).
     ``named``: bool ``(len(catalog),)``, the tools a one-intent query names
     (:mod:`selection.name_match`); None when the query asks for more than one thing.
-    ``lexical_only``: the catalogue's dense index is still being built, so ``values`` is
-    the normalised BM25 score alone (in [0, 1]) and ``dense`` is None."""
+    ``lexical_only``: the catalogue's dense index is still being built and nothing of it
+    was embedded in time, so ``values`` is the normalised BM25 score alone (in [0, 1]) and
+    ``dense`` is None. ``partial``: the index is still being built and ``dense`` holds the
+    cosines of the texts embedded so far (-1 for a tool with none;
+    :meth:`selection.index_build.IndexBuild.partial`)."""
 
     values: np.ndarray
     embedding_s: float
     dense: np.ndarray | None = None
     named: np.ndarray | None = None
     lexical_only: bool = False
+    partial: bool = False
     #: The learned boost already added to ``values`` (:mod:`selection.learned`), float32
     #: ``(len(catalog),)``; None when the catalogue has no learned state.
     boost: np.ndarray | None = None
@@ -69,12 +62,18 @@ class SelectionEngine:
     ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
     normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25
     index is built); ``name_weight``: weight of the share of a tool's name words the
-    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once;
-    a build that outlives ``index_timeout_s`` keeps running
-    in the background, so a large cold catalogue is ready for later requests; meanwhile
-    :meth:`score` ranks it by BM25 alone (``Scores.lexical_only``). At most
-    ``max_builds`` builds embed at once (the others wait their turn); tool texts are
-    clipped to ``max_text_chars`` characters before embedding. Queries go through
+    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once,
+    in the background, its texts through :class:`~selection.tool_vectors.ToolVectors`
+    (``vectors``: in memory, up to ``vector_cache_size``; on disk in ``store``; at most
+    ``max_builds`` embedder calls for tool texts at once). A request on a catalogue being
+    built waits at most ``index_timeout_s`` seconds: for the whole index when its missing
+    texts would be embedded in that time (at the measured rate,
+    :meth:`~selection.tool_vectors.ToolVectors.seconds_for`) or are no more than
+    ``cold_start_tools``, else for the descriptions of the ``cold_start_tools`` tools its
+    words point at; then it is ranked by what is embedded (``Scores.partial``;
+    :mod:`selection.index_build`), or by BM25 alone when nothing is
+    (``Scores.lexical_only``). Tool texts are clipped to ``max_text_chars`` characters
+    before embedding. Queries go through
     :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
     queries embedded in one call of at most ``query_batch_texts`` texts, and the last
     ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute,
@@ -97,8 +96,11 @@ class SelectionEngine:
         name_weight: float = 0.0,
         query_cache_size: int = 0,
         query_batch_texts: int = DEFAULT_BATCH_TEXTS,
+        store: VectorStore | None = None,
+        cold_start_tools: int = COLD_START_TOOLS,
     ) -> None:
         self.embedder = embedder
+        self.cold_start_tools = cold_start_tools
         self.learned: LearnedStates | None = None
         self.queries = QueryEmbedder(
             embedder.id, embedder.embed, cache_size=query_cache_size,
@@ -112,52 +114,51 @@ class SelectionEngine:
         self.timeout_s = timeout_s
         self.index_timeout_s = index_timeout_s
         self.max_text_chars = max_text_chars
-        #: Bounds the catalogue builds that embed at once (CPU and the embedder's memory).
-        self._build_slots = asyncio.Semaphore(max_builds)
-        self._vectors: LRUCache[tuple[str, str], np.ndarray] = LRUCache(vector_cache_size)
+        self.vectors = ToolVectors(
+            embedder, cache_size=vector_cache_size, store=store, workers=max_builds
+        )
         self._indexes: LRUCache[str, ToolIndex] = LRUCache(index_cache_size)
         self._index_keys: LRUCache[str, tuple[Mapping[str, Sequence[str]], str]] = LRUCache(
             index_cache_size
         )
-        self._building: dict[str, asyncio.Task[tuple[ToolIndex, float]]] = {}
+        self._building: dict[str, IndexBuild] = {}
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """Vectors of ``texts`` (float32, shape (n, d)), from the cache where possible.
+        """Vectors of tool texts (float32, shape (n, d)), from the caches where possible,
+        else embedded first (:data:`~selection.tool_vectors.URGENT`).
 
         Raises: EmbedderError.
         """
-        texts = [encodable(text) for text in texts]
-        keys = [text_key(self.embedder.id, text) for text in texts]
-        cached = [self._vectors.get(key) for key in keys]
-        missing = [i for i, vector in enumerate(cached) if vector is None]
-        # In chunks: each embedder call stays within its own timeout however large the
-        # catalogue, and what was embedded is cached, so a build that fails part-way
-        # resumes where it stopped.
-        for start in range(0, len(missing), EMBED_CHUNK_TEXTS):
-            chunk = missing[start : start + EMBED_CHUNK_TEXTS]
-            fresh = await self.embedder.embed([texts[i] for i in chunk])
-            if fresh.shape[0] != len(chunk):
-                raise EmbedderError("embedder returned a wrong number of vectors")
-            for i, vector in zip(chunk, fresh, strict=True):
-                cached[i] = vector
-                self._vectors.put(keys[i], vector)
-        if not cached:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.vstack(cached).astype(np.float32, copy=False)
+        return await self.vectors.get([encodable(text) for text in texts], URGENT)
 
-    async def _build(
-        self, key: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]
-    ) -> tuple[ToolIndex, float]:
-        async with self._build_slots:
-            started = time.perf_counter()
-            texts: list[str] = []
-            owners: list[int] = []
-            for position, tool in enumerate(catalog.tools):
-                for text in tool_texts(tool, examples.get(tool.name, ()), self.max_text_chars):
-                    texts.append(text)
-                    owners.append(position)
-            vectors = await self.embed(texts)
-        index = ToolIndex.build(vectors, owners, len(catalog))
+    async def _build(self, key: str, build: IndexBuild) -> tuple[ToolIndex, float]:
+        """Embed every text of ``build`` (descriptions first, see
+        :mod:`selection.tool_vectors`), then cache its index."""
+        started = time.perf_counter()
+        try:
+            await self.vectors.known(build.texts, build.record)
+        finally:
+            build.looked_up.set()
+        missing = set(build.missing())
+        descriptions = [i for i in build.descriptions.tolist() if i in missing]
+        details = [i for i in build.detail_texts if i in missing]
+
+        async def embed_texts(indices: list[int], priority: int) -> None:
+            def record(i: int, vector: np.ndarray) -> None:
+                build.record(indices[i], vector)
+
+            await self.vectors.get([build.texts[i] for i in indices], priority, record)
+
+        tasks = [asyncio.create_task(embed_texts(texts, priority))
+                 for texts, priority in ((descriptions, DESCRIPTION), (details, DETAIL)) if texts]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+        index = build.partial()
+        if index is None:  # a catalogue of no tools
+            index = ToolIndex.build(np.zeros((0, 1), np.float32), [], build.n_tools)
         self._indexes.put(key, index)
         return index, time.perf_counter() - started
 
@@ -172,7 +173,8 @@ class SelectionEngine:
         index = self._indexes.get(key)
         if index is not None:
             return index, 0.0
-        task = self._start_build(key, catalog, examples)
+        task = self._start_build(key, catalog, examples).task
+        assert task is not None
         try:
             async with asyncio.timeout(self.index_timeout_s):
                 return await asyncio.shield(task)
@@ -184,13 +186,19 @@ class SelectionEngine:
 
     def _start_build(
         self, key: str, catalog: Catalog, examples: Mapping[str, Sequence[str]]
-    ) -> asyncio.Task[tuple[ToolIndex, float]]:
-        task = self._building.get(key)
-        if task is None:
-            task = asyncio.create_task(self._build(key, catalog, examples))
-            self._building[key] = task
-            task.add_done_callback(lambda _: self._building.pop(key, None))
-        return task
+    ) -> IndexBuild:
+        build = self._building.get(key)
+        if build is None:
+            build = IndexBuild.of(catalog, examples, self.max_text_chars)
+            build.task = asyncio.create_task(self._build(key, build))
+            self._building[key] = build
+            build.task.add_done_callback(lambda task: self._build_done(key, task))
+        return build
+
+    def _build_done(self, key: str, task: asyncio.Task[tuple[ToolIndex, float]]) -> None:
+        self._building.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved: a failed build is retried by the next request
 
     def warm(
         self, catalog: Catalog, examples: Mapping[str, Sequence[str]]
@@ -200,7 +208,7 @@ class SelectionEngine:
         key = self._index_key(catalog, examples)
         if self._indexes.get(key) is not None:
             return None
-        return self._start_build(key, catalog, examples)
+        return self._start_build(key, catalog, examples).task
 
     async def embed_parts(self, parts: Sequence[str]) -> np.ndarray:
         """The vectors of a query's parts, float32 shape (p, d), through ``queries``
@@ -236,24 +244,32 @@ class SelectionEngine:
         With ``lexical_weight`` > 0, ``values`` adds the BM25 score of the whole query
         (``parts[0]``) over :func:`selection.ranking.lexical_text`; with ``name_weight``
         > 0, the share of each tool's name words that the whole query uses. While the
-        catalogue's dense index is being built (past ``index_timeout_s``), ``values`` is
-        that BM25 score alone (``lexical_only``), whatever ``lexical_weight``. BM25 indexes
-        are built in a worker thread (~1 s at 10,000 tools), alongside the dense index's wait.
+        catalogue's dense index is being built, the texts embedded within
+        ``index_timeout_s`` rank it (``partial``; see the class docstring); when none are,
+        ``values`` is that BM25 score alone (``lexical_only``), whatever
+        ``lexical_weight``. BM25 indexes are built in a worker thread (~1 s at 10,000
+        tools), alongside the dense index's wait.
 
         Raises: EmbedderError, EmbedderTimeout (IndexPending with no query to rank by).
         """
         parts = [query] if isinstance(query, str) else list(query)
-        ranks_lexically = self.lexical_weight > 0 or not self.index_ready(catalog, examples)
-        lexical = self.lexical_task(catalog) if parts and ranks_lexically else None
-        try:
-            index, index_s = await self.index_for(catalog, examples)
-        except IndexPending:
-            if lexical is None:
-                raise
-            return Scores((await lexical).scores(parts[0]), 0.0, None, lexical_only=True)
         started = time.perf_counter()
-        vectors = await self.embed_parts(parts)
-        embedding_s = index_s + time.perf_counter() - started
+        key = self._index_key(catalog, examples)
+        index = self._indexes.get(key)
+        ranks_lexically = self.lexical_weight > 0 or index is None
+        lexical = self.lexical_task(catalog) if parts and ranks_lexically else None
+        vectors, partial = None, False
+        if index is None and not parts:
+            index, _ = await self.index_for(catalog, examples)  # IndexPending past the wait
+        elif index is None:
+            build = self._start_build(key, catalog, examples)
+            index, vectors, partial = await self._first_look(build, catalog, parts, lexical)
+            if index is None or vectors is None:
+                assert lexical is not None
+                return Scores((await lexical).scores(parts[0]), 0.0, None, lexical_only=True)
+        if vectors is None:
+            vectors = await self.embed_parts(parts)
+        embedding_s = time.perf_counter() - started
         learned = self.learned.bound(catalog) if self.learned is not None and parts else None
         dense = index.best_scores(learned.center(vectors) if learned is not None else vectors)
         named = self.name_index(catalog).named(parts[0]) if parts and one_intent(parts) else None
@@ -267,7 +283,63 @@ class SelectionEngine:
         boost = learned.boost(vectors) if learned is not None else None
         if boost is not None:
             fused = fused + boost
-        return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector)
+        return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector,
+                      partial=partial)
+
+    async def _first_look(
+        self, build: IndexBuild, catalog: Catalog, parts: list[str],
+        lexical: asyncio.Future[LexicalIndex] | None,
+    ) -> tuple[ToolIndex | None, np.ndarray | None, bool]:
+        """A request on a catalogue being built: within ``index_timeout_s``, the query's
+        vectors and the texts it waits for (:func:`~selection.index_build.urgent_texts`)
+        or the whole index, whichever comes first. Returns the index to rank by (the whole
+        one, or :meth:`~selection.index_build.IndexBuild.partial`; None: nothing embedded),
+        the query's vectors (None: not embedded in time) and whether the index is partial.
+
+        Raises: EmbedderError (the build or the request's texts failed).
+        """
+        assert build.task is not None
+        query = asyncio.ensure_future(self.embed_parts(parts))
+        urgent: asyncio.Future[np.ndarray] | None = None
+        vectors = None
+        deadline = asyncio.get_running_loop().time() + self.index_timeout_s
+        try:
+            async with asyncio.timeout_at(deadline):
+                await build.looked_up.wait()  # what is known already is never embedded again
+                missing = [build.texts[i] for i in build.missing()]
+                remaining = deadline - asyncio.get_running_loop().time()
+                whole = True
+                if self.cold_start_tools > 0 and self.vectors.seconds_for(missing) <= remaining:
+                    urgent = asyncio.ensure_future(self.vectors.get(missing, URGENT))
+                elif self.cold_start_tools > 0 and lexical is not None:
+                    coverage = self.name_index(catalog).coverage(parts[0])
+                    ranked = await asyncio.shield(lexical)  # shared: a timeout here must not end it
+                    tools = first_tools(ranked.scores(parts[0]), coverage,
+                                        self.cold_start_tools)
+                    texts, whole = urgent_texts(build, tools, self.cold_start_tools)
+                    urgent = asyncio.ensure_future(
+                        self.vectors.get([build.texts[i] for i in texts], URGENT)
+                    )
+                waits = [build.task] if whole or urgent is None else [build.task, urgent]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                vectors = await query
+        except TimeoutError:
+            if query.done() and not query.cancelled() and query.exception() is None:
+                vectors = query.result()  # embedded in time, though the texts were not all
+        finally:  # what this request no longer waits for ends with it (texts stay queued)
+            left = {task for task in (query, urgent) if task is not None and not task.done()}
+            for task in left:
+                task.cancel()
+            if left:
+                await asyncio.wait(left)
+        if build.task.done() and not build.task.cancelled():
+            if (failed := build.task.exception()) is not None:
+                raise failed
+            return build.task.result()[0], vectors, False
+        if urgent is not None and urgent.done() and not urgent.cancelled():
+            if (failed := urgent.exception()) is not None:
+                raise failed
+        return build.partial(), vectors, True
 
     def index_ready(self, catalog: Catalog, examples: Mapping[str, Sequence[str]]) -> bool:
         """Whether the catalogue's dense index is built (cached)."""
@@ -311,7 +383,9 @@ class SelectionEngine:
         return self._names.get_or_build(catalog.fingerprint, lambda: NameIndex(catalog))
 
     async def aclose(self) -> None:
-        for task in [*self._building.values(), *self._lexical_building.values()]:
+        builds = [build.task for build in self._building.values() if build.task is not None]
+        for task in [*builds, *self._lexical_building.values()]:
             task.cancel()
+        await self.vectors.aclose()
         await self.queries.aclose()
         await self.embedder.aclose()

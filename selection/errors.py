@@ -43,6 +43,13 @@ class StateStoreError(SelectionError):
     reason = "state_store_error"
 
 
+class VectorStoreError(SelectionError):
+    """The on-disk store of tool vectors could not be read or written: its vectors are
+    embedded instead (never a request's failure)."""
+
+    reason = "vector_store_error"
+
+
 class PolicyError(ValueError):
     """The policy file is invalid (raised at start-up, never during a request)."""
 

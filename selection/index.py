@@ -1,15 +1,14 @@
 """Tool vectors and per-catalogue faiss indexes, both cached.
 
 Each tool is indexed by several texts (:func:`tool_texts`); its score for a query is the
-best of its texts' cosines. Vectors are cached by ``(embedder id, sha256(text))``, so a
-catalogue seen before costs no embedding and a catalogue that changed by one tool costs
-that tool's texts only. Indexes (``faiss.IndexFlatIP`` over L2-normalised float32 vectors,
+best of its texts' cosines. Vectors are cached by embedder id and text
+(:mod:`selection.tool_vectors`), so a catalogue seen before costs no embedding and a
+catalogue that changed by one tool costs that tool's texts only. Indexes (``faiss.IndexFlatIP`` over L2-normalised float32 vectors,
 so inner product = cosine) are cached per (embedder, catalogue, examples).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -50,6 +49,12 @@ def tool_texts(
     return [text[:max_chars] for text in texts]
 
 
+def encodable(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON strings, not in UTF-8) replaced by
+    U+FFFD, so every embedder and hash can encode it."""
+    return text.encode("utf-8", errors="replace").decode("utf-8")
+
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -85,10 +90,6 @@ class LRUCache(Generic[K, V]):
             value = build()
             self.put(key, value)
         return value
-
-
-def text_key(embedder_id: str, text: str) -> tuple[str, str]:
-    return embedder_id, hashlib.sha256(text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -221,12 +221,16 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
 
 
 def search_outcome(matches: Sequence[str], catalog: Catalog, forwarded: set[str]) -> LoadOutcome:
-    """Answer ``search_tools`` with the tools retrieval found for the model's query."""
+    """Answer ``search_tools`` with the tools retrieval found for the model's query (none:
+    nothing is loaded, and the model is told to search with other terms)."""
     new = [name for name in matches if name not in forwarded]
     found = [
         {"name": name, "purpose": short_purpose(tool)}
         for name in matches
         if (tool := catalog.get(name)) is not None
     ]
-    result = {"loaded": new, "found": found, "note": "Call the found tools directly."}
+    note = "Call the found tools directly." if found else (
+        "No tool matched: search again with other terms, or a tool's name."
+    )
+    result = {"loaded": new, "found": found, "note": note}
     return LoadOutcome(tuple(new), json.dumps(result))

@@ -2,7 +2,11 @@
 
 The last ``user_messages`` user messages plus the tool results that follow the last
 assistant message (after a tool result the signal is often in the result), in
-conversation order, trailing ``max_chars`` characters. Assistant prose is left out.
+conversation order, trailing ``max_chars`` characters. Assistant prose is left out, and
+so are the blocks a client writes beside the user's words (``<system-reminder>``,
+``<environment_context>``…, :mod:`selection.injected`): a content part that is one, a
+leading or trailing one, a user message of nothing else. When no user message has words of
+its own, the query is made of them as they came (never emptied).
 Message shapes follow OpenAI's Chat Completions API (``content`` a string or a list of
 parts; text parts are ``{"type": "text", "text": ...}``).
 
@@ -17,6 +21,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from selection.injected import strip_blocks
 
 #: Where a user message is split into parts: after a sentence end (``. ! ? ;``), at line
 #: breaks, and before a connective that starts another request.
@@ -44,18 +50,35 @@ def content_text(content: Any) -> str:
     return ""
 
 
+def own_text(content: Any) -> str:
+    """The text of ``content`` without the blocks a client injected: each text part
+    stripped of them (:func:`selection.injected.strip_blocks`), parts left empty dropped,
+    then the joined text stripped again; ``""`` when nothing else is there."""
+    if isinstance(content, list):
+        parts = [strip_blocks(content_text([part])) for part in content]
+        content = "\n".join(part for part in parts if part)
+    return strip_blocks(content_text(content))
+
+
 def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool, str]]:
     """``(is_user, text)`` of what the query is made of, in conversation order: the last
-    ``user_messages`` user messages, then the trailing tool results; blank texts left out."""
+    ``user_messages`` user messages with words of their own (:func:`own_text`; all of them
+    as they came when none has), then the trailing tool results (injected blocks off, unless
+    that empties one; a user message of blocks only after them does not end them); blank
+    texts left out."""
     valid = [m for m in messages if isinstance(m, Mapping)]
     trailing_results: list[str] = []
     for message in reversed(valid):
         if message.get("role") in ("tool", "function"):
-            trailing_results.append(content_text(message.get("content")))
-        else:
-            break
+            result = own_text(message.get("content"))
+            trailing_results.append(result or content_text(message.get("content")))
+        elif message.get("role") != "user" or own_text(message.get("content")):
+            break  # (a user message of injected blocks only, after the results, is not a turn)
     trailing_results.reverse()
-    users = [content_text(m.get("content")) for m in valid if m.get("role") == "user"]
+    contents = [m.get("content") for m in valid if m.get("role") == "user"]
+    users = [text for text in map(own_text, contents) if text]
+    if not users:
+        users = [content_text(content) for content in contents]
     texts = [(True, text) for text in users[-user_messages:]]
     texts += [(False, text) for text in trailing_results]
     return [(is_user, text) for is_user, text in texts if text.strip()]

@@ -12,9 +12,12 @@ Semantics, after Anthropic's tool search tool page and OpenAI's tool search guid
   Evaluated by the ``regex`` package with a deadline (:data:`REGEX_TIMEOUT_S`): a pattern
   that backtracks catastrophically ends in ``execution_time_exceeded``, never holds the
   event loop.
-* natural-language query (BM25 variant, OpenAI's hosted search): toolprune's own ranking
-  (the scores of :meth:`selection.engine.SelectionEngine.score`), or BM25 alone when the
-  embedder fails (:func:`ranked_search`'s ``threshold`` keeps tools sharing no word out).
+* natural-language query (BM25 variant, OpenAI's hosted search): the tools the query
+  names first (:mod:`selection.name_search`: a tool's name, or close to it, found with no
+  embedder), then toolprune's own ranking (the scores of
+  :meth:`selection.engine.SelectionEngine.score`), or BM25 alone when the embedder fails;
+  :func:`ranked_search`'s ``threshold`` keeps out the tools the query does not match (τ,
+  or sharing no word), so a search that matches nothing finds nothing.
 
 What is searched is the pool: every catalogue tool but the client's CORE
 (:attr:`selection.catalog.Catalog.kept`). At most :data:`SEARCH_RESULTS` tools are
@@ -28,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -37,6 +40,7 @@ import regex
 
 from selection.catalog import Catalog, Tool
 from selection.meta_tools import MetaTools, free_name, short_purpose
+from selection.name_search import named_tools
 from selection.ranking import semantic_candidates
 
 #: Longest regex pattern accepted (Anthropic's limit for its regex variant).
@@ -212,12 +216,28 @@ def regex_search(
     return SearchResult("regex", pattern, tuple([*by_name, *elsewhere][:limit]))
 
 
+def found_tools(
+    catalog: Catalog, query: str, scores: np.ndarray | None, *, limit: int = SEARCH_RESULTS,
+    threshold: float = -np.inf, exclude: Collection[str] = (),
+) -> list[str]:
+    """What a search for ``query`` finds, at most ``limit`` tools, none of ``exclude``:
+    the tools it names (:func:`selection.name_search.named_tools`), then the best-scored
+    whose score is at least ``threshold``. ``scores``: the query's score per catalogue
+    tool (float32, ``(len(catalog),)``), None when there is no ranking to add."""
+    named = named_tools(catalog, query, limit=limit, exclude=exclude)
+    if scores is None or len(named) >= limit:
+        return named
+    ranked = semantic_candidates(catalog, scores, limit - len(named), threshold,
+                                 {*exclude, *named})
+    return [*named, *(name for name, _ in ranked)]
+
+
 def ranked_search(
-    catalog: Catalog, query: str, scores: np.ndarray, *, limit: int = SEARCH_RESULTS,
+    catalog: Catalog, query: str, scores: np.ndarray | None, *, limit: int = SEARCH_RESULTS,
     threshold: float = -np.inf,
 ) -> SearchResult:
-    """A natural-language search: the ``limit`` best-scored tools of the pool whose score
-    is at least ``threshold``. ``scores``: the query's score per catalogue tool
-    (float32, ``(len(catalog),)``)."""
-    matches = semantic_candidates(catalog, scores, limit, threshold, set(catalog.kept))
-    return SearchResult("query", query, tuple(name for name, _ in matches))
+    """A natural-language search of the pool (:func:`found_tools` over every tool but
+    ``catalog.kept``)."""
+    found = found_tools(catalog, query, scores, limit=limit, threshold=threshold,
+                        exclude=set(catalog.kept))
+    return SearchResult("query", query, tuple(found))

@@ -27,6 +27,14 @@ class RunningUpstream:
         return self.origin + "/v1"
 
 
+@pytest.fixture(autouse=True)
+def own_vector_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's proxies, CLI commands and their child processes keep tool vectors in a
+    store of the test's own (``TOOLPRUNE_VECTOR_STORE_DIR``): a catalogue is cold in every
+    test, whatever ran before."""
+    monkeypatch.setenv("TOOLPRUNE_VECTOR_STORE_DIR", str(tmp_path_factory.mktemp("vectors")))
+
+
 @pytest.fixture
 def upstream() -> Iterator[RunningUpstream]:
     fake = Upstream()

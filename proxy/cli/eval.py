@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
+from proxy.components import build_vector_store
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import PolicyError, SelectionError
@@ -147,8 +148,9 @@ def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
 
 
 def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
-    """The proxy's engine for an offline command: the configured caches and weights, with
-    budgets that wait for a cold catalogue's index instead of ranking it by BM25."""
+    """The proxy's engine for an offline command: the configured caches, vector store and
+    weights, with budgets that wait for a cold catalogue's index instead of ranking it by
+    what is embedded in time."""
     return SelectionEngine(
         embedder,
         vector_cache_size=settings.vector_cache_size,
@@ -157,6 +159,8 @@ def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
         index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
         lexical_weight=settings.lexical_weight,
         name_weight=settings.name_weight,
+        store=build_vector_store(settings),
+        cold_start_tools=0,  # a request waits for the whole index, never ranks a part
     )
 
 

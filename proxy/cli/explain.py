@@ -155,10 +155,9 @@ async def explain(
     api = request_api(body) if api == "auto" else api
     policy = load_policy(settings)
     async with httpx.AsyncClient() as client:
-        # Offline: wait for the catalogue's index however long it takes.
-        engine = build_engine(
-            settings.model_copy(update={"index_timeout_s": OFFLINE_INDEX_TIMEOUT_S}), client
-        )
+        # Offline: wait for the catalogue's whole index however long it takes.
+        offline = {"index_timeout_s": OFFLINE_INDEX_TIMEOUT_S, "cold_start_tools": 0}
+        engine = build_engine(settings.model_copy(update=offline), client)
         if settings.learn and settings.usage_db is not None and settings.usage_db.is_file():
             engine.learned = LearnedStates(engine.embedder.id)  # as the proxy would apply
             load_states(settings.usage_db, engine.learned)

@@ -136,6 +136,7 @@ def log_decision(
                 "tier": list(selection.tier),
                 "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
                 "lexical_only": turn.lexical_only,
+                "partial_index": turn.partial_index,
                 "meta": turn.meta_events,
                 "rounds": turn.rounds,
                 "notes": turn.notes,
@@ -255,7 +256,7 @@ class DecisionFlow:
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
         report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
-        if turn.lexical_only:
+        if turn.lexical_only or turn.partial_index:
             report.append((INDEX_HEADER, b"building"))
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
         too_deep = False

@@ -210,11 +210,12 @@ class Planner:
             self.settings.query_parts,
         )
         scores = named = boost = query_vector = None
-        lexical_only = False
+        lexical_only = partial_index = False
         if parts and preload:  # the whole query, then its parts: one embedding call
             scored = await self.engine.score(catalog, self.policy.examples, parts)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
+            partial_index = scored.partial
             boost, query_vector = scored.boost, scored.query_vector
         pinned = [*([choice.pinned] if choice.pinned else []), *called_tools(messages),
                   *text_called_tools(messages, set(catalog.names))]
@@ -284,6 +285,7 @@ class Planner:
         turn.search, turn.deferral, turn.preload = request.search, deferral.active, preload
         turn.client_core, turn.finder = deferral.client_core, deferral.finder
         turn.boost, turn.query_vector = boost, query_vector
+        turn.partial_index = partial_index
         return turn
 
     def _shares_agent_block(self, llama: bool) -> bool:

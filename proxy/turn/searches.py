@@ -1,9 +1,11 @@
 """Running the search meta-calls the proxy answers itself: toolprune's ``search_tools``
 and the function that stands for the client's own search tool
-(:mod:`selection.tool_search`). The embedder is the only I/O; a failure of it is a late
-error (logged and counted by ``on_late_error``), never raised: ``search_tools`` answers
-that search is unavailable; a natural-language search of the client's tool is ranked by
-BM25 alone (the semantics of Anthropic's bm25 variant; no I/O).
+(:mod:`selection.tool_search`). Both find the tools the query names first (no embedder
+needed), then the ranking's best at or above τ. The embedder is the only I/O; a failure
+of it is a late error (logged and counted by ``on_late_error``), never raised: the
+search is then ranked by BM25 alone (the semantics of Anthropic's bm25 variant; no I/O),
+a tool sharing no word with the query never found. A search that finds nothing loads
+nothing.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from proxy.turn.turn import MetaCall, Turn
 from proxy.metrics import Metrics
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.meta_tools import LoadOutcome, search_outcome
 from selection.policy import Policy
-from selection.ranking import semantic_candidates
 from selection.tool_search import (
     INVALID_TOOL_INPUT,
     SEARCH_RESULTS,
     SearchResult,
+    found_tools,
     ranked_search,
     regex_search,
     search_argument,
@@ -48,13 +52,22 @@ async def client_search(
             "query", None, error=INVALID_TOOL_INPUT,
             message='arguments must be {"query": "what the tool must do"}',
         )
+    scores, threshold = await _ranking(engine, policy, turn, argument, on_late_error)
+    return ranked_search(turn.catalog, argument, scores, threshold=threshold)
+
+
+async def _ranking(
+    engine: SelectionEngine, policy: Policy, turn: Turn, query: str, on_late_error: LateError
+) -> tuple[np.ndarray, float]:
+    """A search query's scores and the least score a tool it finds needs: the engine's
+    and τ (:data:`LEXICAL_MATCH` when they are BM25 alone: the index is being built and
+    nothing of it was embedded in time); BM25 alone when the engine fails."""
     try:
-        scored = await engine.score(turn.catalog, policy.examples, argument)
+        scored = await engine.score(turn.catalog, policy.examples, query)
     except SelectionError as error:
         on_late_error(error)
-        lexical = (await engine.lexical_task(turn.catalog)).scores(argument)
-        return ranked_search(turn.catalog, argument, lexical, threshold=LEXICAL_MATCH)
-    return ranked_search(turn.catalog, argument, scored.values)
+        return (await engine.lexical_task(turn.catalog)).scores(query), LEXICAL_MATCH
+    return scored.values, LEXICAL_MATCH if scored.lexical_only else policy.threshold
 
 
 async def whole_searches(
@@ -80,14 +93,11 @@ async def search_tools(
     engine: SelectionEngine, policy: Policy, turn: Turn, query: str | None,
     forwarded: set[str], on_late_error: LateError,
 ) -> LoadOutcome:
-    """Answer toolprune's own ``search_tools(query)``: the :data:`SEARCH_RESULTS`
-    best-scored tools of the catalogue."""
+    """Answer toolprune's own ``search_tools(query)``: at most :data:`SEARCH_RESULTS`
+    tools of the catalogue, those the query names first
+    (:func:`selection.tool_search.found_tools`)."""
     if query is None:
         return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
-    try:
-        scored = await engine.score(turn.catalog, policy.examples, query)
-    except SelectionError as error:
-        on_late_error(error)
-        return LoadOutcome((), json.dumps({"error": "tool search is unavailable"}))
-    matches = semantic_candidates(turn.catalog, scored.values, SEARCH_RESULTS, -1.0, set())
-    return search_outcome([name for name, _ in matches], turn.catalog, forwarded)
+    scores, threshold = await _ranking(engine, policy, turn, query, on_late_error)
+    found = found_tools(turn.catalog, query, scores, limit=SEARCH_RESULTS, threshold=threshold)
+    return search_outcome(found, turn.catalog, forwarded)

@@ -118,6 +118,8 @@ class Turn:
     earlier_admitted: list[str] = field(default_factory=list)
     #: Ranked by BM25 alone: the catalogue's dense index was still being built.
     lexical_only: bool = False
+    #: Ranked by the texts embedded so far: the catalogue's index was still being built.
+    partial_index: bool = False
     #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
     cache_reuse: int = 0
     #: The client's own search tool, emulated (its function is ``meta.client_search``).

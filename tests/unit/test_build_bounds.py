@@ -114,16 +114,16 @@ async def test_catalogue_builds_embed_one_at_a_time() -> None:
 
 
 async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_a_failure() -> None:
-    from selection.engine import EMBED_CHUNK_TEXTS
+    from selection.tool_vectors import CHUNK_TEXTS
 
     class FailingOnce(CountingEmbedder):
         def __init__(self) -> None:
             super().__init__()
             self.gate.set()
-            self.calls: list[int] = []
+            self.calls: list[list[str]] = []
 
         async def embed(self, texts: Sequence[str]) -> np.ndarray:
-            self.calls.append(len(texts))
+            self.calls.append(list(texts))
             if len(self.calls) == 2:
                 raise EmbedderTimeout("the second call times out")
             return await super().embed(texts)
@@ -134,10 +134,36 @@ async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_
         index_timeout_s=30.0,
     )
     catalog = parse_tools([{"type": "function", "function": {"name": f"t{i}", "description": f"d{i}"}}
-                           for i in range(2 * EMBED_CHUNK_TEXTS + 10)])
+                           for i in range(2 * CHUNK_TEXTS + 10)])
     with pytest.raises(EmbedderTimeout, match="times out"):
         await engine.index_for(catalog, {})
-    assert embedder.calls == [EMBED_CHUNK_TEXTS, EMBED_CHUNK_TEXTS]
-    index, _ = await engine.index_for(catalog, {})  # resumes: the first chunk is cached
+    assert [len(call) for call in embedder.calls] == [CHUNK_TEXTS, CHUNK_TEXTS]
+    index, _ = await engine.index_for(catalog, {})  # resumes: the first call's texts are cached
     assert index.n_tools == len(catalog)
-    assert embedder.calls[2:] == [EMBED_CHUNK_TEXTS, 10]
+    again = [text for call in embedder.calls[2:] for text in call]
+    assert sorted(again) == sorted(embedder.calls[1] + [f"t{i}: d{i}" for i in range(2 * CHUNK_TEXTS, 2 * CHUNK_TEXTS + 10)])
+    assert max(len(call) for call in embedder.calls) <= CHUNK_TEXTS
+
+
+async def test_a_call_holds_at_most_chunk_chars_of_text_but_one_text_whatever_its_length() -> None:
+    from selection.tool_vectors import CHUNK_CHARS
+
+    embedder = CountingEmbedder()
+    embedder.gate.set()
+    calls: list[list[str]] = []
+    original = embedder.embed
+
+    async def recording(texts: Sequence[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return await original(texts)
+
+    embedder.embed = recording  # type: ignore[method-assign]
+    engine = SelectionEngine(
+        embedder, vector_cache_size=10_000, index_cache_size=8, timeout_s=5.0,  # type: ignore[arg-type]
+        index_timeout_s=30.0,
+    )
+    texts = ["x" * 300 for _ in range(10)] + ["y" * (2 * CHUNK_CHARS)]
+    texts = [f"{i} {text}" for i, text in enumerate(texts)]
+    await engine.embed(texts)
+    assert sorted(t for call in calls for t in call) == sorted(texts)
+    assert all(sum(map(len, call)) <= CHUNK_CHARS or len(call) == 1 for call in calls)

@@ -135,6 +135,14 @@ def test_dockerfile_runs_as_a_non_root_user_and_serves_on_the_default_port() -> 
     assert f"TOOLPRUNE_PORT={Settings().port}" in env
 
 
+def test_dockerfile_gives_the_runtime_user_the_vector_store_folder() -> None:
+    env = dict(re.findall(r"(\w+)=(\S+)", " ".join(args_of("ENV"))))
+    folder = env["TOOLPRUNE_VECTOR_STORE_DIR"]
+    user = args_of("USER")[-1]
+    made = [run for run in args_of("RUN") if f"chown {user} {folder}" in run]
+    assert len(made) == 1 and f"mkdir -p {folder}" in made[0]
+
+
 def test_dockerfile_cmd_is_a_valid_toolprune_command() -> None:
     (cmd,) = args_of("CMD")
     argv = exec_form(cmd)

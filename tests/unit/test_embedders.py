@@ -26,6 +26,7 @@ from selection.embedders import (
     OnnxEmbedder,
     create_embedder,
 )
+from selection.token_batches import BATCH_TOKENS, token_batches
 from selection.errors import EmbedderError, EmbedderTimeout
 
 TOKENIZER = (
@@ -67,6 +68,16 @@ def test_batch_equals_single(onnx: OnnxEmbedder) -> None:
     batched = onnx.embed_sync(texts)
     singles = np.vstack([onnx.embed_sync([t]) for t in texts])
     np.testing.assert_allclose(batched, singles, atol=1e-5)
+
+
+def test_batches_group_similar_lengths_within_their_padded_token_bound() -> None:
+    lengths = [200, 3, 5, 4, 90, 300, 100, 6]
+    batches = token_batches(lengths, max_texts=3)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert batches == [[1, 3, 2], [7, 4], [6], [0], [5]]  # shortest first, 3 texts at most
+    for batch in batches:
+        padded = len(batch) * max(lengths[i] for i in batch)
+        assert padded <= BATCH_TOKENS or len(batch) == 1
 
 
 def test_long_text_truncated_at_max_tokens(onnx: OnnxEmbedder) -> None:

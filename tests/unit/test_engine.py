@@ -356,7 +356,7 @@ async def test_a_slow_index_build_raises_index_pending_and_finishes_in_the_backg
     assert index.n_tools == 3
 
 
-async def test_while_the_index_builds_a_catalogue_is_scored_by_bm25_alone() -> None:
+async def test_while_nothing_of_the_index_is_embedded_a_catalogue_is_scored_by_bm25_alone() -> None:
     embedder = FakeEmbedder()
     embedder.gate = asyncio.Event()
     engine = engine_for(embedder, index_timeout_s=0.01, lexical_weight=0.0)
@@ -367,7 +367,7 @@ async def test_while_the_index_builds_a_catalogue_is_scored_by_bm25_alone() -> N
     assert scored.lexical_only and scored.dense is None and scored.embedding_s == 0.0
     assert scored.values.dtype == np.float32
     assert scored.values.tolist() == [1.0, 0.0, 0.0]  # normalised by the best
-    assert len(embedder.calls) == 1  # the catalogue's build only: the query is not embedded
+    assert embedder.calls[0] == all_texts(catalog)  # one call: the build's texts, in wait
 
     embedder.gate.set()
     await _other_tasks_done()

@@ -150,6 +150,20 @@ def test_a_ranked_search_takes_the_best_of_the_pool() -> None:
     assert ranked_search(catalog, "q", values, limit=2) == SearchResult("query", "q", ("b", "c"))
 
 
+def test_a_ranked_search_finds_the_tool_its_query_names_first_even_with_no_scores() -> None:
+    catalog = parse_tools([tool("alpha_tool"), tool("beta_tool"), tool("gamma_tool")])
+    values = np.array([0.9, 0.8, 0.1], dtype=np.float32)
+    assert ranked_search(catalog, "gamma_tool", values, limit=2).found == ("gamma_tool", "alpha_tool")
+    assert ranked_search(catalog, "gamma_tool", None).found == ("gamma_tool",)
+
+
+def test_a_search_below_its_threshold_finds_nothing() -> None:
+    catalog = parse_tools([tool("a"), tool("b")])
+    values = np.zeros(2, dtype=np.float32)  # BM25 alone, no word in common
+    assert ranked_search(catalog, "zzz", values, threshold=1e-6).found == ()
+    assert json.loads(ranked_search(catalog, "zzz", values, threshold=1e-6).content(catalog))["found"] == []
+
+
 def test_the_function_standing_for_the_search_tool(github: Catalog) -> None:
     meta = search_meta_tools(ClientSearch("regex", "tool_search_tool_regex"), github)
     assert meta.client_search == "tool_search_tool_regex" and meta.names == {"tool_search_tool_regex"}

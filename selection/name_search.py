@@ -1,0 +1,81 @@
+"""Finding tools by their name, with no embedder: a search whose query is a tool's name,
+or close to it, finds that tool whether or not the catalogue is indexed yet.
+
+A model that knows the tool it wants searches by its name (``search_tools`` invites it
+to; Claude Code's first request of a session did, and found nothing while the catalogue
+was being indexed, issue 32). Names are compared as words (:func:`selection.catalog.name_words`,
+lower case): ``list_pull_requests``, ``listPullRequests`` and "list pull requests" are one
+name, and a namespace a client puts in front (``mcp__github__``, ``github.``,
+``github/``) may be left out. A query *names* a tool when it, or one of its
+identifier-like words (``get_me``, ``searchCode``), is one of the tool's forms — exactly,
+or within :data:`CLOSE_RATIO` by rapidfuzz's normalised Indel similarity (``fuzz.ratio``:
+a typo, a singular for a plural, part of a namespace). Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+
+from selection.catalog import Catalog, name_words
+from selection.index import LRUCache
+
+#: Least ``rapidfuzz.fuzz.ratio`` (0–100) of a close name: "list pull request" for
+#: ``list_pull_requests`` is 97, "list the open pull requests" 80, "list issues" for
+#: ``list_issue_types`` 82.
+CLOSE_RATIO = 90.0
+#: What separates a namespace from a tool's own name.
+_NAMESPACE = re.compile(r"__|[./:]")
+#: A word of a query that is written like an identifier (``get_me``, ``searchCode``,
+#: ``TaskList``, ``mcp__github__get_me``, ``browser.click``).
+_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+|[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+_FORMS: LRUCache[str, dict[str, list[str]]] = LRUCache(32)
+
+
+def name_form(text: str) -> str:
+    """``text`` as name words, lower case: ``mcp__github__listPullRequests`` →
+    ``mcp github list pull requests``."""
+    return name_words(text).lower()
+
+
+def _forms(catalog: Catalog) -> dict[str, list[str]]:
+    """Each form of every tool's name (whole, and without each leading namespace) → the
+    tools that have it, in catalogue order (cached per catalogue)."""
+
+    def build() -> dict[str, list[str]]:
+        forms: dict[str, list[str]] = {}
+        for tool in catalog.tools:
+            pieces = _NAMESPACE.split(tool.name)
+            for start in range(len(pieces)):
+                form = name_form(" ".join(pieces[start:]))
+                if form and tool.name not in forms.setdefault(form, []):
+                    forms[form].append(tool.name)
+        return forms
+
+    return _FORMS.get_or_build(catalog.fingerprint, build)
+
+
+def named_tools(
+    catalog: Catalog, query: str, *, limit: int, exclude: Collection[str] = ()
+) -> list[str]:
+    """The tools ``query`` names (see the module docstring), at most ``limit``: exact
+    matches first, then close ones, best first (ties in catalogue order); none of
+    ``exclude``."""
+    from rapidfuzz import fuzz, process  # loaded on the first search, kept off idle memory
+
+    forms = _forms(catalog)
+    asked = [name_form(query), *(name_form(word) for word in _IDENTIFIER.findall(query))]
+    asked = [form for form in dict.fromkeys(asked) if form]
+    found: dict[str, float] = {}
+    for form in asked:
+        for name in forms.get(form, ()):
+            found.setdefault(name, 101.0)
+    for form in asked:
+        for match, ratio, _ in process.extract(
+            form, list(forms), scorer=fuzz.ratio, score_cutoff=CLOSE_RATIO, limit=None
+        ):
+            for name in forms[match]:
+                found[name] = max(found.get(name, 0.0), ratio)
+    order = {name: position for position, name in enumerate(catalog.names)}
+    ranked = sorted(found, key=lambda name: (-found[name], order[name]))
+    return [name for name in ranked if name not in exclude][:limit]
