@@ -12,7 +12,7 @@ Recognised by structure, not by one client's strings:
 
 * the search function: a function whose name's words (split at ``_``, ``-``, ``.`` and
   case changes) pair ``tool``/``tools`` with a finding verb (:data:`FINDING_VERBS`) and
-  that takes a string argument;
+  that takes a string argument and is not itself deferred;
 * the menu: in the request's system texts, a run of at least :data:`MENU_MIN_NAMES`
   consecutive lines each starting with an identifier (optionally bulleted or quoted,
   optionally followed by ``:``, `` - `` and a purpose), at least half of them shaped like
@@ -121,7 +121,10 @@ def client_deferral(
 ) -> ClientDeferral | None:
     """The request's own deferral through a plain search function, or None (see the
     module docstring). ``system_texts``: its system/developer texts, in order."""
-    search = next((tool.name for tool in catalog.tools if is_search_function(tool)), None)
+    search = next(  # a deferred function is not callable until found: not the finder
+        (tool.name for tool in catalog.tools if not tool.deferred and is_search_function(tool)),
+        None,
+    )
     if search is None:
         return None
     menu = deferred_menu(system_texts, catalog.names)

@@ -131,3 +131,13 @@ def test_compact_definitions_replaces_only_definitions_of_forwarded_tools() -> N
     short = json.dumps({"name": "mcp__forge__open_ticket", "description": "mcp__forge__open_ticket tool"})
     assert compacted == text.replace(json.dumps(ticket), short)
     assert compact_definitions("no definitions here", forwarded) == "no definitions here"
+
+
+
+def test_a_deferred_search_function_is_not_the_finder() -> None:
+    catalog = parse_tools([
+        *CORE,
+        function("mcp__forge__open_ticket", {"id": {"type": "string"}}, defer_loading=True),
+        function("tool_search", QUERY, defer_loading=True),
+    ])
+    assert client_deferral(catalog, [PURPOSE_MENU]) is None
