@@ -203,12 +203,9 @@ class Planner:
             shared=self._shares_agent_block(llama), load=self._load_state,
         )
         state = start.state
-        parts = query_parts(
-            messages,
-            self.settings.query_user_messages,
-            self.settings.query_chars,
-            self.settings.query_parts,
-        )
+        settings = self.settings
+        parts = query_parts(messages, settings.query_user_messages, settings.query_chars,
+                            settings.query_parts)
         scores = named = boost = query_vector = None
         lexical_only = partial_index = False
         if parts and preload:  # the whole query, then its parts: one embedding call
