@@ -8,7 +8,9 @@ started its own response (planning takes long): the keep-alive then starts it (2
 its own start is dropped, and an answer that is not an event stream (an error status, one
 JSON body) becomes one SSE error event (``error_event``). So once keep-alives were sent,
 every outcome still reaches the client as a valid stream; the handler's response headers
-(``X-Tool-Pruning-*``, the upstream's) are then not sent.
+are then not sent, except those it declared before the keep-alive started the response
+(:meth:`KeepAliveSend.declare_headers`: the decision's ``X-Tool-Pruning-*``, known once
+the request is planned, while the upstream prefills).
 
 A comment is sent only between two events (never inside one the handler is relaying in
 pieces), and never after the handler's own response turned out not to be an event stream.
@@ -17,7 +19,7 @@ pieces), and never after the handler's own response turned out not to be an even
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 
 from starlette.types import Message, Send
@@ -60,6 +62,13 @@ class KeepAliveSend:
         self._tail = b"\n\n"  # the last bytes sent: a comment goes only after an event
         #: Status and body of a handler answer that is no event stream, after a prestart.
         self._converting: tuple[int, bytearray] | None = None
+        #: Headers of the handler's response known before it starts (:meth:`declare_headers`).
+        self._declared: list[tuple[bytes, bytes]] = []
+
+    def declare_headers(self, headers: Iterable[tuple[bytes, bytes]]) -> None:
+        """Headers the handler's response will carry, known before it starts (the
+        decision's report): a response the keep-alives start from now on carries them."""
+        self._declared = list(headers)
 
     async def __call__(self, message: Message) -> None:
         async with self._lock:
@@ -113,7 +122,7 @@ class KeepAliveSend:
             if not self.prestarted and not self.started:
                 self.prestarted = True
                 await self._send({"type": "http.response.start", "status": 200,
-                                  "headers": STREAM_HEADERS})
+                                  "headers": [*STREAM_HEADERS, *self._declared]})
             await self._send({"type": "http.response.body", "body": KEEPALIVE,
                               "more_body": True})
             return True

@@ -258,6 +258,8 @@ class DecisionFlow:
         report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
         if turn.lexical_only or turn.partial_index:
             report.append((INDEX_HEADER, b"building"))
+        if isinstance(send, KeepAliveSend):  # a prefill may outlast the keep-alive interval
+            send.declare_headers(report)
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
         too_deep = False
         try:

@@ -127,6 +127,26 @@ def test_a_plan_that_falls_back_after_keep_alives_is_served_as_a_stream(slow: Be
 
 
 @proves(
+    fault="the upstream prefills longer than `sse_keepalive_s` and sends nothing",
+    phase="before the upstream answers",
+    client="every API, streamed: an SSE comment each `sse_keepalive_s` (the response started by the first, with the decision's `X-Tool-Pruning-Tools`), then the upstream's stream",
+)
+@pytest.mark.parametrize(("name", "stream"), STREAMED, ids=list(APIS))
+def test_a_silent_prefill_keeps_the_stream_alive_with_the_decisions_headers(run: Bench) -> None:
+    gate = threading.Event()
+    run.script(Slow(gate, run.api.reply("done")))
+    reading = run.reading()
+    try:
+        run.upstream.wait_for(lambda records: bool(run.sent()))  # planned, the round sent
+        assert reading.wait_comments(2), "no keep-alive during the prefill"
+    finally:
+        gate.set()
+    answer = reading.answer()
+    assert (answer.status, answer.text, answer.error) == (200, "done", None)
+    assert reading.headers.get("x-tool-pruning-tools", "").endswith("/69")
+
+
+@proves(
     fault="a hidden `load_tools` round lasts longer than `sse_keepalive_s`",
     phase="inside a hidden meta-call",
     client="every API, streamed: an SSE comment each `sse_keepalive_s`, then the answer of the re-issue",

@@ -336,6 +336,7 @@ class Reading:
         self.run = run
         self.raw = b""
         self.status = 0
+        self.headers = httpx.Headers()
         self._done = False
         self._changed = threading.Condition()
         body = run.api.body(run.stream, ask)
@@ -346,7 +347,7 @@ class Reading:
         try:
             with httpx.stream("POST", self.run.proxy + self.run.api.path, json=body,
                               headers=self.run.credential, timeout=300) as response:
-                self.status = response.status_code
+                self.status, self.headers = response.status_code, response.headers
                 for chunk in response.iter_raw():
                     with self._changed:
                         self.raw += chunk
