@@ -3,12 +3,16 @@
 Every request the proxy forwards or acts on (any route but its own ``/healthz``,
 ``/readyz``, ``/metrics``) ends with one JSON line at ``info``::
 
-    {"event": "request", "request_id", "method", "route", "decision", "status", "complete",
-     "duration_ms", "upstream_rounds", "upstream_first_byte_ms", "upstream_last_byte_ms"}
+    {"event": "request", "request_id", "method", "route", "decision", "fallback_reason",
+     "status", "complete", "duration_ms", "upstream_rounds", "upstream_first_byte_ms",
+     "upstream_last_byte_ms"}
 
 ``route``: the bounded route label (``chat_completions``, ``responses``, ``messages``,
 ``models``…); ``decision``: the pruning decision of an acting route (``pruned``,
-``disabled``, ``passthrough``…; null elsewhere); ``status``: the status sent, 0 when the
+``disabled``, ``passthrough``…; null elsewhere); ``fallback_reason``: why a ``fallback``
+request was sent with its whole catalogue (``catalog_error``, ``embedder_timeout``…, the
+``reason`` of the rate-limited ``fallback_full_catalog`` line, which may be suppressed;
+null otherwise); ``status``: the status sent, 0 when the
 client left before one; ``complete``: whether the response was sent to its end (false:
 the client left, or the stream was cut); the upstream fields: from sending the first upstream request to
 the first body byte of its answer, and to the last byte read of the last round (null
@@ -39,6 +43,7 @@ class RequestLog:
 
     started: float = field(default_factory=time.perf_counter)
     decision: str | None = None
+    fallback_reason: str | None = None
     rounds: int = 0
     first_sent: float | None = None
     first_byte: float | None = None
@@ -79,6 +84,7 @@ class RequestLog:
                     "method": method,
                     "route": route,
                     "decision": self.decision,
+                    "fallback_reason": self.fallback_reason,
                     "status": status,
                     "complete": complete,
                     "duration_ms": round((time.perf_counter() - self.started) * 1000, 2),

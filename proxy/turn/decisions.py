@@ -372,6 +372,8 @@ class DecisionFlow:
         """Count, record and log (rate-limited) a selection failure that sends the
         request with the full catalogue."""
         self.count(Decision.FALLBACK, log=log)
+        if log is not None:  # the request's own line names why: the line below is rate-limited
+            log.fallback_reason = error.reason
         if self.usage is not None:
             self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()

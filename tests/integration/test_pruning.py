@@ -87,6 +87,7 @@ def test_streaming_load_tools_call_continues_in_the_same_response(
     body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT, "stream": True,
             "stream_options": {"include_usage": True}}
     response = post(pruning_proxy, body)
+    assert response.headers.get_list("cache-control") == ["no-cache"]  # the upstream's, once
     events = parse_sse(response.content)
     chunks = chat_chunks(response.content)
     assert events.count("[DONE]") == 1 and events[-1] == "[DONE]"

@@ -21,8 +21,8 @@ from tests.support.logs import Lines
 from tests.support.sse import chat_chunks
 from benchmarks.support.upstream import Chat, Raw
 
-FIELDS = {"request_id", "method", "route", "decision", "status", "complete", "duration_ms",
-          "upstream_rounds", "upstream_first_byte_ms", "upstream_last_byte_ms"}
+FIELDS = {"request_id", "method", "route", "decision", "fallback_reason", "status", "complete",
+          "duration_ms", "upstream_rounds", "upstream_first_byte_ms", "upstream_last_byte_ms"}
 
 
 @pytest.fixture
@@ -49,6 +49,7 @@ def test_a_pruned_stream_logs_one_line_with_its_upstream_times(
     line = line_of(log_lines, "req-pruned-1")
     assert (line["method"], line["route"], line["decision"], line["status"], line["complete"]) == (
         "POST", "chat_completions", "pruned", 200, True)
+    assert line["fallback_reason"] is None
     assert line["upstream_rounds"] == 2
     assert 0 <= line["upstream_first_byte_ms"] <= line["upstream_last_byte_ms"] <= line["duration_ms"]
     assert log_lines.wait_for("pruning_decision", "req-pruned-1")["decision"] == "pruned"
@@ -96,3 +97,17 @@ def test_a_refused_request_logs_its_line(proxy: str, log_lines: Lines) -> None:
     assert response.status_code == 400
     line = line_of(log_lines, "req-p")
     assert (line["status"], line["upstream_rounds"], line["upstream_first_byte_ms"]) == (400, 0, None)
+
+
+def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    body = request_body("chat")
+    huge = {"type": "function", "function": {"name": "huge", "description": "x" * 300_000,
+                                             "parameters": {"type": "object"}}}
+    for request_id, tools in (("req-f1", [1, "x"]), ("req-f2", [*body["tools"], huge])):
+        response = httpx.post(proxy + PATHS["chat"], json={**body, "tools": tools}, timeout=300,
+                              headers={"X-Request-Id": request_id})
+        assert response.status_code == 200
+        line = line_of(log_lines, request_id)
+        assert (line["decision"], line["fallback_reason"]) == ("fallback", "catalog_error")

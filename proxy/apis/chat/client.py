@@ -99,7 +99,9 @@ class StreamClient(_Client):
 
     async def _start(self) -> None:
         if not self.started:
-            headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+            headers = [(b"content-type", b"text/event-stream")]
+            if not any(name == b"cache-control" for name, _ in self.headers):
+                headers.append((b"cache-control", b"no-cache"))  # the upstream's, else ours
             await start_response(self.send, 200, [*headers, *self.headers])
             self.started = True
 
