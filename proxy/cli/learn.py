@@ -18,7 +18,7 @@ from typing import Any
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.cli.eval import EmbedderFactory, default_embedder_factory, offline_engine
-from proxy.cli.help import HelpFormatter, from_setting
+from proxy.cli.help import from_setting
 from proxy.usage.learning import LearnOutcome, learn_from_log
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.learning_share import SharedStates
