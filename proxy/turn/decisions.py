@@ -53,11 +53,7 @@ from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
 from proxy.http.headers import (
-    TOOLS_HEADER,
-    Headers,
-    check_conversation_id,
-    pruning_mode,
-    top_k_override,
+    TOOLS_HEADER, Headers, check_conversation_id, pruning_mode, top_k_override,
 )
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
@@ -377,12 +373,9 @@ class DecisionFlow:
         if self.usage is not None:
             self.usage.record_fallback(error.reason)
         self.metrics.fallbacks.labels(error.reason).inc()
-        self.fallback_log.error(
-            error.reason,
-            "fallback_full_catalog",
-            {"api": self.api, "reason": error.reason, "error": type(error).__name__,
-             "detail": str(error)},
-        )
+        self.fallback_log.error(error.reason, "fallback_full_catalog", {
+            "api": self.api, "reason": error.reason, "error": type(error).__name__,
+            "detail": str(error)})
 
 
 def late_error_reporter(metrics: Metrics, interval_s: float) -> Callable[[SelectionError], None]:
