@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import anthropic
+import openai
 import pytest
 
 from benchmarks.support.upstream import SSE, Raw, Slow
@@ -144,6 +146,38 @@ def test_a_silent_prefill_keeps_the_stream_alive_with_the_decisions_headers(run:
     answer = reading.answer()
     assert (answer.status, answer.text, answer.error) == (200, "done", None)
     assert reading.headers.get("x-tool-pruning-tools", "").endswith("/69")
+
+
+def sdk_text(run: Bench, gate: threading.Event) -> str:
+    """The official SDK's streamed answer to the test's request (openai: Chat Completions,
+    Responses; anthropic: Messages); ``gate`` is set once the SDK has the response's
+    headers, which only a keep-alive sends while the upstream holds its answer."""
+    key = run.credential["Authorization"].removeprefix("Bearer ")
+    body = run.api.body(True)
+    if run.api.name == "messages":
+        client = anthropic.Anthropic(base_url=run.proxy, api_key=key, max_retries=0, timeout=30)
+        stream = client.messages.create(**body)
+        gate.set()
+        return "".join(e.delta.text for e in stream if e.type == "content_block_delta")
+    sdk = openai.OpenAI(base_url=run.proxy + "/v1", api_key=key, max_retries=0, timeout=30)
+    if run.api.name == "responses":
+        stream = sdk.responses.create(**body)
+        gate.set()
+        return "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+    stream = sdk.chat.completions.create(**body)
+    gate.set()
+    return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+
+@pytest.mark.parametrize(("name", "stream"), STREAMED, ids=list(APIS))
+def test_the_official_sdks_read_a_stream_the_keep_alives_started(run: Bench) -> None:
+    gate = threading.Event()
+    run.script(Slow(gate, run.api.reply("done")))
+    try:
+        assert sdk_text(run, gate) == "done"
+    finally:
+        gate.set()
+    assert len(run.sent()) == 1
 
 
 @proves(
