@@ -74,22 +74,36 @@ class Forwarder:
         relay the response. Proxy errors become OpenAI-shaped error responses; a stream
         that breaks after the response started ends with an SSE error event (never
         ``[DONE]``), or, for other bodies, with the connection closed."""
-        url = self.upstream.url_for(request.raw_path, request.query_string)
-        headers = upstream_request_headers(request.headers, request.request_id)
-        request.raise_if_client_gone()
         try:
-            response, waited_s = await self.upstream.send(
-                request.method, url, headers, request.body if body is None else body
-            )
+            response = await self.open(request, body)
         except ProxyError as error:
             await send_error(send, error)
             return
-        self.metrics.upstream_latency.labels(route_label(request.path)).observe(waited_s)
-        request.log.track(response, self.metrics, route_label(request.path))
         try:
             await self.relay(response, send, extra_response_headers)
         finally:
             await response.aclose()
+
+    async def open(
+        self, request: ClientRequest, body: bytes | None = None, headers: Headers | None = None
+    ) -> UpstreamResponse:
+        """Send ``request`` upstream (its method, path and query; ``body`` instead of the
+        client's and ``headers`` instead of :func:`upstream_request_headers`' if given)
+        and return the response with its headers read. The round is counted in the
+        request's log line and in ``toolprune_upstream_seconds`` (by route). A client that
+        has left starts no round (:meth:`ClientRequest.raise_if_client_gone`). Raises the
+        ``proxy.http.errors`` of :meth:`Upstream.send`."""
+        url = self.upstream.url_for(request.raw_path, request.query_string)
+        if headers is None:
+            headers = upstream_request_headers(request.headers, request.request_id)
+        request.raise_if_client_gone()
+        response, waited_s = await self.upstream.send(
+            request.method, url, headers, request.body if body is None else body
+        )
+        route = route_label(request.path)
+        self.metrics.upstream_latency.labels(route).observe(waited_s)
+        request.log.track(response, self.metrics, route)
+        return response
 
     async def relay(
         self, response: UpstreamResponse, send: Send, extra_headers: Headers = ()

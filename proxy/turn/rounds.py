@@ -84,7 +84,7 @@ class _TurnServer:
             try:
                 body = self.request.upstream_body(self.turn, offered)
                 response = await send_round(
-                    self.services.forwarder.upstream, self.services.metrics, self.client,
+                    self.services.forwarder, self.client,
                     plain_body(body) if plain_upstream else body,
                 )
             except ProxyError as error:
