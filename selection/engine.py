@@ -327,11 +327,15 @@ class SelectionEngine:
             if query.done() and not query.cancelled() and query.exception() is None:
                 vectors = query.result()  # embedded in time, though the texts were not all
         finally:  # what this request no longer waits for ends with it (texts stay queued)
-            left = {task for task in (query, urgent) if task is not None and not task.done()}
+            started = [task for task in (query, urgent) if task is not None]
+            left = {task for task in started if not task.done()}
             for task in left:
                 task.cancel()
             if left:
                 await asyncio.wait(left)
+            for task in started:  # a failure not raised below is read, not logged as unread
+                if not task.cancelled():
+                    task.exception()
         if build.task.done() and not build.task.cancelled():
             if (failed := build.task.exception()) is not None:
                 raise failed

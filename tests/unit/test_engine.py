@@ -9,6 +9,7 @@ text it is asked to embed. Slow embedders are gated with asyncio.Event: nothing 
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import re
 from collections.abc import Sequence
@@ -294,6 +295,28 @@ async def test_an_embedder_error_while_indexing_surfaces_as_embedder_error() -> 
     engine = engine_for(embedder)
     with pytest.raises(EmbedderError, match="model down"):
         await engine.score(catalog_of(*BASE), {}, "alpha")
+
+
+def test_a_cold_request_whose_embedder_fails_leaves_no_task_exception_unread() -> None:
+    """The request's own texts (embedded ahead of the build) fail with its query: their
+    task's exception is read, not reported by asyncio as "never retrieved" when the task is
+    collected (which, inside a later ``ast.parse`` on Python 3.11, raised SystemError:
+    CPython gh-106905). Its own event loop, so that nothing outlives the request."""
+    reported: list[str] = []
+
+    async def request() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+        embedder = FakeEmbedder()
+        embedder.fail = EmbedderError("model down")
+        engine = engine_for(embedder)
+        with pytest.raises(EmbedderError):
+            await engine.score(catalog_of(*BASE), {}, "alpha")
+        await engine.aclose()
+
+    asyncio.run(request())
+    gc.collect()
+    assert reported == []
 
 
 async def test_a_failed_index_build_is_not_cached_and_is_retried() -> None:
