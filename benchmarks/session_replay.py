@@ -178,7 +178,7 @@ async def score(path: str, limit: int | None, settings: Settings, policy: Policy
         try:
             cases = load_cases(path, limit=limit, seed=0)
             return await score_cases(
-                cases.cases, EngineScorer(engine, policy.examples, "minilm"),
+                cases.cases, EngineScorer(engine, policy, "minilm"),
                 forwards_whole=policy.forwards_whole,
                 query_user_messages=settings.query_user_messages,
                 query_chars=settings.query_chars, query_parts_max=settings.query_parts,

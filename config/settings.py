@@ -14,12 +14,13 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from config.server_settings import ServerSettings
+from config.group_settings import GroupSettings
 
 
-class Settings(ServerSettings):
+class Settings(GroupSettings):
     """All configuration of one proxy process: the server's and the upstream's
-    (:class:`~config.server_settings.ServerSettings`, listed first), then pruning,
+    (:class:`~config.server_settings.ServerSettings`, listed first), ranking by the
+    catalogue's groups (:class:`~config.group_settings.GroupSettings`), then pruning,
     selection, the embedder, caches and state, the usage log. Build with ``Settings()``
     (reads the environment) or ``Settings(upstream_url=...)`` in code and tests."""
 

@@ -13,6 +13,7 @@ from config.settings import Settings
 from proxy.log import get_logger
 from selection.embedders import Embedder, HttpEmbedder, OnnxEmbedder
 from selection.engine import SelectionEngine
+from selection.group_ranking import GroupRanking, GroupScorer
 from selection.catalog import parse_tools
 from selection.errors import CatalogError, EmbedderError
 from selection.policy import Policy
@@ -42,7 +43,7 @@ def limit_blas_threads() -> None:
 def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) -> SelectionEngine:
     """The selection engine over the configured embedder, with the configured caches.
     ``client``: see :func:`build_embedder`."""
-    return SelectionEngine(
+    return with_groups(SelectionEngine(
         build_embedder(settings, client),
         vector_cache_size=settings.vector_cache_size,
         index_cache_size=settings.index_cache_size,
@@ -56,7 +57,23 @@ def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) ->
         query_batch_texts=settings.query_batch_texts,
         store=build_vector_store(settings),
         cold_start_tools=settings.cold_start_tools,
+    ), settings)
+
+
+def with_groups(engine: SelectionEngine, settings: Settings) -> SelectionEngine:
+    """``engine``, ranking by catalogue groups as the settings configure it
+    (:mod:`selection.group_ranking`: ``group_weight``, ``group_lexical_weight``,
+    ``group_vector_weight``, ``group_size``)."""
+    engine.groups = GroupScorer(
+        GroupRanking(
+            weight=settings.group_weight,
+            lexical_weight=settings.group_lexical_weight,
+            vector_weight=settings.group_vector_weight,
+            size_scale=float(settings.group_size),
+        ),
+        cache_size=settings.index_cache_size,
     )
+    return engine
 
 
 def build_vector_store(settings: Settings) -> SqliteVectorStore | None:

@@ -115,13 +115,26 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class DeclaredGroup:
+    """A group of tools the request itself declares (a Responses API ``namespace``):
+    its ``name``, its members' tool names as the catalogue has them (flattened), and its
+    ``description``."""
+
+    name: str
+    members: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
 class Catalog:
     """A parsed catalogue.
 
     ``tools``: the function tools, in request order (the only prunable entries).
     ``others``: entries of any other type, forwarded always and as they are.
     ``legacy``: parsed from ``functions`` rather than ``tools``.
-    ``fingerprint``: hash over the function tools' fingerprints, in order.
+    ``fingerprint``: hash over the function tools' fingerprints, in order (and the
+    declared groups, when there are any).
+    ``declared``: the groups the request declares (:class:`DeclaredGroup`).
     """
 
     tools: tuple[Tool, ...]
@@ -129,6 +142,7 @@ class Catalog:
     legacy: bool = False
     fingerprint: str = ""
     _by_name: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+    declared: tuple[DeclaredGroup, ...] = ()
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -176,7 +190,9 @@ class Catalog:
 
     def restricted_to(self, names: set[str]) -> Catalog:
         """The same catalogue with only the named function tools (order kept)."""
-        return build_catalog([t for t in self.tools if t.name in names], self.others, self.legacy)
+        return build_catalog(
+            [t for t in self.tools if t.name in names], self.others, self.legacy, self.declared
+        )
 
 
 def _parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
@@ -207,8 +223,13 @@ def parse_function(function: Any, definition: Mapping[str, Any]) -> Tool:
     return _parse_function(function, definition)
 
 
-def build_catalog(tools: Sequence[Tool], others: Sequence[Any] = (), legacy: bool = False) -> Catalog:
-    """Assemble a catalogue from parsed tools. Raises CatalogError on duplicate names."""
+def build_catalog(
+    tools: Sequence[Tool], others: Sequence[Any] = (), legacy: bool = False,
+    declared: Sequence[DeclaredGroup] = (),
+) -> Catalog:
+    """Assemble a catalogue from parsed tools and the groups the request declares (members
+    not among ``tools`` are dropped; groups left empty too). Raises CatalogError on
+    duplicate names."""
     by_name: dict[str, int] = {}
     for position, tool in enumerate(tools):
         if tool.name in by_name:
@@ -218,7 +239,14 @@ def build_catalog(tools: Sequence[Tool], others: Sequence[Any] = (), legacy: boo
     for tool in tools:
         digest.update(tool.fingerprint.encode())
     digest.update(b"legacy" if legacy else b"tools")
-    return Catalog(tuple(tools), tuple(others), legacy, digest.hexdigest(), by_name)
+    groups = []
+    for group in declared:
+        members = tuple(name for name in group.members if name in by_name)
+        if members:
+            groups.append(DeclaredGroup(group.name, members, group.description))
+    if groups:
+        digest.update(canonical_json([[g.name, list(g.members), g.description] for g in groups]))
+    return Catalog(tuple(tools), tuple(others), legacy, digest.hexdigest(), by_name, tuple(groups))
 
 
 def parse_tools(tools: Any) -> Catalog:

@@ -203,11 +203,15 @@ def expand(
     *,
     max_added: int,
     min_score: float = -np.inf,
+    group_of: np.ndarray | None = None,
 ) -> list[Dependency]:
     """Producers for the identifier needs of ``parents`` (in their order): per need the
     best producer, and the best search producer when that is another tool (a search
     finds what a listing of "my" items does not); ``max_added`` in all, each scoring at
-    least ``min_score`` (τ) for the query.
+    least ``min_score`` (τ) for the query. ``group_of``: int ``(len(catalog),)``, each
+    tool's group (:class:`selection.groups.CatalogGroups`, −1: none); a grouped parent's
+    producers come from its own group only (an identifier of one server or toolkit means
+    nothing to another's tools).
 
     ``scores``: float32 ``(len(catalog),)``, the query's score per tool (breaks ties
     between equally ranked producers). A need whose best producer is already in
@@ -225,10 +229,12 @@ def expand(
         for need in index.needs[parent_position]:
             if len(added) >= max_added:
                 return added
+            group = -1 if group_of is None else int(group_of[parent_position])
             ranked = [
                 (rank, float(scores[position]), -position, search)
                 for position, rank, search in index.producers(need.entity)
                 if position != parent_position and scores[position] >= min_score
+                and (group < 0 or group_of is None or group_of[position] == group)
             ]
             best = max(ranked, default=None)
             best_search = max((item for item in ranked if item[3]), default=None)

@@ -15,6 +15,7 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.embedders import Embedder
 from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
+from selection.group_ranking import CatalogGroups, GroupMatch, GroupScorer
 from selection.index import MAX_TOOL_TEXT_CHARS, LRUCache, ToolIndex, encodable, index_key
 from selection.index_build import IndexBuild, first_tools, urgent_texts
 from selection.learned_states import LearnedStates
@@ -31,15 +32,15 @@ COLD_START_TOOLS = 32
 class Scores:
     """Per-tool scores, float32 shape ``(len(catalog),)`` in catalogue order: ``values``
     the fused score (cosine + ``lexical_weight`` × normalised BM25 + ``name_weight`` ×
-    name-word coverage), ``dense`` the cosine
-    alone; and the seconds spent embedding (query and any tool texts not cached).
-    ``named``: bool ``(len(catalog),)``, the tools a one-intent query names
-    (:mod:`selection.name_match`); None when the query asks for more than one thing.
+    name-word coverage), ``dense`` the cosine alone; and the seconds spent embedding (query
+    and any tool texts not cached). ``named``: bool ``(len(catalog),)``, the tools a
+    one-intent query names (:mod:`selection.name_match`); None when it asks for more.
     ``lexical_only``: the catalogue's dense index is still being built and nothing of it
     was embedded in time, so ``values`` is the normalised BM25 score alone (in [0, 1]) and
     ``dense`` is None. ``partial``: the index is still being built and ``dense`` holds the
     cosines of the texts embedded so far (-1 for a tool with none;
-    :meth:`selection.index_build.IndexBuild.partial`)."""
+    :meth:`selection.index_build.IndexBuild.partial`). ``groups``: the groups' share of
+    ``values`` (:mod:`selection.group_ranking`); None when not ranked by groups."""
 
     values: np.ndarray
     embedding_s: float
@@ -53,6 +54,7 @@ class Scores:
     #: The whole query's vector (the first part's), float32 ``(d,)``: what the usage log
     #: keeps instead of the text when learning is on.
     query_vector: np.ndarray | None = None
+    groups: GroupMatch | None = None
 
 
 class SelectionEngine:
@@ -60,27 +62,26 @@ class SelectionEngine:
     indexes by catalogue.
 
     ``timeout_s`` bounds a query's embedding (seconds). ``lexical_weight``: weight of the
-    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25
-    index is built); ``name_weight``: weight of the share of a tool's name words the
-    request uses (:mod:`selection.name_match`; 0: off). A catalogue's index is built once,
-    in the background, its texts through :class:`~selection.tool_vectors.ToolVectors`
-    (``vectors``: in memory, up to ``vector_cache_size``; on disk in ``store``; at most
-    ``max_builds`` embedder calls for tool texts at once). A request on a catalogue being
-    built waits at most ``index_timeout_s`` seconds: for the whole index when its missing
-    texts would be embedded in that time (at the measured rate,
-    :meth:`~selection.tool_vectors.ToolVectors.seconds_for`) or are no more than
-    ``cold_start_tools``, else for the descriptions of the ``cold_start_tools`` tools its
-    words point at; then it is ranked by what is embedded (``Scores.partial``;
-    :mod:`selection.index_build`), or by BM25 alone when nothing is
-    (``Scores.lexical_only``). Tool texts are clipped to ``max_text_chars`` characters
-    before embedding. Queries go through
-    :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests'
-    queries embedded in one call of at most ``query_batch_texts`` texts, and the last
-    ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute,
-    None until learning is on): promoted learned states by catalogue
-    (:mod:`selection.learned`): for the catalogues they were learned for, the query vectors
-    are centred by them before the dense ranking and their boost is added to the fused score.
-    """
+    normalised BM25 score added to the cosine (:func:`selection.ranking.fuse`; 0: no BM25 index
+    is built); ``name_weight``: weight of the share of a tool's name words the request uses
+    (:mod:`selection.name_match`; 0: off). A catalogue's index is built once, in the background,
+    its texts through :class:`~selection.tool_vectors.ToolVectors` (``vectors``: in memory, up to
+    ``vector_cache_size``; on disk in ``store``; at most ``max_builds`` embedder calls for tool
+    texts at once). A request on a catalogue being built waits at most ``index_timeout_s``
+    seconds: for the whole index when its missing texts would be embedded in that time (at the
+    measured rate, :meth:`~selection.tool_vectors.ToolVectors.seconds_for`) or are no more than
+    ``cold_start_tools``, else for the descriptions of the ``cold_start_tools`` tools its words
+    point at; then it is ranked by what is embedded (``Scores.partial``;
+    :mod:`selection.index_build`), or by BM25 alone when nothing is (``Scores.lexical_only``).
+    Tool texts are clipped to ``max_text_chars`` characters before embedding. Queries go through
+    :class:`~selection.query_embedding.QueryEmbedder` (``queries``): concurrent requests' queries
+    embedded in one call of at most ``query_batch_texts`` texts, and the last
+    ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute, None until
+    learning is on): promoted learned states by catalogue (:mod:`selection.learned`): for the
+    catalogues they were learned for, the query vectors are centred by them before the dense
+    ranking and their boost is added to the fused score. ``groups`` (attribute): ranking by the
+    catalogue's groups (:class:`~selection.group_ranking.GroupScorer`; :meth:`score`'s
+    ``groups``)."""
 
     def __init__(
         self,
@@ -122,6 +123,7 @@ class SelectionEngine:
             index_cache_size
         )
         self._building: dict[str, IndexBuild] = {}
+        self.groups = GroupScorer(cache_size=index_cache_size)  # its ranking: set by the app
 
     async def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors of tool texts (float32, shape (n, d)), from the caches where possible,
@@ -233,9 +235,13 @@ class SelectionEngine:
         catalog: Catalog,
         examples: Mapping[str, Sequence[str]],
         query: str | Sequence[str],
+        groups: CatalogGroups | None = None,
     ) -> Scores:
         """Cosine of ``query`` against every tool of ``catalog``: per tool, the best of its
         texts against the best of the query's parts.
+
+        ``groups`` (:func:`selection.groups.catalog_groups`; None: none): grouped tools' scores
+        draw on their group's match (:meth:`~selection.group_ranking.GroupScorer.rank`).
 
         ``query``: one text, or a query's parts (:func:`selection.query.query_parts`: the
         whole query, then its sentences and tool results), embedded in one call — parts
@@ -280,11 +286,14 @@ class SelectionEngine:
             lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
             names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
             fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
+        match = None if groups is None or not parts or partial else await self.groups.rank(
+            key, catalog, groups, index, fused, parts, vectors, self.embed)  # not a partial index
+        fused = fused if match is None else match.values
         boost = learned.boost(vectors) if learned is not None else None
         if boost is not None:
             fused = fused + boost
         return Scores(fused, embedding_s, dense, named, boost=boost, query_vector=query_vector,
-                      partial=partial)
+                      partial=partial, groups=match)
 
     async def _first_look(
         self, build: IndexBuild, catalog: Catalog, parts: list[str],

@@ -120,6 +120,18 @@ class ToolIndex:
         """
         return self.best_scores(query.reshape(1, -1))
 
+    def text_vectors(self) -> np.ndarray:
+        """The indexed text vectors, float32 ``(n_texts, d)``: a view of the flat index's
+        own storage (no copy; taken per call, so it never outlives a reallocation — the
+        index is not added to after build). Read only."""
+        import faiss
+
+        n_texts = self.index.ntotal
+        if n_texts == 0:
+            return np.zeros((0, self.index.d), dtype=np.float32)
+        vectors = faiss.rev_swig_ptr(self.index.get_xb(), n_texts * self.index.d)
+        return vectors.reshape(n_texts, self.index.d)
+
     def best_scores(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool best cosine over several query vectors (the parts of one query): for
         each tool, the max over its texts and over ``queries``.
@@ -129,16 +141,9 @@ class ToolIndex:
         against the index's vectors (faster than a faiss search ranking every text).
         """
         best = np.full(self.n_tools, -1.0, dtype=np.float32)
-        n_texts = self.index.ntotal
-        if n_texts == 0 or queries.shape[0] == 0:
+        if self.index.ntotal == 0 or queries.shape[0] == 0:
             return best
-        import faiss
-
-        # A view of the flat index's own storage (no copy; taken per call, so it never
-        # outlives a reallocation — the index is not added to after build).
-        vectors = faiss.rev_swig_ptr(self.index.get_xb(), n_texts * self.index.d)
-        vectors = vectors.reshape(n_texts, self.index.d)
-        similarities = np.asarray(queries, dtype=np.float32) @ vectors.T  # (p, n_texts)
+        similarities = np.asarray(queries, dtype=np.float32) @ self.text_vectors().T  # (p, n_texts)
         np.maximum.at(best, self.owners, similarities.max(axis=0))
         return best
 

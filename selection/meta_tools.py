@@ -20,6 +20,7 @@ from typing import Any
 
 
 from selection.catalog import Catalog, Tool
+from selection.groups import Group
 from selection.policy import Bundle
 
 LOAD_TOOLS = "load_tools"
@@ -28,6 +29,11 @@ SEARCH_TOOLS = "search_tools"
 PURPOSE_CHARS = 60
 #: Nearest-match suggestions offered for an unknown name.
 SUGGESTIONS = 3
+#: ``search_tools`` names every group in its description up to this many (more would
+#: cost more tokens than they help: the tier's headings name the groups that matter now).
+MAX_LISTED_GROUPS = 24
+#: Least rapidfuzz WRatio of a ``server`` argument to the group it is taken for.
+SERVER_MATCH = 80.0
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
@@ -49,7 +55,7 @@ def free_name(base: str, taken: set[str]) -> str:
     return candidate
 
 
-def _menu(catalog: Catalog, listed: set[str], bundles: Sequence[Bundle]) -> str:
+def _menu(catalog: Catalog, listed: set[str], bundles: Sequence[Bundle | Group]) -> str:
     lines: list[str] = []
     grouped: set[str] = set()
     for bundle in bundles:
@@ -97,27 +103,51 @@ def _function(name: str, description: str, parameters: dict[str, Any], legacy: b
     return function if legacy else {"type": "function", "function": function}
 
 
-def _tier_lines(catalog: Catalog, tier: Sequence[str]) -> str:
-    lines = [f"- {name} — {short_purpose(tool)}" for name in tier if (tool := catalog.get(name))]
+def _tier_lines(catalog: Catalog, tier: Sequence[str], groups: Sequence[Bundle | Group]) -> str:
+    """One line per tier tool; when some are grouped, under their group's ``[name]``
+    heading (groups in the order of their best tool, tools best first), the rest under
+    ``[other]``."""
+    known = [name for name in tier if catalog.get(name) is not None]
+    group_of = {member: group.name for group in groups for member in group.members}
+    headings = list(dict.fromkeys(group_of[name] for name in known if name in group_of))
+    if not headings:
+        return "\n".join(_line(catalog, name) for name in known)
+    lines: list[str] = []
+    for heading in [*headings, None]:
+        members = [name for name in known if group_of.get(name) == heading]
+        if members:
+            lines.append(f"[{heading or 'other'}]")
+            lines.extend(_line(catalog, name) for name in members)
     return "\n".join(lines)
+
+
+def _line(catalog: Catalog, name: str) -> str:
+    tool = catalog.get(name)
+    assert tool is not None
+    return f"- {name} — {short_purpose(tool)}"
 
 
 def build_meta_tools(
     catalog: Catalog,
     core: set[str],
-    bundles: Sequence[Bundle],
+    bundles: Sequence[Bundle | Group],
     *,
     search: bool,
     tier: Sequence[str] = (),
 ) -> MetaTools:
     """Definitions for this catalogue.
 
+    ``bundles``: the catalogue's groups (its servers, namespaces, toolkits and configured
+    bundles, :attr:`selection.policy.CatalogLayout.groups`; or bundles alone).
     ``search=False``: ``load_tools(names)``, ``names`` an array whose items are an enum of
     every catalogue name (servers with grammar-constrained tool calls then reject invented
     names). Its description lists, one line each, the ``tier`` (this turn's next-best
-    tools) when given, else a menu of every non-CORE tool grouped by bundle.
-    ``search=True`` (catalogues too large to list): ``search_tools(query)``, its
-    description ending with the tier's lines when given.
+    tools, under their groups' headings) when given, else a menu of every non-CORE tool
+    grouped by group.
+    ``search=True`` (catalogues too large to list): ``search_tools(query, server?)``, its
+    description naming the groups (at most :data:`MAX_LISTED_GROUPS`) and ending with the
+    tier's lines when given; ``server`` (offered when there are groups) limits a search to
+    one group's tools.
     """
     taken = set(catalog.names)
     listed = {name for name in catalog.names if name not in core}
@@ -127,15 +157,22 @@ def build_meta_tools(
             f"{len(listed)} more tools exist than the ones you have. Describe what you need "
             "to do; the best matching tools are loaded and you can call them next."
         )
-        if bundles:
+        if bundles and len(bundles) <= MAX_LISTED_GROUPS:
             description += " Tool groups: " + "; ".join(b.name for b in bundles) + "."
         if tier:
-            description += " Likely useful now (search by name):\n" + _tier_lines(catalog, tier)
-        parameters = {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "What the tool must do."}},
-            "required": ["query"],
+            description += " Likely useful now (search by name):\n" + _tier_lines(
+                catalog, tier, bundles
+            )
+        properties: dict[str, Any] = {
+            "query": {"type": "string", "description": "What the tool must do."}
         }
+        if bundles:
+            properties["server"] = {
+                "type": "string",
+                "description": "Optional: search only this group's tools (a [name] shown "
+                "here, or a server prefix of a tool name).",
+            }
+        parameters = {"type": "object", "properties": properties, "required": ["query"]}
         definition = _function(name, description, parameters, catalog.legacy)
         return MetaTools(None, name, (definition,))
     name = free_name(LOAD_TOOLS, taken)
@@ -144,7 +181,7 @@ def build_meta_tools(
         "this function, then call it. "
     )
     if tier:
-        description += "Likely useful now:\n" + _tier_lines(catalog, tier)
+        description += "Likely useful now:\n" + _tier_lines(catalog, tier, bundles)
     else:
         description += "Tools you can load:\n" + _menu(catalog, listed, bundles)
     parameters = {
@@ -184,6 +221,42 @@ def search_query(arguments: str) -> str | None:
     return query if isinstance(query, str) and query.strip() else None
 
 
+def search_server(arguments: str) -> str | None:
+    """The ``server`` argument of a ``search_tools`` call (None when absent or blank)."""
+    parsed = _arguments(arguments)
+    server = parsed.get("server") if isinstance(parsed, dict) else None
+    return server.strip() if isinstance(server, str) and server.strip() else None
+
+
+def find_group(server: str, groups: Sequence[Group]) -> Group | None:
+    """The group a ``server`` argument names: by name (case folded), else the closest by
+    rapidfuzz WRatio at or above :data:`SERVER_MATCH`; None when none is that close."""
+    folded = server.casefold()
+    for group in groups:
+        if group.name.casefold() == folded:
+            return group
+    if not groups:
+        return None
+    from rapidfuzz import fuzz, process
+
+    match = process.extractOne(
+        folded, [group.name.casefold() for group in groups], scorer=fuzz.WRatio,
+        score_cutoff=SERVER_MATCH,
+    )
+    return groups[match[2]] if match is not None else None
+
+
+def unknown_group(server: str, groups: Sequence[Group]) -> str:
+    """The answer (JSON text) to a ``search_tools`` call whose ``server`` names no group:
+    an error and the :data:`SUGGESTIONS` closest group names (rapidfuzz WRatio)."""
+    from rapidfuzz import fuzz, process
+
+    close = process.extract(server, [g.name for g in groups], scorer=fuzz.WRatio,
+                            limit=SUGGESTIONS)
+    return json.dumps({"error": f"no tool group is named {server!r}",
+                       "did_you_mean": [name for name, _, _ in close]})
+
+
 @dataclass(frozen=True)
 class LoadOutcome:
     """Result of one meta-call: tools to admit, and the ``tool`` message content for the
@@ -220,17 +293,22 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
     return LoadOutcome(tuple(loaded), json.dumps(result))
 
 
-def search_outcome(matches: Sequence[str], catalog: Catalog, forwarded: set[str]) -> LoadOutcome:
+def search_outcome(
+    matches: Sequence[str], catalog: Catalog, forwarded: set[str], server: str | None = None
+) -> LoadOutcome:
     """Answer ``search_tools`` with the tools retrieval found for the model's query (none:
-    nothing is loaded, and the model is told to search with other terms)."""
+    nothing is loaded, and the model is told to search with other terms; ``server``: the
+    group the search was limited to, named in the answer)."""
     new = [name for name in matches if name not in forwarded]
     found = [
         {"name": name, "purpose": short_purpose(tool)}
         for name in matches
         if (tool := catalog.get(name)) is not None
     ]
-    note = "Call the found tools directly." if found else (
+    result: dict[str, Any] = {"loaded": new, "found": found}
+    if server is not None:
+        result["server"] = server
+    result["note"] = "Call the found tools directly." if found else (
         "No tool matched: search again with other terms, or a tool's name."
     )
-    result = {"loaded": new, "found": found, "note": note}
     return LoadOutcome(tuple(new), json.dumps(result))

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
+from selection.groups import CatalogGroups, Group, catalog_groups
 from selection.prefix import catalog_tokens, expected_saving
 from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
@@ -150,12 +151,21 @@ def bundle_mates(bundles: Sequence[Bundle], max_size: int) -> dict[str, tuple[st
 @dataclass(frozen=True)
 class CatalogLayout:
     """What selection needs of a catalogue under a policy that depends on nothing else:
-    ``core`` (CORE tool names, catalogue order), ``bundles`` (:func:`catalog_bundles`) and
-    ``mates`` (:func:`bundle_mates` of those, by ``max_bundle_size``)."""
+    ``core`` (CORE tool names, catalogue order), ``bundles`` (:func:`catalog_bundles`),
+    ``mates`` (:func:`bundle_mates` of those, by ``max_bundle_size``) and ``groups`` (the
+    catalogue's servers, namespaces and toolkits: :func:`layout_groups`)."""
 
     core: tuple[str, ...]
     bundles: tuple[Bundle, ...]
     mates: Mapping[str, tuple[str, ...]]
+    groups: CatalogGroups
+
+
+def layout_groups(catalog: Catalog, policy: Policy) -> CatalogGroups:
+    """The catalogue's groups (:func:`selection.groups.catalog_groups`): those the
+    request declares, the policy's configured bundles, then those found from names."""
+    bundles = [Group(b.name, b.members, b.description, "bundle") for b in policy.bundles]
+    return catalog_groups(catalog, bundles)
 
 
 #: Layouts kept, most recently used last (one per catalogue and policy).
@@ -182,6 +192,7 @@ def catalog_layout(catalog: Catalog, policy: Policy) -> CatalogLayout:
         core=tuple(tool.name for tool in catalog.tools if policy.is_core(tool.name)),
         bundles=bundles,
         mates=bundle_mates(bundles, policy.max_bundle_size),
+        groups=layout_groups(catalog, policy),
     )
     if catalog.fingerprint:
         with _layouts_lock:

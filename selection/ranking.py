@@ -34,6 +34,7 @@ import numpy as np
 
 from selection.catalog import Catalog, Tool, name_words
 from selection.dependencies import expand
+from selection.group_inputs import input_producers
 from selection.index import LRUCache
 from selection.tokens import tool_tokens
 
@@ -202,6 +203,7 @@ def choose(
     max_count: int | None = None,
     exact: Mapping[str, int] | None = None,
     named: np.ndarray | None = None,
+    group_of: np.ndarray | None = None,
 ) -> Choice:
     """The candidates of one turn (see the module docstring).
 
@@ -213,7 +215,9 @@ def choose(
     ``named``: bool ``(len(catalog),)``, the tools a one-intent request names
     (:attr:`selection.engine.Scores.named`); with ``policy.named_only``, when the best
     candidate is named, only named tools are semantic candidates (the others stay in
-    score order for the tier).
+    score order for the tier). ``group_of``: int ``(len(catalog),)``, each tool's group
+    (−1: none): a grouped tool's dependencies come from its own group
+    (:func:`selection.dependencies.expand`).
     """
     if top_k <= 0 or len(catalog) == 0:
         return Choice((), ())
@@ -262,9 +266,17 @@ def choose(
         if parents < policy.dependency_parents:
             parents += 1
             room = policy.max_dependencies - sum(c.reason == "dependency" for c in chosen)
-            for dependency in expand(
-                catalog, scores, [tool.name], exclude | taken, max_added=room, min_score=threshold
-            ):
+            dependencies = expand(
+                catalog, scores, [tool.name], exclude | taken, max_added=room, min_score=threshold,
+                group_of=group_of,
+            )
+            if group_of is not None and len(dependencies) < room:
+                present = exclude | taken | {d.name for d in dependencies}
+                dependencies += input_producers(
+                    catalog, group_of, scores, [tool.name], present,
+                    max_added=room - len(dependencies), min_score=threshold,
+                )
+            for dependency in dependencies:
                 producer = catalog.get(dependency.name)
                 assert producer is not None
                 position_of = catalog.index_of(dependency.name)

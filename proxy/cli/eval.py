@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
-from proxy.components import build_vector_store
+from proxy.components import build_vector_store, with_groups
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import PolicyError, SelectionError
@@ -151,7 +151,7 @@ def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
     """The proxy's engine for an offline command: the configured caches, vector store and
     weights, with budgets that wait for a cold catalogue's index instead of ranking it by
     what is embedded in time."""
-    return SelectionEngine(
+    return with_groups(SelectionEngine(
         embedder,
         vector_cache_size=settings.vector_cache_size,
         index_cache_size=settings.index_cache_size,
@@ -161,7 +161,7 @@ def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
         name_weight=settings.name_weight,
         store=build_vector_store(settings),
         cold_start_tools=0,  # a request waits for the whole index, never ranks a part
-    )
+    ), settings)
 
 
 def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
@@ -187,7 +187,7 @@ async def run_eval(
         await embedder.load()
         engine = offline_engine(settings, embedder)
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
-        scorers: list[Scorer] = [EngineScorer(engine, policy.examples, name)]
+        scorers: list[Scorer] = [EngineScorer(engine, policy, name)]
         if not args.no_bm25:
             from selection.bm25 import BM25Scorer
 

@@ -110,6 +110,7 @@ def report(turn: Turn) -> dict[str, Any]:
         "dependency_of": dict(turn.selection.parents),
         "tier": list(turn.selection.tier),
         "meta_tools": sorted(turn.meta.names) if turn.meta else [],
+        **turn.group_fields(),
         "schema_bytes_saved": saved,
         "tokens_saved_estimate": saved // BYTES_PER_TOKEN_ESTIMATE,
     }
@@ -117,14 +118,21 @@ def report(turn: Turn) -> dict[str, Any]:
 
 def format_table(explained: dict[str, Any]) -> str:
     """The terminal rendering of :func:`report`'s result: columns sized to their content."""
+    through = explained.get("through_group", {})
     rows = [
-        [t["name"], t["reason"], None if t["score"] is None else t["score"]]
+        [t["name"], t["reason"] + (f" (group {through[t['name']]})" if t["name"] in through else ""),
+         None if t["score"] is None else t["score"]]
         for t in explained["tools"]
     ]
     lines = [
         f"decision: {explained['decision']} ({explained['path']} path, {explained['api']} API)",
         f"forwarded {explained['forwarded']} of {explained['offered']} tools; "
         f"meta-tools: {', '.join(explained['meta_tools']) or 'none'}",
+    ]
+    if explained.get("groups"):
+        matched = ", ".join(f"{name} ({score:.3f})" for name, score in explained["groups"])
+        lines.append(f"groups matched best: {matched}")
+    lines += [
         "",
         tabulate(rows, headers=["tool", "reason", "score"], floatfmt=".3f", missingval=""),
     ]

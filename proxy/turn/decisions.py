@@ -138,6 +138,7 @@ def log_decision(
                 "notes": turn.notes,
                 "selection_ms": round(selection_s * 1000, 2),
                 **cache_fields(turn),
+                **turn.group_fields(),
             }
         },
     )

@@ -31,7 +31,6 @@ from selection.meta_tools import (
     build_meta_tools,
     execute_load,
     requested_names,
-    search_query,
 )
 from selection.policy import Policy, catalog_layout
 from selection.prefix import (
@@ -206,14 +205,15 @@ class Planner:
         settings = self.settings
         parts = query_parts(messages, settings.query_user_messages, settings.query_chars,
                             settings.query_parts)
-        scores = named = boost = query_vector = None
+        scores = named = boost = query_vector = group_match = None
         lexical_only = partial_index = False
+        layout = catalog_layout(catalog, self.policy)
         if parts and preload:  # the whole query, then its parts: one embedding call
-            scored = await self.engine.score(catalog, self.policy.examples, parts)
+            scored = await self.engine.score(catalog, self.policy.examples, parts, layout.groups)
             self.metrics.embedding_seconds.observe(scored.embedding_s)
             scores, named, lexical_only = scored.values, scored.named, scored.lexical_only
             partial_index = scored.partial
-            boost, query_vector = scored.boost, scored.query_vector
+            boost, query_vector, group_match = scored.boost, scored.query_vector, scored.groups
         pinned = [*([choice.pinned] if choice.pinned else []), *called_tools(messages),
                   *text_called_tools(messages, set(catalog.names))]
         history = estimated_text_tokens(conversation_messages)
@@ -235,13 +235,13 @@ class Planner:
         elif native is not None and choice.offer_meta and set(native.names) - forwarded:
             core = {t.name for t in selection.tools if t.reason in ("core", "client")}
             meta = build_meta_tools(
-                native, core, catalog_layout(native, self.policy).bundles,
+                native, core, catalog_layout(native, self.policy).groups.groups,
                 search=len(native) > self.settings.search_tools_min_catalog,
                 tier=[name for name in selection.tier if native.get(name) is not None],
             )
         core_tokens = sum(
             tool_tokens(tool, exact)
-            for name in catalog_layout(catalog, self.policy).core
+            for name in layout.core
             if (tool := catalog.get(name)) is not None
         )
         reuse = self.settings.cache_reuse_tokens if llama and request.llama_fields else 0
@@ -281,7 +281,7 @@ class Planner:
         turn.cache_reuse = reuse
         turn.search, turn.deferral, turn.preload = request.search, deferral.active, preload
         turn.client_core, turn.finder = deferral.client_core, deferral.finder
-        turn.boost, turn.query_vector = boost, query_vector
+        turn.boost, turn.query_vector, turn.groups = boost, query_vector, group_match
         turn.partial_index = partial_index
         return turn
 
@@ -358,8 +358,8 @@ class Planner:
                 outcome = execute_load(requested_names(call.arguments), turn.catalog, forwarded)
                 label = "load_tools"
             else:
-                query = search_query(call.arguments)
-                outcome = await search_tools(self.engine, self.policy, turn, query, forwarded, late)
+                outcome = await search_tools(self.engine, self.policy, turn, call.arguments,
+                                             forwarded, late)
                 label = "search_tools"
             self.metrics.meta_calls.labels(label).inc()
             forwarded.update(outcome.admit)

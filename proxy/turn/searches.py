@@ -19,8 +19,15 @@ from proxy.turn.turn import MetaCall, Turn
 from proxy.metrics import Metrics
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
-from selection.meta_tools import LoadOutcome, search_outcome
-from selection.policy import Policy
+from selection.meta_tools import (
+    LoadOutcome,
+    find_group,
+    search_outcome,
+    search_query,
+    search_server,
+    unknown_group,
+)
+from selection.policy import Policy, catalog_layout
 from selection.tool_search import (
     INVALID_TOOL_INPUT,
     SEARCH_RESULTS,
@@ -61,9 +68,11 @@ async def _ranking(
 ) -> tuple[np.ndarray, float]:
     """A search query's scores and the least score a tool it finds needs: the engine's
     and τ (:data:`LEXICAL_MATCH` when they are BM25 alone: the index is being built and
-    nothing of it was embedded in time); BM25 alone when the engine fails."""
+    nothing of it was embedded in time); BM25 alone when the engine fails. Ranked with the
+    catalogue's groups (:mod:`selection.group_ranking`), as the turn's selection."""
     try:
-        scored = await engine.score(turn.catalog, policy.examples, query)
+        groups = catalog_layout(turn.catalog, policy).groups
+        scored = await engine.score(turn.catalog, policy.examples, query, groups)
     except SelectionError as error:
         on_late_error(error)
         return (await engine.lexical_task(turn.catalog)).scores(query), LEXICAL_MATCH
@@ -90,14 +99,25 @@ async def whole_searches(
 
 
 async def search_tools(
-    engine: SelectionEngine, policy: Policy, turn: Turn, query: str | None,
+    engine: SelectionEngine, policy: Policy, turn: Turn, arguments: str,
     forwarded: set[str], on_late_error: LateError,
 ) -> LoadOutcome:
-    """Answer toolprune's own ``search_tools(query)``: at most :data:`SEARCH_RESULTS`
-    tools of the catalogue, those the query names first
-    (:func:`selection.tool_search.found_tools`)."""
+    """Answer toolprune's own ``search_tools(query, server?)``: at most
+    :data:`SEARCH_RESULTS` tools of the catalogue, those the query names first
+    (:func:`selection.tool_search.found_tools`). With ``server``, only the tools of the
+    group it names (:func:`selection.meta_tools.find_group`), best first whatever their
+    score (the model chose the server); an unknown name is answered with the closest
+    group names and loads nothing. ``arguments``: the call's JSON text."""
+    query, server = search_query(arguments), search_server(arguments)
     if query is None:
         return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
+    group = None
+    if server is not None:
+        groups = catalog_layout(turn.catalog, policy).groups.groups
+        if (group := find_group(server, groups)) is None:
+            return LoadOutcome((), unknown_group(server, groups))
     scores, threshold = await _ranking(engine, policy, turn, query, on_late_error)
-    found = found_tools(turn.catalog, query, scores, limit=SEARCH_RESULTS, threshold=threshold)
-    return search_outcome(found, turn.catalog, forwarded)
+    outside = set() if group is None else set(turn.catalog.names).difference(group.members)
+    found = found_tools(turn.catalog, query, scores, limit=SEARCH_RESULTS,
+                        threshold=threshold if group is None else -np.inf, exclude=outside)
+    return search_outcome(found, turn.catalog, forwarded, None if group is None else group.name)

@@ -16,6 +16,7 @@ import numpy as np
 
 from proxy.turn.text_plan import TextPlan
 from selection.catalog import Catalog, canonical_json
+from selection.group_ranking import GroupMatch
 from selection.history import ToolChoice
 from selection.meta_tools import MetaTools
 from selection.prefix import CacheExpectation
@@ -146,6 +147,17 @@ class Turn:
     boost: np.ndarray | None = None
     #: The whole query's vector (``Scores.query_vector``), for the usage log.
     query_vector: np.ndarray | None = None
+    #: The groups' part of the turn's ranking (``Scores.groups``): the decision log and
+    #: ``toolprune explain`` report the groups that matched; None without groups.
+    groups: GroupMatch | None = None
+
+    def group_fields(self) -> dict[str, Any]:
+        """The decision log's and ``toolprune explain``'s group fields
+        (:meth:`selection.group_ranking.GroupMatch.report`): the groups that matched best
+        and the tools that came in through their group; none when not ranked by groups."""
+        if self.groups is None:
+            return {}
+        return self.groups.report(self.catalog, [(t.name, t.reason) for t in self.selection.tools])
 
     @property
     def path(self) -> str:

@@ -17,7 +17,8 @@ proxy would. Each outcome also records the forwarded schema tokens
 (and its tokens), and what is *reachable in one meta round*: forwarded, listed by name in
 the meta-tool (the tier, or the full ``load_tools`` menu), or among the
 ``search_tools`` results for the task's own words (the top
-:data:`SEARCH_RESULTS` of the case's scores).
+:data:`SEARCH_RESULTS` of the case's scores, and of each group the tier names under a
+heading: ``search_tools(query, server=…)``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from selection.catalog import canonical_json
+import numpy as np
+
+from selection.catalog import Catalog, canonical_json
+from selection.groups import CatalogGroups
 from selection.evaluation.scoring import ScoredCase, ScoredRun
 from selection.meta_tools import build_meta_tools
-from selection.policy import Policy, catalog_bundles
+from selection.policy import Policy, catalog_layout
 from selection.prefix import block_signature, estimated_text_tokens, split_system
 from selection.ranking import RankingPolicy, semantic_candidates
 from selection.selector import select
@@ -115,6 +119,22 @@ def _definition_tokens(definitions: Sequence[object]) -> int:
     return sum(math.ceil(len(canonical_json(d)) / BYTES_PER_TOKEN) for d in definitions)
 
 
+def server_search(
+    catalog: Catalog, groups: CatalogGroups, scores: np.ndarray, tier: Sequence[str]
+) -> set[str]:
+    """What ``search_tools(query, server=…)`` finds for the task's own words in each group
+    the meta-tool's tier names (a heading): that group's :data:`SEARCH_RESULTS`
+    best-scored tools."""
+    headings = {int(groups.of[p]) for name in tier
+                if (p := catalog.index_of(name)) is not None and groups.of[p] >= 0}
+    found: set[str] = set()
+    for group in headings:
+        members = np.flatnonzero(groups.of == group)
+        best = members[np.argsort(-scores[members], kind="stable")[:SEARCH_RESULTS]]
+        found.update(catalog.tools[position].name for position in best)
+    return found
+
+
 def replay(
     run: ScoredRun, policy: Policy, k: int | None, method: Method | None = None
 ) -> list[CaseOutcome]:
@@ -156,9 +176,9 @@ def replay(
             if set(catalog.names) - set(forwarded):
                 search = len(catalog) > SEARCH_TOOLS_MIN_CATALOG
                 core = {t.name for t in selection.tools if t.reason == "core"}
+                groups = catalog_layout(catalog, turn_policy).groups
                 meta = build_meta_tools(
-                    catalog, core, catalog_bundles(catalog, turn_policy), search=search,
-                    tier=selection.tier,
+                    catalog, core, groups.groups, search=search, tier=selection.tier,
                 )
                 meta_tokens = _definition_tokens(meta.definitions)
                 listed.update(selection.tier)
@@ -167,6 +187,7 @@ def replay(
                 if search and scores is not None:
                     found = semantic_candidates(catalog, scores, SEARCH_RESULTS, -math.inf, set())
                     listed.update(name for name, _ in found)
+                    listed.update(server_search(catalog, groups, scores, selection.tier))
             else:
                 selection.state.meta_at = None  # as the planner: no meta-tool forwarded
             core_names = [t.name for t in selection.tools if t.reason == "core"]

@@ -20,6 +20,7 @@ from selection.engine import Scores, SelectionEngine
 from selection.errors import SelectionError
 from selection.evaluation.cases import Case
 from selection.history import called_tools, read_tool_choice
+from selection.policy import Policy, catalog_layout
 from selection.query import query_parts
 from selection.text_path import text_called_tools
 
@@ -43,22 +44,22 @@ class Scorer(Protocol):
 
 class EngineScorer:
     """The proxy's scorer: :meth:`SelectionEngine.score` (cached tool vectors, faiss
-    index per catalogue, the policy's example utterances)."""
+    index per catalogue, the policy's example utterances, the catalogue's groups as the
+    policy lays them out)."""
 
     uses_threshold = True
 
-    def __init__(
-        self, engine: SelectionEngine, examples: Mapping[str, Sequence[str]], name: str = "embed"
-    ) -> None:
+    def __init__(self, engine: SelectionEngine, policy: Policy, name: str = "embed") -> None:
         self.engine = engine
-        self.examples = examples
+        self.policy = policy
         self.name = name
 
     async def prepare(self, catalog: Catalog) -> float:
-        return (await self.engine.index_for(catalog, self.examples))[1]
+        return (await self.engine.index_for(catalog, self.policy.examples))[1]
 
     async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
-        return await self.engine.score(catalog, self.examples, query)
+        groups = catalog_layout(catalog, self.policy).groups
+        return await self.engine.score(catalog, self.policy.examples, query, groups)
 
 
 @dataclass

@@ -347,7 +347,7 @@ async def recall_at_k(cases: dict[str, Path], examples: dict[str, list[str]]) ->
             for name, path in cases.items():
                 case_set = load_cases(path)
                 for when, policy in policies.items():
-                    scorer = EngineScorer(engine, policy.examples)
+                    scorer = EngineScorer(engine, policy)
                     report = await evaluate(case_set, [scorer], policy, ks=KS)
                     rows = report["methods"][0]["ks"]
                     results.setdefault(name, {})[when] = {row["k"]: row["recall"] for row in rows}

@@ -139,7 +139,7 @@ def engine(embedder: KeywordEmbedder | None = None) -> SelectionEngine:
 
 async def run_set(tmp_path: Path, ks: Sequence[int | None] = (1, 2, ALL)) -> dict[str, Any]:
     case_set = load_cases(write_set(tmp_path / "tiny"))
-    return await evaluate(case_set, [EngineScorer(engine(), {})], POLICY, ks=ks, query_user_messages=1)
+    return await evaluate(case_set, [EngineScorer(engine(), POLICY)], POLICY, ks=ks, query_user_messages=1)
 
 
 def row(report: dict[str, Any], k: str, method: int = 0) -> dict[str, Any]:
@@ -193,7 +193,7 @@ async def test_small_and_unparseable_catalogs_forward_everything(tmp_path: Path)
     path = tmp_path / "cases.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     run = await score_cases(
-        load_cases(path).cases, EngineScorer(engine(), {}),
+        load_cases(path).cases, EngineScorer(engine(), POLICY),
         forwards_whole=POLICY.forwards_whole, query_user_messages=2, query_chars=4000,
     )
     assert [c.mode for c in run.cases] == ["fallback", "small"]
@@ -263,14 +263,14 @@ async def test_expected_none_cases_are_reported_apart(tmp_path: Path) -> None:
     # without τ, the same case forwards k tools for nothing
     case_set = load_cases(write_set(tmp_path / "again"))
     loose = replace(POLICY, threshold=-1.0)
-    report = await evaluate(case_set, [EngineScorer(engine(), {})], loose, ks=(2,), query_user_messages=1)
+    report = await evaluate(case_set, [EngineScorer(engine(), loose)], loose, ks=(2,), query_user_messages=1)
     assert row(report, "2")["none_forwarded_mean"] == 2.0
 
 
 async def test_state_is_carried_per_conversation_so_sticky_and_pinned_tools_count(tmp_path: Path) -> None:
     case_set = load_cases(write_set(tmp_path))
     run = await score_cases(
-        case_set.cases, EngineScorer(engine(), {}),
+        case_set.cases, EngineScorer(engine(), POLICY),
         forwards_whole=POLICY.forwards_whole, query_user_messages=1, query_chars=4000,
     )
     outcomes = {o.case.case.id: o for o in replay(run, POLICY, 1)}
@@ -356,7 +356,7 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     policy = replace(POLICY, top_k=2, max_tools=3)
 
     run = await score_cases(
-        case_set.cases, EngineScorer(engine(), {}),
+        case_set.cases, EngineScorer(engine(), POLICY),
         forwards_whole=policy.forwards_whole, query_user_messages=1, query_chars=4000,
     )
     replayed = [o.forwarded for o in replay(run, replace(policy, top_k=2), 2)]

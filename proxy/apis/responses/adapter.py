@@ -35,6 +35,7 @@ from proxy.apis.responses.tools import (
     TOOL_SEARCH,
     ToolLayout,
     ToolsRejected,
+    declared_groups,
     read_layout,
     responses_tool,
 )
@@ -286,7 +287,7 @@ class ResponsesApi:
         if not len(functions):
             raise NothingToPrune()
         others = [*layout.others, *([layout.client_search] if layout.client_search else [])]
-        native = build_catalog(functions.tools, others)
+        native = build_catalog(functions.tools, others, declared=declared_groups(layout))
         layout.hosted_name = free_name(TOOL_SEARCH, set(native.names))
         reshaped = layout.reshaped
         if isinstance(value, list):

@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from selection.catalog import DeclaredGroup
 from selection.meta_tools import free_name
 
 #: Joins a namespace and a member's name into the upstream function's name.
@@ -155,6 +156,23 @@ def responses_tool(function: Mapping[str, Any]) -> dict[str, Any]:
         "parameters": function["parameters"],
         "strict": False,
     }
+
+
+def declared_groups(layout: ToolLayout) -> list[DeclaredGroup]:
+    """The request's namespaces as groups of the catalogue (their flattened function
+    names, in request order, and their ``description``): selection ranks and lists the
+    tools under them (:mod:`selection.groups`)."""
+    members: dict[str, list[str]] = {space: [] for space in layout.namespaces}
+    for upstream, member in layout.members.items():
+        if member.namespace is not None:
+            members[member.namespace].append(upstream)
+    groups = []
+    for space, names in members.items():
+        description = layout.namespaces[space].get("description")
+        groups.append(DeclaredGroup(
+            space, tuple(names), description if isinstance(description, str) else ""
+        ))
+    return groups
 
 
 def flat_name(namespace: str, name: str) -> str:
