@@ -226,7 +226,7 @@ def select(
             return choose(
                 catalog, scores, top_k=k, threshold=policy.threshold,
                 exclude=core_set | pinned_set, policy=policy.ranking, max_count=policy.max_tools,
-                named=named, group_of=layout.groups.of if len(layout.groups) else None,
+                named=named, group_of=layout.groups.of if layout.groups.shapes_ranking else None,
             )
 
         choice = candidates(k)
