@@ -10,9 +10,13 @@ the whole.
 
 Catalogues: the repository's two real MCP catalogues (GitHub 117, Playwright 69 tools)
 repeated under 40 namespaces (``ns7__get_me_1234``) up to each size, so bundles and the
-namespace menu are exercised as in a real many-server catalogue.
+namespace menu are exercised as in a real many-server catalogue. Each size is measured
+twice, side by side: ranking with the catalogue's groups (the 40 namespaces,
+:mod:`selection.group_ranking`, the default weights) and without (every group weight 0;
+the groups are still found and head the meta-tool's lines), so the ``groups`` rows' added
+p50 is what ranking by groups costs.
 
-    PYTHONPATH=. python benchmarks/planning_cpu.py [--sizes 117,1000,10000] [--core 'get_me,search_*']
+    PYTHONPATH=. python benchmarks/planning_cpu.py [--sizes 117,527,2470,10000] [--core 'get_me,search_*']
     PYTHONPATH=. python benchmarks/planning_cpu.py --sizes 10000 --profile 25   # where it goes
 """
 
@@ -42,6 +46,7 @@ from proxy.components import limit_blas_threads
 from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
+from selection.group_ranking import GroupRanking, GroupScorer
 from selection.state import MemoryStateStore
 from benchmarks.support.data import REAL_CATALOGS
 
@@ -88,12 +93,18 @@ def catalogue(size: int) -> list[dict[str, Any]]:
     return tools
 
 
-async def measure(size: int, core: list[str], requests: int, profile: int = 0) -> dict[str, Any]:
+async def measure(
+    size: int, core: list[str], requests: int, profile: int = 0, groups: bool = True
+) -> dict[str, Any]:
     settings = Settings(core=core, index_timeout_s=3600.0)
     engine = SelectionEngine(
         StandInEmbedder(), vector_cache_size=4 * size + 1000, index_cache_size=4,  # type: ignore[arg-type]
         timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
     )
+    engine.groups = GroupScorer(GroupRanking(
+        weight=settings.group_weight, lexical_weight=settings.group_lexical_weight,
+        vector_weight=settings.group_vector_weight, size_scale=float(settings.group_size),
+    ) if groups else GroupRanking(weight=0.0, lexical_weight=0.0, vector_weight=0.0))
     cache = CatalogCache(1 << 30)
     planner = Planner(
         settings=settings, policy=load_policy(settings), engine=engine,
@@ -134,7 +145,8 @@ async def measure(size: int, core: list[str], requests: int, profile: int = 0) -
     await engine.aclose()
     ms = np.array(seconds) * 1000
     return {
-        "tools": size, "body MB": round(len(bodies[0]) / 1e6, 2),
+        "tools": size, "groups": "on" if groups else "off",
+        "body MB": round(len(bodies[0]) / 1e6, 2),
         "plan p50 ms": round(float(np.percentile(ms, 50)), 1),
         "plan p90 ms": round(float(np.percentile(ms, 90)), 1),
         "first (cold) s": round(cold_s, 1), "forwarded": forwarded,
@@ -143,7 +155,7 @@ async def measure(size: int, core: list[str], requests: int, profile: int = 0) -
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="117,1000,10000", help="catalogue sizes")
+    parser.add_argument("--sizes", default="117,527,2470,10000", help="catalogue sizes")
     parser.add_argument("--core", default="get_me,search_*", help="CORE patterns ('' for none)")
     parser.add_argument("--requests", type=int, default=30, help="timed requests per size")
     parser.add_argument("--blas-threads", action="store_true",
@@ -156,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         limit_blas_threads()  # as the proxy does
     core = [pattern for pattern in args.core.split(",") if pattern]
     rows = [
-        asyncio.run(measure(int(size), core, args.requests, args.profile)) for size in args.sizes.split(",")
+        asyncio.run(measure(int(size), core, args.requests, args.profile, groups))
+        for size in args.sizes.split(",") for groups in (False, True)
     ]
     print(f"CORE {core}; {args.requests} warm requests per size, query embedding excluded")
     print(tabulate(rows, headers="keys", tablefmt="github"))

@@ -70,7 +70,7 @@ watch write head options
 @dataclass(frozen=True)
 class Group:
     """One group of tools: ``name`` as the client or catalogue spells it (a server,
-    namespace, toolkit or bundle), ``members`` (tool names, catalogue order),
+    namespace, toolkit or bundle), ``members`` (tool names, as declared or in catalogue order),
     ``description`` (declared or configured; empty when found from names) and
     ``source`` (where it was found)."""
 

@@ -15,11 +15,15 @@ from selection.meta_tools import (
     SUGGESTIONS,
     build_meta_tools,
     execute_load,
+    find_group,
     requested_names,
     search_outcome,
     search_query,
+    search_server,
     short_purpose,
+    unknown_group,
 )
+from selection.groups import find_groups
 from selection.policy import Bundle, Policy, catalog_bundles
 from benchmarks.support.data import REAL_CATALOGS
 
@@ -378,3 +382,63 @@ def test_search_tools_ends_with_the_tier_line() -> None:
     description = tiered["function"]["description"]
     assert description.startswith(plain["function"]["description"])
     assert description.endswith("\n- list_issues — List issues of a repository")
+
+
+# --------------------------------------------------------------------------- servers
+
+
+SERVERS = catalog_of(
+    github__get_me="Who is logged in.",
+    github__create_issue="Open an issue.",
+    jira__get_issue="Read a Jira issue.",
+    jira__search="Search Jira with JQL.",
+    notes="Keep a note.",
+)
+
+
+def test_the_tier_lists_tools_under_their_server_then_the_rest_under_other() -> None:
+    groups = find_groups(SERVERS).groups
+    tier = ["jira__search", "notes", "github__get_me", "jira__get_issue"]
+    for search in (False, True):
+        (definition,) = build_meta_tools(SERVERS, set(), groups, search=search, tier=tier).definitions
+        description = definition["function"]["description"]
+        listed = description[description.index("[jira]"):].splitlines()
+        assert listed == [
+            "[jira]", "- jira__search — Search Jira with JQL", "- jira__get_issue — Read a Jira issue",
+            "[github]", "- github__get_me — Who is logged in",
+            "[other]", "- notes — Keep a note",
+        ]
+
+
+def test_search_tools_offers_a_server_argument_only_when_there_are_groups() -> None:
+    (grouped,) = build_meta_tools(SERVERS, set(), find_groups(SERVERS).groups, search=True).definitions
+    assert "server" in grouped["function"]["parameters"]["properties"]
+    assert "Tool groups: github; jira." in grouped["function"]["description"]
+    (flat,) = build_meta_tools(SERVERS, set(), [], search=True).definitions
+    assert set(flat["function"]["parameters"]["properties"]) == {"query"}
+
+
+def test_search_server_reads_the_server_argument() -> None:
+    assert search_server('{"query": "x", "server": " jira "}') == "jira"
+    for absent in ('{"query": "x"}', '{"query": "x", "server": ""}', '{"server": 3}', "nope"):
+        assert search_server(absent) is None
+
+
+def test_find_group_matches_a_server_by_name_or_closely_and_never_loosely() -> None:
+    groups = find_groups(SERVERS).groups
+    assert find_group("Jira", groups).name == "jira"
+    assert find_group("githib", groups).name == "github"  # a typo
+    assert find_group("slack", groups) is None
+    assert find_group("jira", ()) is None
+
+
+def test_an_unknown_server_is_answered_with_the_closest_names() -> None:
+    answer = json.loads(unknown_group("gitlab", find_groups(SERVERS).groups))
+    assert "gitlab" in answer["error"]
+    assert answer["did_you_mean"][0] == "github"
+
+
+def test_a_search_limited_to_a_server_names_it_in_the_answer() -> None:
+    answer = json.loads(search_outcome(["jira__search"], SERVERS, set(), "jira").content)
+    assert answer["server"] == "jira" and answer["loaded"] == ["jira__search"]
+    assert "server" not in json.loads(search_outcome(["notes"], SERVERS, set()).content)

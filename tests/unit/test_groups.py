@@ -1,0 +1,92 @@
+"""Tests for selection.groups: the catalogue's servers, namespaces and toolkits, found from
+what the request declares, the policy's bundles and the tools' names."""
+
+from __future__ import annotations
+
+import pytest
+
+from selection.catalog import DeclaredGroup, build_catalog, parse_tools
+from selection.groups import Group, catalog_groups, find_groups, namespace_prefix, toolkit_suffix
+
+
+def catalog_of(*names: str, declared: tuple[DeclaredGroup, ...] = ()):
+    parsed = parse_tools([{"type": "function", "function": {"name": n, "description": n}}
+                          for n in names])
+    return build_catalog(parsed.tools, declared=declared) if declared else parsed
+
+
+def grouping(catalog) -> dict[str, tuple[str, tuple[str, ...]]]:
+    found = find_groups(catalog)
+    return {g.name: (g.source, g.members) for g in found.groups}
+
+
+@pytest.mark.parametrize(("name", "server"), [
+    ("mcp__github__get_me", "github"),
+    ("github__get_me", "github"),
+    ("github/get_me", "github"),
+    ("filesystem.read_file", "filesystem"),
+    ("get_me", None),
+])
+def test_namespace_prefix_reads_the_clients_separators(name: str, server: str | None) -> None:
+    assert namespace_prefix(name) == server
+
+
+def test_toolkit_suffix_reads_rapidapis_for_suffix() -> None:
+    assert toolkit_suffix("count_for_suivi_colis") == "suivi_colis"
+    assert toolkit_suffix("get_forecast") is None
+
+
+def test_mcp_servers_are_found_from_their_prefixes_and_shape_the_ranking() -> None:
+    catalog = catalog_of("mcp__github__get_me", "mcp__github__create_issue",
+                         "mcp__jira__get_issue", "mcp__jira__search", "Bash")
+    assert grouping(catalog) == {
+        "github": ("server", ("mcp__github__get_me", "mcp__github__create_issue")),
+        "jira": ("server", ("mcp__jira__get_issue", "mcp__jira__search")),
+    }
+    groups = find_groups(catalog)
+    assert groups.of.tolist() == [0, 0, 1, 1, -1]
+    assert groups.shapes_ranking  # 4 of 5 tools are grouped
+
+
+def test_rapidapi_toolkits_are_found_from_the_for_suffix() -> None:
+    catalog = catalog_of("count_for_suivi_colis", "latest_for_suivi_colis",
+                         "search_for_deezer", "track_for_deezer")
+    assert grouping(catalog) == {
+        "suivi_colis": ("toolkit", ("count_for_suivi_colis", "latest_for_suivi_colis")),
+        "deezer": ("toolkit", ("search_for_deezer", "track_for_deezer")),
+    }
+
+
+def test_a_shared_action_word_is_no_server() -> None:
+    catalog = catalog_of("get_weather", "get_time", "list_files", "list_users",
+                         "Ant_Design_list_components", "Ant_Design_get_docs")
+    assert grouping(catalog) == {}  # one name group alone says nothing
+
+
+def test_a_flat_catalogue_with_a_few_shared_prefixes_is_not_ranked_by_them() -> None:
+    """MetaTool's shape: 199 plugin names, a handful sharing a first word."""
+    names = [f"plugin{i}" for i in range(40)] + ["PDF_Exporter", "PDF_URLTool",
+                                                  "MixerBox_Translate", "MixerBox_Search"]
+    groups = find_groups(catalog_of(*names))
+    assert len(groups) == 2
+    assert not groups.shapes_ranking  # 4 of 44 tools grouped
+
+
+def test_declared_namespaces_come_first_then_bundles_then_names() -> None:
+    declared = (DeclaredGroup("crm", ("crm__find", "crm__update"), "Customer records"),)
+    catalog = catalog_of("crm__find", "crm__update", "mail__send", "mail__read", "mail__draft",
+                         declared=declared)
+    bundle = Group("drafting", ("mail__draft", "mail__send"), "Write mail", "bundle")
+    groups = find_groups(catalog, [bundle])
+    assert [(g.name, g.source, g.members) for g in groups.groups] == [
+        ("crm", "namespace", ("crm__find", "crm__update")),
+        ("drafting", "bundle", ("mail__draft", "mail__send")),  # as configured
+    ]  # mail__read is left alone: a group of one is none
+    assert groups.groups[0].description == "Customer records"
+
+
+def test_groupings_are_cached_by_catalogue_and_bundles() -> None:
+    catalog = catalog_of("a__x", "a__y", "b__x", "b__y")
+    assert catalog_groups(catalog) is catalog_groups(catalog)
+    bundle = Group("xs", ("a__x", "b__x"), "", "bundle")
+    assert catalog_groups(catalog, [bundle]) is not catalog_groups(catalog)
