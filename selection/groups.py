@@ -100,6 +100,15 @@ class CatalogGroups:
         catalogue say little about it)."""
         return bool(len(self.groups)) and float((self.of >= 0).mean()) >= MIN_GROUPED_SHARE
 
+    @property
+    def listed(self) -> tuple[Group, ...]:
+        """The groups the meta-tools show (headings, ``search_tools``' ``server``): all of
+        them when they shape the ranking, else only those the request declares or the
+        policy configures (a few shared name prefixes in a flat catalogue are no servers)."""
+        if self.shapes_ranking:
+            return self.groups
+        return tuple(g for g in self.groups if g.source in ("namespace", "bundle"))
+
     def group_of(self, position: int) -> Group | None:
         index = int(self.of[position])
         return self.groups[index] if index >= 0 else None

@@ -235,7 +235,7 @@ class Planner:
         elif native is not None and choice.offer_meta and set(native.names) - forwarded:
             core = {t.name for t in selection.tools if t.reason in ("core", "client")}
             meta = build_meta_tools(
-                native, core, catalog_layout(native, self.policy).groups.groups,
+                native, core, catalog_layout(native, self.policy).groups.listed,
                 search=len(native) > self.settings.search_tools_min_catalog,
                 tier=[name for name in selection.tier if native.get(name) is not None],
             )

@@ -113,7 +113,7 @@ async def search_tools(
         return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
     group = None
     if server is not None:
-        groups = catalog_layout(turn.catalog, policy).groups.groups
+        groups = catalog_layout(turn.catalog, policy).groups.listed
         if (group := find_group(server, groups)) is None:
             return LoadOutcome((), unknown_group(server, groups))
     scores, threshold = await _ranking(engine, policy, turn, query, on_late_error)

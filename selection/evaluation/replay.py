@@ -124,9 +124,11 @@ def server_search(
 ) -> set[str]:
     """What ``search_tools(query, server=…)`` finds for the task's own words in each group
     the meta-tool's tier names (a heading): that group's :data:`SEARCH_RESULTS`
-    best-scored tools."""
+    best-scored tools (only groups the meta-tool shows: :attr:`CatalogGroups.listed`)."""
+    shown = set(groups.listed)
     headings = {int(groups.of[p]) for name in tier
-                if (p := catalog.index_of(name)) is not None and groups.of[p] >= 0}
+                if (p := catalog.index_of(name)) is not None and groups.of[p] >= 0
+                and groups.groups[groups.of[p]] in shown}
     found: set[str] = set()
     for group in headings:
         members = np.flatnonzero(groups.of == group)
@@ -178,7 +180,7 @@ def replay(
                 core = {t.name for t in selection.tools if t.reason == "core"}
                 groups = catalog_layout(catalog, turn_policy).groups
                 meta = build_meta_tools(
-                    catalog, core, groups.groups, search=search, tier=selection.tier,
+                    catalog, core, groups.listed, search=search, tier=selection.tier,
                 )
                 meta_tokens = _definition_tokens(meta.definitions)
                 listed.update(selection.tier)

@@ -70,6 +70,7 @@ def test_a_flat_catalogue_with_a_few_shared_prefixes_is_not_ranked_by_them() -> 
     groups = find_groups(catalog_of(*names))
     assert len(groups) == 2
     assert not groups.shapes_ranking  # 4 of 44 tools grouped
+    assert groups.listed == ()  # nor shown as servers by the meta-tools
 
 
 def test_declared_namespaces_come_first_then_bundles_then_names() -> None:
@@ -83,6 +84,7 @@ def test_declared_namespaces_come_first_then_bundles_then_names() -> None:
         ("drafting", "bundle", ("mail__draft", "mail__send")),  # as configured
     ]  # mail__read is left alone: a group of one is none
     assert groups.groups[0].description == "Customer records"
+    assert groups.listed == groups.groups  # declared and configured: always shown
 
 
 def test_groupings_are_cached_by_catalogue_and_bundles() -> None:
