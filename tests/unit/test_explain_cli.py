@@ -107,3 +107,28 @@ def test_explain_reads_responses_and_messages_requests(
     assert explained["meta_tools"] == ["load_tools"]
     assert main(["explain", write(tmp_path, body)]) == 0
     assert f"{api} API" in capsys.readouterr().out
+
+
+def test_explain_names_the_server_that_matched_and_the_tools_it_brought_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    github = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
+    tools = []
+    for server, catalog in (("github", github), ("playwright", PLAYWRIGHT)):
+        for tool in catalog:
+            function = {**tool["function"], "name": f"{server}__{tool['function']['name']}"}
+            tools.append({**tool, "function": function})
+    body = {"model": "m", "tools": tools,
+            "messages": [{"role": "user", "content": "Take a screenshot of the current page"}]}
+    path = write(tmp_path, body)
+    assert main(["explain", path, "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["groups"][0][0] == "playwright"
+    through = explained["through_group"]
+    assert through and set(through.values()) <= {"playwright", "github"}
+    reasons = {tool["name"]: tool["reason"] for tool in explained["tools"]}
+    assert set(through) <= set(reasons)
+    assert main(["explain", path]) == 0
+    table = capsys.readouterr().out
+    assert "groups matched best: playwright (" in table
+    assert f"(group {through[next(iter(through))]})" in table
