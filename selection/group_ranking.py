@@ -32,7 +32,7 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.groups import CatalogGroups, group_label
 from selection.index import LRUCache, ToolIndex
-from selection.ranking import lexical_text, _tokenize
+from selection.ranking import _tokenize, lexical_text, normalised_bm25
 
 #: Groups reported as matched (decision log, explain).
 REPORTED_GROUPS = 3
@@ -97,12 +97,7 @@ class GroupIndex:
     def lexical(self, query: str) -> np.ndarray:
         """BM25 of ``query`` per unit, float32 ``(units,)`` normalised to [0, 1] by the
         best (zeros when no query word is in any unit's text)."""
-        tokens = _tokenize([query])[0] if query.strip() else []
-        if not tokens or not self.units:
-            return np.zeros(self.units, dtype=np.float32)
-        raw = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
-        best = float(raw.max())
-        return raw / best if best > 0 else np.zeros(self.units, dtype=np.float32)
+        return normalised_bm25(self._retriever, query, self.units)
 
 
 async def build_group_index(

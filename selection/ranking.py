@@ -28,7 +28,7 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -100,12 +100,20 @@ class LexicalIndex:
     def scores(self, query: str) -> np.ndarray:
         """BM25 score per tool for ``query``, float32 ``(len(catalog),)``, normalised to
         [0, 1] by the best (all zeros when no query word is in the catalogue)."""
-        tokens = _tokenize([query])[0] if query.strip() else []
-        if not tokens or not self._size:
-            return np.zeros(self._size, dtype=np.float32)
-        raw = np.asarray(self._retriever.get_scores(tokens), dtype=np.float32)
-        best = float(raw.max())
-        return raw / best if best > 0 else np.zeros(self._size, dtype=np.float32)
+        return normalised_bm25(self._retriever, query, self._size)
+
+
+def normalised_bm25(retriever: Any, query: str, size: int) -> np.ndarray:
+    """The BM25 scores of ``query`` by ``retriever`` (a ``bm25s.BM25`` over ``size``
+    texts tokenised by :func:`_tokenize`, or unindexed when ``size`` is 0), float32
+    ``(size,)`` normalised to [0, 1] by the best (all zeros when no query word is in any
+    text)."""
+    tokens = _tokenize([query])[0] if query.strip() else []
+    if not tokens or not size:
+        return np.zeros(size, dtype=np.float32)
+    raw = np.asarray(retriever.get_scores(tokens), dtype=np.float32)
+    best = float(raw.max())
+    return raw / best if best > 0 else np.zeros(size, dtype=np.float32)
 
 
 def fuse(
