@@ -13,8 +13,9 @@ lower-case, plural folded) that is not a position or bound (``from``, ``min``, `
 nor a free-text input the user gives (``query``, ``text``, ``content``…). A group mate
 *produces* the parameter when it names a key in its name or in the first
 :data:`DESCRIPTION_CHARS` characters of its description (a docstring's ``Args:`` section
-left out: that is what it takes) and needs no parameter with that key itself. The best producer of a tool covers most of its keys, then has fewer required
-parameters, then scores higher for the query. Pure functions, no I/O.
+left out: that is what it takes) and needs no parameter with that key itself. The best
+producer of a tool covers most of its keys, then has fewer required parameters, then
+scores higher for the query. Pure functions, no I/O.
 """
 
 from __future__ import annotations

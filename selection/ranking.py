@@ -225,7 +225,8 @@ def choose(
     candidate is named, only named tools are semantic candidates (the others stay in
     score order for the tier). ``group_of``: int ``(len(catalog),)``, each tool's group
     (−1: none): a grouped tool's dependencies come from its own group
-    (:func:`selection.dependencies.expand`).
+    (:func:`selection.dependencies.expand`), then from the group mates that produce its
+    required inputs (:func:`selection.group_inputs.input_producers`).
     """
     if top_k <= 0 or len(catalog) == 0:
         return Choice((), ())
