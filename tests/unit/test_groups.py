@@ -92,3 +92,20 @@ def test_groupings_are_cached_by_catalogue_and_bundles() -> None:
     assert catalog_groups(catalog) is catalog_groups(catalog)
     bundle = Group("xs", ("a__x", "b__x"), "", "bundle")
     assert catalog_groups(catalog, [bundle]) is not catalog_groups(catalog)
+
+
+def test_a_responses_requests_namespaces_are_its_groups_with_their_descriptions() -> None:
+    from proxy.apis.responses.tools import declared_groups, read_layout
+
+    def function(name: str) -> dict:
+        return {"type": "function", "name": name, "description": name,
+                "parameters": {"type": "object", "properties": {}}}
+
+    layout = read_layout([
+        {"type": "namespace", "name": "crm", "description": "Customer records",
+         "tools": [function("find"), function("update")]},
+        function("notes"),
+    ])
+    (group,) = declared_groups(layout)
+    assert (group.name, group.description) == ("crm", "Customer records")
+    assert group.members == ("crm__find", "crm__update")
