@@ -199,13 +199,16 @@ class GroupScorer:
         (:attr:`~selection.groups.CatalogGroups.shapes_ranking`) or every weight is 0.
         ``key``: the catalogue's index key (with the grouping's fingerprint, the cache
         key of its :class:`GroupIndex`, built by :func:`build_group_index` from ``index``
-        and ``embed``). Raises: what ``embed`` raises."""
+        and ``embed``; without vectors when ``vector_weight`` is 0, so nothing is
+        embedded). Raises: what ``embed`` raises."""
         if not groups.shapes_ranking or not self.ranking.active or not parts:
             return None
         cache_key = (key, groups.fingerprint)
         group_index = self._indexes.get(cache_key)
         if group_index is None:
-            group_index = await build_group_index(catalog, groups, index, embed)
+            group_index = (await build_group_index(catalog, groups, index, embed)
+                           if self.ranking.vector_weight else
+                           await asyncio.to_thread(GroupIndex, catalog, groups))  # no vectors
             self._indexes.put(cache_key, group_index)
         return rank_with_groups(values, group_index, parts[0], part_vectors, self.ranking)
 

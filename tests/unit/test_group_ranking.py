@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from selection.catalog import parse_tools
+from selection.catalog import DeclaredGroup, build_catalog, parse_tools
 from selection.group_ranking import GroupIndex, GroupRanking, GroupScorer, rank_with_groups
 from selection.groups import find_groups
 from tests.unit.test_engine import FakeEmbedder, engine_for, tool
@@ -74,3 +74,26 @@ async def test_the_engine_ranks_a_grouped_catalogue_by_groups_and_a_flat_one_as_
     without = await engine.score(flat, {}, "alpha", find_groups(flat))
     assert without.groups is None
     np.testing.assert_array_equal(without.values, (await engine.score(flat, {}, "alpha")).values)
+
+
+async def test_a_groups_vector_is_its_tools_mean_and_embedded_only_when_weighted() -> None:
+    plain_catalog = parse_tools(TOOLS)
+    declared = (DeclaredGroup("alpha", ("alpha__search", "alpha__health")),
+                DeclaredGroup("beta", ("beta__search", "beta__list"), "beta records"))
+    catalog = build_catalog(plain_catalog.tools, declared=declared)
+    groups = find_groups(catalog)
+    embedder = FakeEmbedder()
+    engine = engine_for(embedder)
+    engine.groups = GroupScorer(GroupRanking(weight=0.0, lexical_weight=0.0, vector_weight=1.0))
+    ranked = await engine.score(catalog, {}, "beta", groups)
+    plain = await engine.score(catalog, {}, "beta")
+    lift = ranked.values - plain.values
+    assert lift[2] == lift[3] > 0  # beta's vector (its tools' and its description's mean)
+    assert lift[0] == lift[1] == 0  # alpha's tools share no word with the query
+    assert "beta: beta records" in embedder.texts  # the declared description, embedded
+    assert ranked.groups is not None and ranked.groups.matched()[0][0] == "beta"
+    unweighted_embedder = FakeEmbedder()
+    unweighted = engine_for(unweighted_embedder)
+    unweighted.groups = GroupScorer(RANKING)
+    await unweighted.score(catalog, {}, "beta", groups)
+    assert "beta: beta records" not in unweighted_embedder.texts
