@@ -79,9 +79,7 @@ class SelectionEngine:
     ``query_cache_size`` query texts' vectors kept (0: none). ``learned`` (attribute, None until
     learning is on): promoted learned states by catalogue (:mod:`selection.learned`): for the
     catalogues they were learned for, the query vectors are centred by them before the dense
-    ranking and their boost is added to the fused score. ``groups`` (attribute): ranking by the
-    catalogue's groups (:class:`~selection.group_ranking.GroupScorer`; :meth:`score`'s
-    ``groups``)."""
+    ranking and their boost is added to the fused score. ``groups``: see :meth:`score`."""
 
     def __init__(
         self,
@@ -238,10 +236,8 @@ class SelectionEngine:
         groups: CatalogGroups | None = None,
     ) -> Scores:
         """Cosine of ``query`` against every tool of ``catalog``: per tool, the best of its
-        texts against the best of the query's parts.
-
-        ``groups`` (:func:`selection.groups.catalog_groups`; None: none): grouped tools' scores
-        draw on their group's match (:meth:`~selection.group_ranking.GroupScorer.rank`).
+        texts against the best of the query's parts (with ``groups``, drawn toward its
+        group's match: :meth:`~selection.group_ranking.GroupScorer.rank`, ``self.groups``).
 
         ``query``: one text, or a query's parts (:func:`selection.query.query_parts`: the
         whole query, then its sentences and tool results), embedded in one call — parts
@@ -286,9 +282,8 @@ class SelectionEngine:
             lexical_scores = (await lexical).scores(parts[0]) if lexical is not None else None
             names = self.name_index(catalog).coverage(parts[0]) if self.name_weight else None
             fused = fuse(dense, lexical_scores, self.lexical_weight, names, self.name_weight)
-        match = None if groups is None or not parts or partial else await self.groups.rank(
-            key, catalog, groups, index, fused, parts, vectors, self.embed)  # not a partial index
-        fused = fused if match is None else match.values
+        fused, match = await self.groups.rank(key, catalog, groups, index, fused, parts, vectors,
+                                              self.embed, partial)
         boost = learned.boost(vectors) if learned is not None else None
         if boost is not None:
             fused = fused + boost

@@ -190,19 +190,23 @@ class GroupScorer:
         self._indexes: LRUCache[tuple[str, str], GroupIndex] = LRUCache(cache_size)
 
     async def rank(
-        self, key: str, catalog: Catalog, groups: CatalogGroups, index: ToolIndex,
+        self, key: str, catalog: Catalog, groups: CatalogGroups | None, index: ToolIndex,
         values: np.ndarray, parts: Sequence[str], part_vectors: np.ndarray,
-        embed: Callable[[Sequence[str]], Awaitable[np.ndarray]],
-    ) -> GroupMatch | None:
-        """:func:`rank_with_groups` of ``values`` for the query ``parts`` (their vectors:
-        float32 ``(p, d)``); None when ``groups`` do not shape the ranking
-        (:attr:`~selection.groups.CatalogGroups.shapes_ranking`) or every weight is 0.
-        ``key``: the catalogue's index key (with the grouping's fingerprint, the cache
-        key of its :class:`GroupIndex`, built by :func:`build_group_index` from ``index``
-        and ``embed``; without vectors when ``vector_weight`` is 0, so nothing is
-        embedded). Raises: what ``embed`` raises."""
-        if not groups.shapes_ranking or not self.ranking.active or not parts:
-            return None
+        embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], partial: bool = False,
+    ) -> tuple[np.ndarray, GroupMatch | None]:
+        """``values`` with :func:`rank_with_groups` for the query ``parts`` (their vectors:
+        float32 ``(p, d)``), and the :class:`GroupMatch`; ``values`` as they are and None
+        when there are no ``groups`` or they do not shape the ranking
+        (:attr:`~selection.groups.CatalogGroups.shapes_ranking`), every weight is 0, or
+        ``index`` is ``partial`` (a catalogue still being indexed: nothing cached from it).
+        ``key``: the catalogue's index key (with the grouping's fingerprint, the cache key
+        of its :class:`GroupIndex`, built by :func:`build_group_index` from ``index`` and
+        ``embed``; without vectors when ``vector_weight`` is 0, so nothing is embedded).
+        Raises: what ``embed`` raises."""
+        if groups is None or partial or not parts or not self.ranking.active:
+            return values, None
+        if not groups.shapes_ranking:
+            return values, None
         cache_key = (key, groups.fingerprint)
         group_index = self._indexes.get(cache_key)
         if group_index is None:
@@ -210,7 +214,8 @@ class GroupScorer:
                            if self.ranking.vector_weight else
                            await asyncio.to_thread(GroupIndex, catalog, groups))  # no vectors
             self._indexes.put(cache_key, group_index)
-        return rank_with_groups(values, group_index, parts[0], part_vectors, self.ranking)
+        match = rank_with_groups(values, group_index, parts[0], part_vectors, self.ranking)
+        return match.values, match
 
 
 def rank_with_groups(
