@@ -13,10 +13,12 @@ is found through the words of its toolkit), normalised by the turn's best group,
 cosine of the query's best part against the group's vector (the normalised mean of its
 members' text vectors, and of its declared description's). A grouped tool then scores
 
-    s'(t) = (1 − weight) × s(t) + weight × G(g(t))
+    s'(t) = (1 − w) × s(t) + w × max_{u ∈ g} s(u) + lexical_weight × BM25(g) + vector_weight × cos(g)
 
-so the tools of a group that matches as a whole rise together, in their own order, and
-an ungrouped tool keeps its score: a catalogue without groups ranks exactly as before.
+with w = ``weight`` × min(1, ``size_scale`` / |g|), so the tools of a group that matches
+as a whole rise together, in their own order. An ungrouped tool is a unit of its own (its
+max is itself, its BM25 text its own), so a lone tool and a group are matched by the same
+terms; a catalogue whose groups do not shape the ranking ranks exactly as before.
 The weights were chosen on the shared development sets (docs/measuring-selection.md).
 Pure functions over arrays; the group index is built once per catalogue and grouping.
 """
