@@ -30,7 +30,6 @@ from typing import Literal
 import numpy as np
 
 from selection.catalog import Catalog, fingerprint, name_words
-from selection.index import LRUCache
 
 GroupSource = Literal["namespace", "bundle", "server", "toolkit", "prefix"]
 
@@ -210,19 +209,6 @@ def find_groups(catalog: Catalog, bundles: Iterable[Group] = ()) -> CatalogGroup
                 of[position] = index
     key = fingerprint([[g.name, list(g.members), g.description] for g in chosen])
     return CatalogGroups(tuple(chosen), of, key)
-
-
-#: Groupings kept, by catalogue fingerprint and the configured bundles.
-_GROUPINGS: LRUCache[tuple[str, str], CatalogGroups] = LRUCache(64)
-
-
-def catalog_groups(catalog: Catalog, bundles: Sequence[Group] = ()) -> CatalogGroups:
-    """:func:`find_groups`, computed once per catalogue and configured bundles (an LRU of
-    64; ~10 ms at 4,000 tools)."""
-    extra = fingerprint([[g.name, list(g.members), g.description] for g in bundles])
-    return _GROUPINGS.get_or_build(
-        (catalog.fingerprint, extra), lambda: find_groups(catalog, bundles)
-    )
 
 
 def group_label(group: Group) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
-from selection.groups import CatalogGroups, Group, catalog_groups
+from selection.groups import CatalogGroups, Group, find_groups
 from selection.prefix import catalog_tokens, expected_saving
 from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
@@ -162,10 +162,11 @@ class CatalogLayout:
 
 
 def layout_groups(catalog: Catalog, policy: Policy) -> CatalogGroups:
-    """The catalogue's groups (:func:`selection.groups.catalog_groups`): those the
-    request declares, the policy's configured bundles, then those found from names."""
+    """The catalogue's groups (:func:`selection.groups.find_groups`): those the request
+    declares, the policy's configured bundles, then those found from names. Kept in the
+    catalogue's layout (:func:`catalog_layout`), so found once per catalogue and policy."""
     bundles = [Group(b.name, b.members, b.description, "bundle") for b in policy.bundles]
-    return catalog_groups(catalog, bundles)
+    return find_groups(catalog, bundles)
 
 
 #: Layouts kept, most recently used last (one per catalogue and policy).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from selection import policy as policy_module
 from selection.catalog import Catalog, build_catalog, parse_tools
+from selection.groups import Group, find_groups
 from selection.policy import Bundle, Policy, bundle_mates, catalog_bundles, catalog_layout
 
 
@@ -26,6 +27,8 @@ def test_the_layout_is_what_the_uncached_functions_compute() -> None:
     assert list(layout.bundles) == catalog_bundles(catalog, policy)
     assert layout.mates == bundle_mates(catalog_bundles(catalog, policy), 2)
     assert "jira__x" not in layout.mates  # its namespace has 3 members, over the size limit
+    bundles = [Group(b.name, b.members, b.description, "bundle") for b in policy.bundles]
+    assert layout.groups == find_groups(catalog, bundles)
 
 
 def test_a_catalogue_seen_again_reuses_its_layout_even_parsed_anew() -> None:

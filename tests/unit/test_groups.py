@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from selection.catalog import DeclaredGroup, build_catalog, parse_tools
-from selection.groups import Group, catalog_groups, find_groups, namespace_prefix, toolkit_suffix
+from selection.groups import Group, find_groups, namespace_prefix, toolkit_suffix
 
 
 def catalog_of(*names: str, declared: tuple[DeclaredGroup, ...] = ()):
@@ -85,13 +85,6 @@ def test_declared_namespaces_come_first_then_bundles_then_names() -> None:
     ]  # mail__read is left alone: a group of one is none
     assert groups.groups[0].description == "Customer records"
     assert groups.listed == groups.groups  # declared and configured: always shown
-
-
-def test_groupings_are_cached_by_catalogue_and_bundles() -> None:
-    catalog = catalog_of("a__x", "a__y", "b__x", "b__y")
-    assert catalog_groups(catalog) is catalog_groups(catalog)
-    bundle = Group("xs", ("a__x", "b__x"), "", "bundle")
-    assert catalog_groups(catalog, [bundle]) is not catalog_groups(catalog)
 
 
 def test_a_responses_requests_namespaces_are_its_groups_with_their_descriptions() -> None:
