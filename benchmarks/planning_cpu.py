@@ -42,11 +42,10 @@ from config.policy import load_policy
 from config.settings import Settings
 from proxy.apis.chat.adapter import read_chat
 from proxy.turn.planner import Planner
-from proxy.components import limit_blas_threads
+from proxy.components import limit_blas_threads, with_groups
 from proxy.metrics import Metrics
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
-from selection.group_ranking import GroupRanking, GroupScorer
 from selection.state import MemoryStateStore
 from benchmarks.support.data import REAL_CATALOGS
 
@@ -96,15 +95,13 @@ def catalogue(size: int) -> list[dict[str, Any]]:
 async def measure(
     size: int, core: list[str], requests: int, profile: int = 0, groups: bool = True
 ) -> dict[str, Any]:
-    settings = Settings(core=core, index_timeout_s=3600.0)
-    engine = SelectionEngine(
+    off = {} if groups else {"group_weight": 0.0, "group_lexical_weight": 0.0,
+                             "group_vector_weight": 0.0}
+    settings = Settings(core=core, index_timeout_s=3600.0, **off)
+    engine = with_groups(SelectionEngine(
         StandInEmbedder(), vector_cache_size=4 * size + 1000, index_cache_size=4,  # type: ignore[arg-type]
         timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
-    )
-    engine.groups = GroupScorer(GroupRanking(
-        weight=settings.group_weight, lexical_weight=settings.group_lexical_weight,
-        vector_weight=settings.group_vector_weight, size_scale=float(settings.group_size),
-    ) if groups else GroupRanking(weight=0.0, lexical_weight=0.0, vector_weight=0.0))
+    ), settings)
     cache = CatalogCache(1 << 30)
     planner = Planner(
         settings=settings, policy=load_policy(settings), engine=engine,
