@@ -71,6 +71,24 @@ def configure_logging(level: str) -> None:
     logger.propagate = False
 
 
+#: ``logging.config.dictConfig`` for the server's own loggers (uvicorn's start-up, shutdown
+#: and error lines), so that every line on stderr is one JSON object like the proxy's;
+#: uvicorn sets their level from ``log_level`` after applying it. Access lines are off
+#: (``access_log=False``): the proxy logs each request itself.
+SERVER_LOG_CONFIG: dict[str, object] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "proxy.log.JsonFormatter"}},
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+    },
+    "loggers": {
+        "uvicorn": {"handlers": ["stderr"], "propagate": False},
+        "uvicorn.error": {"propagate": True},
+    },
+}
+
+
 def get_logger(name: str) -> logging.Logger:
     """A child of the ``toolprune`` logger."""
     return logging.getLogger(f"{LOGGER_NAME}.{name}")

@@ -18,6 +18,7 @@ from proxy.cli import explain as explain_cli
 from proxy.cli import learn as learn_cli
 from proxy.cli import usage as usage_cli
 from proxy.cli.help import HelpFormatter, from_setting
+from proxy.log import SERVER_LOG_CONFIG
 
 #: The app factory uvicorn imports in each worker process (settings from the environment).
 APP_FACTORY = "proxy.app:create_app_from_env"
@@ -50,6 +51,7 @@ def _serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        log_config=SERVER_LOG_CONFIG,
         access_log=False,
         server_header=False,
         date_header=False,

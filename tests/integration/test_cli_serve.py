@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -30,16 +31,18 @@ def grace_s() -> str:
 
 @pytest.fixture
 def served_proxy(
-    upstream: RunningUpstream, grace_s: str
+    upstream: RunningUpstream, grace_s: str, tmp_path: Path
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     port = free_port()
     env = {**os.environ, "TOOLPRUNE_SHUTDOWN_GRACE_S": grace_s}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port), "--upstream", upstream.base_url],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    with (tmp_path / "stderr.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "proxy.cli.main", "serve", "--port", str(port),
+             "--upstream", upstream.base_url],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     origin = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_DEADLINE_S
     while True:
@@ -110,3 +113,19 @@ def test_sigterm_past_the_grace_period_ends_streams_with_an_error_event_and_answ
     assert answer.headers["content-type"] == "application/json"
     assert answer.json()["error"]["code"] == "proxy_shutting_down"
     assert process.wait(20) in (0, -signal.SIGTERM)
+
+
+def test_every_line_the_server_writes_is_one_json_object(
+    upstream: RunningUpstream, served_proxy: tuple[subprocess.Popen[bytes], str], tmp_path: Path
+) -> None:
+    process, origin = served_proxy
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(origin + "/v1/chat/completions", json=body, timeout=30).status_code == 200
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(20) in (0, -signal.SIGTERM)
+    lines = (tmp_path / "stderr.log").read_text().splitlines()
+    entries = [json.loads(line) for line in lines]  # fails on uvicorn's plain "INFO:" lines
+    loggers = {entry["logger"] for entry in entries}
+    assert "uvicorn.error" in loggers  # its start-up and shutdown lines
+    assert any(name.startswith("toolprune.") for name in loggers)
+    assert any(entry["event"] == "Application shutdown complete." for entry in entries)
