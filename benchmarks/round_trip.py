@@ -12,7 +12,7 @@ forwarded, and the scripted model then loads ``merge_pull_request``. The run fai
 1) when the trip is not as described: the loaded tool forwarded from the start, a round
 missing, or the meta-call visible to the client.
 
-Usage, from the repository root (under a minute on 2 cores, most of it indexing the 100
+Usage, from the repository root (a few seconds on 2 cores, most of it indexing the 100
 tools; no network beyond loopback)::
 
     python -m benchmarks.round_trip          # the trip, step by step

@@ -18,18 +18,13 @@ import numpy as np
 from selection.catalog import Catalog, Tool, name_words
 from selection.engine import Scores
 from selection.index import LRUCache
+from selection.ranking import bm25_tokens
 
 
 def bm25_text(tool: Tool) -> str:
     """The text a tool is indexed by: name words and description."""
     words = name_words(tool.name)
     return f"{words} {tool.description}" if tool.description else words
-
-
-def _tokenize(texts: Sequence[str]) -> list[list[str]]:
-    import bm25s
-
-    return bm25s.tokenize(list(texts), return_ids=False, show_progress=False)
 
 
 class BM25Scorer:
@@ -50,7 +45,7 @@ class BM25Scorer:
             return retriever, 0.0
         started = time.perf_counter()
         retriever = bm25s.BM25()
-        retriever.index(_tokenize([bm25_text(tool) for tool in catalog.tools]), show_progress=False)
+        retriever.index(bm25_tokens([bm25_text(tool) for tool in catalog.tools]), show_progress=False)
         self._indexes.put(catalog.fingerprint, retriever)
         return retriever, time.perf_counter() - started
 
@@ -65,7 +60,7 @@ class BM25Scorer:
         ``query``: a text, or query parts (only the first, the whole query, is used)."""
         retriever, _ = self._index(catalog)
         text = query if isinstance(query, str) else (query[0] if query else "")
-        tokens = _tokenize([text])[0]
+        tokens = bm25_tokens([text])[0]
         if not tokens or len(catalog) == 0:
             return Scores(np.zeros(len(catalog), dtype=np.float32), 0.0)
         scores = retriever.get_scores(tokens)  # type: ignore[attr-defined]

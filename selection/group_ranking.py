@@ -34,7 +34,7 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.groups import CatalogGroups, group_label
 from selection.index import LRUCache, ToolIndex
-from selection.ranking import _tokenize, lexical_text, normalised_bm25
+from selection.ranking import bm25_tokens, lexical_text, normalised_bm25
 
 #: Groups reported as matched (decision log, explain).
 REPORTED_GROUPS = 3
@@ -89,7 +89,7 @@ class GroupIndex:
         texts = [group_text(i, catalog, groups) for i in range(n_groups)]
         texts += [lexical_text(catalog.tools[position]) for position in alone]
         if texts:
-            self._retriever.index(_tokenize(texts), show_progress=False)
+            self._retriever.index(bm25_tokens(texts), show_progress=False)
 
     def with_vectors(self, vectors: np.ndarray) -> GroupIndex:
         """Set the groups' vectors (float32 ``(n_groups, d)``, rows L2-normalised)."""

@@ -73,7 +73,9 @@ def lexical_text(tool: Tool) -> str:
     return " ".join(part for part in (name_words(tool.name), tool.description, parameters) if part)
 
 
-def _tokenize(texts: Sequence[str]) -> list[list[str]]:
+def bm25_tokens(texts: Sequence[str]) -> list[list[str]]:
+    """The words BM25 sees of each text (``bm25s.tokenize``: lower-cased words of two or
+    more characters, English stop words removed, no stemming), one list per text."""
     import bm25s
 
     return bm25s.tokenize(list(texts), return_ids=False, show_progress=False)
@@ -93,7 +95,7 @@ class LexicalIndex:
         self._retriever = bm25s.BM25()
         if self._size:
             self._retriever.index(
-                _tokenize([lexical_text(tool) for tool in catalog.tools]), show_progress=False
+                bm25_tokens([lexical_text(tool) for tool in catalog.tools]), show_progress=False
             )
         self.build_s = time.perf_counter() - started
 
@@ -105,10 +107,10 @@ class LexicalIndex:
 
 def normalised_bm25(retriever: Any, query: str, size: int) -> np.ndarray:
     """The BM25 scores of ``query`` by ``retriever`` (a ``bm25s.BM25`` over ``size``
-    texts tokenised by :func:`_tokenize`, or unindexed when ``size`` is 0), float32
+    texts tokenised by :func:`bm25_tokens`, or unindexed when ``size`` is 0), float32
     ``(size,)`` normalised to [0, 1] by the best (all zeros when no query word is in any
     text)."""
-    tokens = _tokenize([query])[0] if query.strip() else []
+    tokens = bm25_tokens([query])[0] if query.strip() else []
     if not tokens or not size:
         return np.zeros(size, dtype=np.float32)
     raw = np.asarray(retriever.get_scores(tokens), dtype=np.float32)
