@@ -154,7 +154,7 @@ def build_meta_tools(
     if search:
         name = free_name(SEARCH_TOOLS, taken)
         description = (
-            f"{len(listed)} more tools exist than the ones you have. Describe what you need "
+            f"Finds tools among {len(listed)} (yours included). Describe what you need "
             "to do; the best matching tools are loaded and you can call them next."
         )
         if bundles and len(bundles) <= MAX_LISTED_GROUPS:

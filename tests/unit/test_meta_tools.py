@@ -208,7 +208,7 @@ def test_search_tools_replaces_the_menu_for_large_catalogues() -> None:
     assert function["name"] == "search_tools"
     assert function["parameters"]["required"] == ["query"]
     assert set(function["parameters"]["properties"]) == {"query", "server"}  # a group exists
-    assert "5 more tools" in function["description"]
+    assert "among 5 (yours included)" in function["description"]
     assert "pull requests" in function["description"]
     assert "merge_pull_request" not in function["description"]  # no per-tool lines
 
