@@ -99,6 +99,19 @@ def test_a_refused_request_logs_its_line(proxy: str, log_lines: Lines) -> None:
     assert (line["status"], line["upstream_rounds"], line["upstream_first_byte_ms"]) == (400, 0, None)
 
 
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_tools_entries_that_are_not_objects_are_forwarded_as_a_fallback_on_every_api(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines, api: str
+) -> None:
+    request_id = f"req-n-{api}"
+    body = {**request_body(api), "tools": [1, "x"], "stream": False}
+    httpx.post(proxy + PATHS[api], json=body, timeout=300, headers={"X-Request-Id": request_id})
+    forwarded = json.loads(upstream.upstream.requests[-1].body)
+    assert forwarded["tools"] == [1, "x"]  # unchanged
+    line = line_of(log_lines, request_id)
+    assert (line["decision"], line["fallback_reason"]) == ("fallback", "catalog_error")
+
+
 def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(
     upstream: RunningUpstream, proxy: str, log_lines: Lines
 ) -> None:

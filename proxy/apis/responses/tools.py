@@ -23,8 +23,9 @@ searched here; the others always reach the upstream, so none is lost). Rejected 
 clear message (:class:`ToolsRejected`, answered 400): an ``execution`` other than
 ``server``/``client``, an unknown ``tool_search…`` type, a search tool marked deferred
 or given twice, a malformed namespace or one holding an unknown type, and two tools
-that reach the upstream under one name. A function without a valid name is left to the
-catalogue (:class:`~selection.errors.CatalogError`: forwarded unchanged, as before).
+that reach the upstream under one name. An entry that is not an object, and a function
+without a valid name, are the catalogue's to refuse (:class:`~selection.errors.CatalogError`:
+the request is forwarded unchanged, decision ``fallback``, as on the other APIs).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from selection.catalog import DeclaredGroup
+from selection.errors import CatalogError
 from selection.meta_tools import free_name
 
 #: Joins a namespace and a member's name into the upstream function's name.
@@ -211,7 +213,7 @@ class _Reader:
 
     def entry(self, entry: Any) -> None:
         if not isinstance(entry, Mapping):
-            return  # the catalogue reports non-object entries
+            raise CatalogError("a tools entry is not an object")
         kind = entry.get("type")
         if kind == "function":
             if isinstance(entry.get("name"), str):  # no name: the catalogue reports it
@@ -293,8 +295,9 @@ class _Reader:
 
 
 def read_layout(tools: Any) -> ToolLayout:
-    """Read a request's ``tools`` (see the module docstring). Raises ToolsRejected; a
-    ``tools`` that is not a list reads as no tools (the catalogue reports it)."""
+    """Read a request's ``tools`` (see the module docstring). Raises ToolsRejected, and
+    CatalogError for an entry that is not an object; a ``tools`` that is not a list reads
+    as no tools."""
     reader = _Reader()
     for entry in tools if isinstance(tools, list) else ():
         reader.entry(entry)
