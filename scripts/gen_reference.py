@@ -117,6 +117,8 @@ def settings_page(settings: type[Settings] = Settings) -> str:
         "override four of them). Knobs of selection may also come from a TOML policy file",
         f"(`{prefix}POLICY_FILE`, shape below); a variable that is set explicitly beats the file.",
         "Units follow the name: `_s` seconds, `_bytes` bytes, `_chars` characters, `_days` days.",
+        "An invalid value stops `toolprune` before it serves, with exit status 2 and one line",
+        "per invalid setting naming its variable (not its value).",
         "",
         "| variable | type | default | meaning |",
         "|---|---|---|---|",

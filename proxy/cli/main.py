@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import uvicorn
+from pydantic import ValidationError
 
 from config.settings import Settings
 from proxy.cli import eval as eval_cli
@@ -151,13 +152,27 @@ def _print_help(parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 on success, 2 on a usage error).
-    Without a command, prints the help."""
+    """Run the command line; returns the exit status (0 on success, 2 on a usage error or
+    an invalid setting). Without a command, prints the help."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         return _print_help(parser)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except ValidationError as error:  # a TOOLPRUNE_* variable, or an option that sets one
+        print(f"toolprune {args.command}: {settings_errors(error)}", file=sys.stderr)
+        return 2
+
+
+def settings_errors(error: ValidationError) -> str:
+    """One line per invalid setting of ``error``: its variable and pydantic's reason
+    (the value itself is not repeated: it may be a credential)."""
+    lines = [f"{error.error_count()} invalid setting(s):"]
+    for item in error.errors(include_url=False, include_input=False):
+        field = "_".join(str(part) for part in item["loc"]).upper()
+        lines.append(f"  TOOLPRUNE_{field}: {item['msg']}" if field else f"  {item['msg']}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -73,3 +73,21 @@ def test_explain_table_columns_fit_the_longest_name():
     assert reason_at > len(long_name)
     assert [row[reason_at:].split()[0] for row in rows] == ["semantic", "core"]
     assert rows[0].split()[-1] == "0.812"
+
+
+def test_an_invalid_setting_is_named_in_one_line_each_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLPRUNE_TOP_K", "abc")
+    # serve writes its options into the environment: recorded here, so undone after the test
+    monkeypatch.setenv("TOOLPRUNE_UPSTREAM_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("TOOLPRUNE_EMBEDDER_API_KEY", "sk-secret")
+    status = main(["serve", "--upstream", "not-a-url"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.splitlines() == [
+        "toolprune serve: 2 invalid setting(s):",
+        "  TOOLPRUNE_UPSTREAM_URL: Value error, upstream_url must start with http:// or https://",
+        "  TOOLPRUNE_TOP_K: Input should be a valid integer, unable to parse string as an integer",
+    ]
+    assert "Traceback" not in err and "abc" not in err and "sk-secret" not in err
