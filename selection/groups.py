@@ -113,11 +113,11 @@ class CatalogGroups:
         return self.groups[index] if index >= 0 else None
 
 
-def namespace_prefix(name: str) -> str | None:
+def namespace_prefix(name: str, separators: Sequence[str] = _NAMESPACE_SEPARATORS) -> str | None:
     """The namespace an explicit separator gives ``name``: ``mcp__github__get_me`` →
     ``github``, ``github__get_me`` → ``github``, ``github/get_me`` → ``github``; None
-    without one."""
-    for separator in _NAMESPACE_SEPARATORS:
+    without one. ``separators``: those tried, in order (default: every client's)."""
+    for separator in separators:
         parts = [part for part in name.split(separator) if part]
         if len(parts) >= 2:
             if separator == "__" and parts[0] == "mcp" and len(parts) >= 3:

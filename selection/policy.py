@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from selection.catalog import Catalog
-from selection.groups import CatalogGroups, Group, find_groups
+from selection.groups import CatalogGroups, Group, find_groups, namespace_prefix
 from selection.prefix import catalog_tokens, expected_saving
 from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
@@ -101,17 +101,6 @@ class Policy:
         return token_cap is None or catalog_tokens(catalog) <= token_cap
 
 
-def namespace_of(name: str) -> str | None:
-    """The namespace an MCP-style client gives a tool: ``mcp__github__get_me`` → ``github``,
-    ``github__get_me`` → ``github``; None without a ``__`` separator."""
-    parts = [part for part in name.split("__") if part]
-    if len(parts) < 2:
-        return None
-    if parts[0] == "mcp" and len(parts) >= 3:
-        return parts[1]
-    return parts[0]
-
-
 def catalog_bundles(catalog: Catalog, policy: Policy) -> list[Bundle]:
     """The bundles that apply to ``catalog``: configured bundles (members restricted to the
     catalogue, at least two left), then, if enabled and the catalogue spans several
@@ -125,7 +114,7 @@ def catalog_bundles(catalog: Catalog, policy: Policy) -> list[Bundle]:
     if policy.derive_bundles:
         groups: dict[str, list[str]] = defaultdict(list)
         for name in catalog.names:
-            namespace = namespace_of(name)
+            namespace = namespace_prefix(name, ("__",))  # server__tool, mcp__server__tool
             if namespace is not None:
                 groups[namespace].append(name)
         if len(groups) >= 2:
