@@ -101,6 +101,12 @@ class Tool:
         (:func:`without_deferral`; the client's own object when it had none)."""
         return without_deferral(self.definition)
 
+    def required_parameters(self) -> list[str]:
+        """The names the schema's ``required`` lists (strings only; none when it is
+        absent or not a list)."""
+        required = self.parameters.get("required")
+        return [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
+
     def parameter_texts(self) -> list[str]:
         """``name: description`` of each top-level parameter, in schema order."""
         properties = self.parameters.get("properties")

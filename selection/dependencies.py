@@ -88,13 +88,6 @@ def _keys(word: str) -> set[str]:
     return keys
 
 
-def _required(tool: Tool) -> list[str]:
-    required = tool.parameters.get("required")
-    if not isinstance(required, list):
-        return []
-    return [name for name in required if isinstance(name, str)]
-
-
 #: Needs by tool fingerprint (a tool's needs depend on its definition only).
 _NEEDS: LRUCache[str, tuple[Need, ...]] = LRUCache(100_000)
 
@@ -104,7 +97,7 @@ def _needs_of(tool: Tool) -> tuple[Need, ...]:
     properties = properties if isinstance(properties, dict) else {}
     tool_words = _words(tool.name)
     needs = []
-    for parameter in _required(tool):
+    for parameter in tool.required_parameters():
         words = _words(parameter)
         if not words or words[-1] not in _IDENTIFIER_WORDS:
             continue
@@ -156,7 +149,7 @@ class ProducerIndex:
             words = set(name)
             base = (
                 0.5 * bool(words & _LOOKUP_WORDS) + 1.0 * bool(words & _SEARCH_WORDS)
-                - 1.0 * bool(words & _MUTATION_WORDS) - 0.25 * len(_required(tool))
+                - 1.0 * bool(words & _MUTATION_WORDS) - 0.25 * len(tool.required_parameters())
                 - 0.01 * len(name)
             )
             name_keys = set().union(*(_keys(w) for w in name)) if name else set()

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from selection.catalog import Catalog, Tool, name_words
+from selection.catalog import Catalog, name_words
 from selection.dependencies import Dependency, Need
 from selection.index import LRUCache
 from selection.name_match import words
@@ -58,11 +58,6 @@ def _keys(parameter: str) -> frozenset[str]:
     return frozenset(w for w in words(name_words(parameter)) if w not in _BOUND_WORDS | _FREE_WORDS)
 
 
-def _required(tool: Tool) -> list[str]:
-    required = tool.parameters.get("required")
-    return [name for name in required if isinstance(name, str)] if isinstance(required, list) else []
-
-
 class GroupInputs:
     """For one catalogue: each tool's input keys (those of its required parameters), the
     words each tool names (name and description head) and what it needs."""
@@ -73,7 +68,7 @@ class GroupInputs:
         self.named: list[frozenset[str]] = []
         self.required: list[int] = []
         for tool in catalog.tools:
-            required = _required(tool)
+            required = tool.required_parameters()
             needs = tuple((p, keys) for p in required if (keys := _keys(p)))
             self.needs.append(needs)
             self.needed.append(frozenset().union(*(keys for _, keys in needs)))
