@@ -29,12 +29,20 @@ def local_llama() -> ModuleType:
     return module
 
 
+#: Greedy decoding with a fixed seed: a test's reply depends on its prompt alone. With
+#: llama-server's default sampling (temperature 0.8, a random seed) a sampled token now and
+#: then breaks its own tool-call grammar mid-stream ("Unexpected empty grammar stack after
+#: accepting piece", ggml-org/llama.cpp#12597, #27619), failing a test at random.
+DETERMINISTIC = ("--temp", "0", "--seed", "0")
+
+
 @contextmanager
 def llama_server() -> Iterator[str]:
-    """Start llama-server (building it on first use, ~15 minutes on 2 cores), wait until
-    ``/health`` answers 200, yield its origin, and stop it afterwards."""
+    """Start llama-server (building it on first use, ~15 minutes on 2 cores) with
+    :data:`DETERMINISTIC` decoding, wait until ``/health`` answers 200, yield its origin,
+    and stop it afterwards."""
     port = free_port()
-    command = local_llama().llama_server_command(port)
+    command = local_llama().llama_server_command(port, extra=DETERMINISTIC)
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     origin = f"http://127.0.0.1:{port}"
     try:
