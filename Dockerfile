@@ -25,7 +25,7 @@ ENV PATH=/opt/toolprune/bin:$PATH \
     TOOLPRUNE_VECTOR_STORE_DIR=/var/cache/toolprune/vectors
 # Derives the model's lean form into the image (sha256 of the packaged model checked) and
 # proves the embedder loads offline; the runtime user only reads it.
-RUN python -m selection.model_prep prepare && python -c "from selection.embedders import OnnxEmbedder; OnnxEmbedder().load_sync()"
+RUN python -m selection.model_prep prepare && python -c "from selection.onnx_embedder import OnnxEmbedder; OnnxEmbedder().load_sync()"
 # Tool vectors are kept on disk, the runtime user's to write: mount a volume there to keep
 # them across containers (docs/configuration.md, "A catalogue seen for the first time").
 RUN groupadd --system --gid 10001 toolprune \

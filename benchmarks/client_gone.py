@@ -51,7 +51,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.load import start_proxy, wait_ready, wait_pruning
+from benchmarks.load import start_proxy, wait_pruning, wait_ready
 from benchmarks.processes import HOST, Server, clean_env, free_port, start_server
 from benchmarks.support.data import REAL_CATALOGS
 
@@ -228,7 +228,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             servers.append(start_proxy(name, port, upstream, launch, log_dir, env,
                                        root=root.resolve() if root is not None else None))
             targets[name] = (port, servers[-1])
-        for port, server in targets.values():
+        for _, server in targets.values():
             await wait_ready(server, "/readyz", lambda r: r.status_code == 200)
             await wait_pruning(server.origin, json.dumps(request_body("chat", ASKS[0])).encode())
         load = os.getloadavg()

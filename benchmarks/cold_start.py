@@ -43,13 +43,15 @@ from config.policy import load_policy
 from config.settings import Settings
 from proxy.components import limit_blas_threads
 from selection.catalog import Catalog
-from selection.embedders import OnnxEmbedder
-from selection.engine import SelectionEngine, Scores
+from selection.engine import SelectionEngine
 from selection.evaluation import evaluate
 from selection.evaluation.cases import CaseSet, load_cases
 from selection.index_build import IndexBuild
+from selection.lexical import LexicalIndex
+from selection.onnx_embedder import OnnxEmbedder
 from selection.query import content_text, query_parts
-from selection.ranking import LexicalIndex
+from selection.ranking import Ranking, lexical_ranking
+from selection.signals.registry import Signals
 from selection.vector_store import SqliteVectorStore
 
 SHARED_SETS = {"livemcpbench_dev": None, "toolbench_dev": 100}  # set → cases sampled (None: all)
@@ -94,8 +96,9 @@ class Shared:
 def engine(embedder: Shared, settings: Settings, **overrides: Any) -> SelectionEngine:
     options: dict[str, Any] = {
         "vector_cache_size": 1_000_000, "index_cache_size": 8, "timeout_s": 300.0,
-        "index_timeout_s": settings.index_timeout_s, "lexical_weight": settings.lexical_weight,
-        "name_weight": settings.name_weight, "cold_start_tools": settings.cold_start_tools,
+        "index_timeout_s": settings.index_timeout_s,
+        "signals": Signals.from_values(settings.signal_values()),
+        "cold_start_tools": settings.cold_start_tools,
     }
     return SelectionEngine(embedder, **{**options, **overrides})  # type: ignore[arg-type]
 
@@ -155,9 +158,9 @@ class MainColdScorer:
     async def prepare(self, catalog: Catalog) -> float:
         return 0.0
 
-    async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
         index = self.indexes.setdefault(catalog.fingerprint, LexicalIndex(catalog))
-        return Scores(index.scores(self.raw[tuple(query)]), 0.0, None, lexical_only=True)
+        return lexical_ranking(index.scores(self.raw[tuple(query)]))
 
 
 class ColdScorer:
@@ -173,7 +176,7 @@ class ColdScorer:
     async def prepare(self, catalog: Catalog) -> float:
         return 0.0
 
-    async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
         fresh = engine(self.embedder, self.settings, **self.overrides)
         try:
             scored = await fresh.score(catalog, {}, query)
@@ -195,7 +198,7 @@ class WarmScorer(ColdScorer):
     async def prepare(self, catalog: Catalog) -> float:
         return (await self.warm.index_for(catalog, {}))[1]
 
-    async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
         return await self.warm.score(catalog, {}, query)
 
 

@@ -29,7 +29,8 @@ from selection.catalog import parse_tools
 from selection.index import ToolIndex
 from selection.learned import MAX_VECTORS, Evidence, LearnedIndex, learn
 from selection.policy import Policy
-from selection.selector import select
+from selection.ranking import Ranking
+from selection.selector import TurnFacts, select
 from selection.state import ConversationState
 
 DIMENSION = 384
@@ -71,9 +72,11 @@ def measure(tools: int, vectors: int, rng: np.random.Generator) -> dict[str, tup
     return {
         "dense": timed(lambda: index.best_scores(queries)),
         "boost": timed(lambda: bound.boost(queries)),
-        "select": timed(lambda: select(catalog, dense, policy, ConversationState(), now=0.0)),
+        "select": timed(lambda: select(catalog, Ranking.of(dense), policy, ConversationState(),
+                                       TurnFacts(now=0.0))),
         "select+learned": timed(
-            lambda: select(catalog, dense + boost, policy, ConversationState(), now=0.0, boost=boost)
+            lambda: select(catalog, Ranking.of(dense + boost, boost=boost), policy,
+                           ConversationState(), TurnFacts(now=0.0))
         ),
         "vectors": (float(len(state.tools)), float(state.size_bytes)),
     }

@@ -27,10 +27,10 @@ import time
 import numpy as np
 import redis
 
+from benchmarks.support.redis_server import redis_server
 from proxy.usage.learning_share import SharedStates
 from selection.learned import MAX_VECTORS, LearnedState
 from selection.learned_states import LearnedStates
-from benchmarks.support.redis_server import redis_server
 
 DIMENSION = 384
 SIZES = (8, 400, MAX_VECTORS)

@@ -53,7 +53,13 @@ from benchmarks.load_clients import CHAT, Requests, Samples, client_loop
 from benchmarks.load_servers import FLOOR_MAIN, UPSTREAM_MAIN
 from benchmarks.process_stats import Peak, cpu_seconds, rss_and_fds, sample_peak
 from benchmarks.processes import (
-    HOST, REPO_ROOT, Server, clean_env, free_port, shared_state, start_server,
+    HOST,
+    REPO_ROOT,
+    Server,
+    clean_env,
+    free_port,
+    shared_state,
+    start_server,
 )
 from benchmarks.support.data import REAL_CATALOGS
 

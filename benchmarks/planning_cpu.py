@@ -38,16 +38,19 @@ from typing import Any
 import numpy as np
 from tabulate import tabulate
 
+from benchmarks.support.data import REAL_CATALOGS
 from config.policy import load_policy
+from config.selector import selector_settings
 from config.settings import Settings
 from proxy.apis.chat.adapter import read_chat
-from proxy.turn.planner import Planner
-from proxy.components import limit_blas_threads, with_groups
+from proxy.components import limit_blas_threads
 from proxy.metrics import Metrics
+from proxy.state.store import MemoryStateStore
+from proxy.turn.planner import Planner
 from selection.catalog_cache import CatalogCache
 from selection.engine import SelectionEngine
-from selection.state import MemoryStateStore
-from benchmarks.support.data import REAL_CATALOGS
+from selection.planning import Selector
+from selection.signals.registry import Signals
 
 QUERIES = [
     "List the open pull requests in octocat/hello-world and show me the failing checks.",
@@ -98,13 +101,15 @@ async def measure(
     off = {} if groups else {"group_weight": 0.0, "group_lexical_weight": 0.0,
                              "group_vector_weight": 0.0}
     settings = Settings(core=core, index_timeout_s=3600.0, **off)
-    engine = with_groups(SelectionEngine(
+    engine = SelectionEngine(
         StandInEmbedder(), vector_cache_size=4 * size + 1000, index_cache_size=4,  # type: ignore[arg-type]
-        timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
-    ), settings)
+        timeout_s=60.0, index_timeout_s=3600.0,
+        signals=Signals.from_values(settings.signal_values()),
+    )
     cache = CatalogCache(1 << 30)
     planner = Planner(
-        settings=settings, policy=load_policy(settings), engine=engine,
+        settings=settings,
+        selector=Selector(engine, load_policy(settings), selector_settings(settings)),
         store=MemoryStateStore(3600.0, requests + 10), metrics=Metrics(),
         on_late_error=lambda error: None,
     )
@@ -115,8 +120,7 @@ async def measure(
         for query in QUERIES
     ]
     started = time.perf_counter()
-    policy = planner.policy
-    warm = await read_chat(cache.decode_body(bodies[0]), cache, policy)
+    warm = await read_chat(cache.decode_body(bodies[0]), cache)
     await planner.plan(warm, [(b"x-conversation-id", b"warm")])
     cold_s = time.perf_counter() - started
     seconds = []
@@ -127,7 +131,7 @@ async def measure(
     for n in range(requests):
         raw = bodies[n % len(bodies)]
         started = time.perf_counter()
-        body = await read_chat(cache.decode_body(raw), cache, policy)
+        body = await read_chat(cache.decode_body(raw), cache)
         turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
         seconds.append(time.perf_counter() - started)
         forwarded = len(turn.selection.tools)

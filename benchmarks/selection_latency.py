@@ -42,16 +42,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
 from config.policy import load_policy
 from config.settings import Settings
 from selection.catalog import parse_tools
-from selection.embedders import OnnxEmbedder
 from selection.engine import SelectionEngine
+from selection.onnx_embedder import OnnxEmbedder
 from selection.policy import Policy
 from selection.query import build_query, query_parts
-from selection.selector import select
+from selection.selector import TurnFacts, select
+from selection.signals.registry import Signals
 from selection.state import ConversationState
-from benchmarks.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
 
 TARGETS_MS = {100: 20.0, 4000: 40.0}
 
@@ -118,7 +119,7 @@ async def measure(
         parsed_at = time.perf_counter()
         scored = await engine.score(catalog, {}, query)
         scored_at = time.perf_counter()
-        select(catalog, scored.values, policy, ConversationState(), now=0.0, named=scored.named)
+        select(catalog, scored, policy, ConversationState(), TurnFacts(now=0.0))
         ended = time.perf_counter()
         parsing.append((parsed_at - started) * 1000)
         total.append((ended - parsed_at) * 1000)
@@ -146,8 +147,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     await embedder.load()
     engine = SelectionEngine(
         embedder, vector_cache_size=settings.vector_cache_size, index_cache_size=8,
-        timeout_s=60.0, index_timeout_s=3600.0, lexical_weight=settings.lexical_weight,
-        name_weight=settings.name_weight,
+        timeout_s=60.0, index_timeout_s=3600.0,
+        signals=Signals.from_values(settings.signal_values()),
     )
     queries = load_queries(args.data, args.queries, args.seed, settings)
     rows = []

@@ -65,10 +65,10 @@ from benchmarks.session_script import (
     oracle_blocks,
     user,
 )
-from benchmarks.ttft_llama import load_str, n, secs, table
-from benchmarks.ttft_requests import ProxyLog, Result, stream_chat, wait_ok
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import local_llama
+from benchmarks.ttft_llama import load_str, n, secs, table
+from benchmarks.ttft_requests import ProxyLog, Result, stream_chat, wait_ok
 
 CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 MODEL = "SmolLM2-135M-Instruct"

@@ -55,6 +55,7 @@ from selection.evaluation.replay import CaseOutcome
 from selection.evaluation.scoring import ScoredRun, score_cases
 from selection.policy import Policy
 from selection.prefix import estimated_text_tokens, expect_cache, is_meta_entry
+from selection.signals.registry import Signals
 from selection.tokens import tool_tokens
 
 
@@ -173,7 +174,7 @@ async def score(path: str, limit: int | None, settings: Settings, policy: Policy
         await embedder.load()
         engine = SelectionEngine(
             embedder, vector_cache_size=200_000, index_cache_size=64, timeout_s=120,
-            index_timeout_s=1200, lexical_weight=settings.lexical_weight,
+            index_timeout_s=1200, signals=Signals.from_values(settings.signal_values()),
         )
         try:
             cases = load_cases(path, limit=limit, seed=0)

@@ -43,10 +43,11 @@ from contextlib import ExitStack
 import numpy as np
 import redis
 
-from selection.redis_state import RedisStateStore
-from selection.state import ConversationState, LoadedTool, MemoryStateStore, StateStore
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.redis_server import redis_server
+from proxy.state.redis import RedisStateStore
+from proxy.state.store import MemoryStateStore, StateStore
+from selection.state import ConversationState, LoadedTool
 
 EXTRAPOLATE_TO = 100_000
 

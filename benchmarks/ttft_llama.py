@@ -47,6 +47,8 @@ from typing import Any
 import httpx
 
 from benchmarks.processes import Server, clean_env, free_port, start_server
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.llama import local_llama
 from benchmarks.ttft_requests import (
     STARTUP_TIMEOUT_S,
     TOOLS_HEADER,
@@ -59,8 +61,6 @@ from benchmarks.ttft_requests import (
     stream_chat,
     wait_ok,
 )
-from benchmarks.support.data import REAL_CATALOGS
-from benchmarks.support.llama import local_llama
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 

@@ -184,38 +184,30 @@ class Planned:
 
 async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
     """Plan each body with a Planner built as ``toolprune explain`` builds it."""
-    from config.policy import load_policy
+    from config.selector import build_embedder, build_selector
     from config.settings import Settings
     from proxy.apis.chat.adapter import ChatRequest, read_chat
-    from proxy.components import build_embedder
     from proxy.metrics import Metrics
-    from proxy.turn.planner import Planner, SmallCatalog
+    from proxy.state.store import MemoryStateStore
+    from proxy.turn.planner import Planner
     from selection.catalog_cache import CatalogCache
-    from selection.engine import SelectionEngine
-    from selection.state import MemoryStateStore
+    from selection.errors import SmallCatalog
 
     for key in [k for k in os.environ if k.startswith("TOOLPRUNE_")]:
         del os.environ[key]  # the same defaults as the proxy subprocess
     settings = Settings()
-    policy = load_policy(settings)
     planned: dict[int, Planned] = {}
     async with httpx.AsyncClient() as http:
-        engine = SelectionEngine(
-            build_embedder(settings, http),
-            vector_cache_size=settings.vector_cache_size,
-            index_cache_size=settings.index_cache_size,
-            timeout_s=settings.embedder_timeout_s,
-            index_timeout_s=max(settings.index_timeout_s, 600.0),
-        )
+        selector = build_selector(settings, build_embedder(settings, http), offline=True)
         try:
             for size, body in bodies.items():
                 planner = Planner(
-                    settings=settings, policy=policy, engine=engine,
+                    settings=settings, selector=selector,
                     store=MemoryStateStore(settings.state_ttl_s, 16), metrics=Metrics(),
                     on_late_error=lambda error: None,
                 )
                 catalogs = CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes)
-                request = ChatRequest(await read_chat(body, catalogs, policy))
+                request = ChatRequest(await read_chat(body, catalogs))
                 try:
                     turn = await planner.plan(request.input, [])
                 except SmallCatalog:
@@ -229,5 +221,5 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
                     meta_names=sorted(turn.meta.names) if turn.meta else [],
                 )
         finally:
-            await engine.aclose()
+            await selector.aclose()
     return planned

@@ -40,9 +40,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config.settings import Settings
+from selection.candidates import CandidatePolicy
 from selection.errors import PolicyError
 from selection.policy import Bundle, Policy
-from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat, custom_format
 
 _KNOBS = (
@@ -138,13 +138,10 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
         derive_bundles=parsed.derive_bundles,
         max_bundle_size=parsed.max_bundle_size,
         text_formats=_text_formats(settings.text_format, parsed.text_formats),
-        ranking=RankingPolicy(
-            lexical_weight=settings.lexical_weight,
-            name_weight=settings.name_weight,
+        candidates=CandidatePolicy(
             named_only=settings.named_only,
             token_budget=settings.token_budget,
             dominance_margin=settings.dominance_margin,
-            max_dependencies=settings.max_dependencies,
             tier_size=settings.tier_size,
         ),
         refresh_rank=settings.refresh_rank,

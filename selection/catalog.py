@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -278,3 +278,28 @@ def parse_functions(functions: Any) -> Catalog:
         raise CatalogError("functions is not an array")
     parsed = [_parse_function(entry, entry) for entry in functions]
     return build_catalog(parsed, legacy=True)
+
+
+def parse_flat_tools(
+    tools: Any, is_function: Callable[[Mapping[str, Any]], bool], schema_key: str
+) -> Catalog:
+    """Parse a flat ``tools`` array: entries for which ``is_function`` holds become
+    catalogue tools (``schema_key`` names their JSON-schema field), the rest are kept in
+    ``others``. Raises CatalogError when ``tools`` is not a list of objects, a function
+    entry has no valid name, or names repeat."""
+    if not isinstance(tools, list):
+        raise CatalogError("tools is not an array")
+    parsed, others = [], []
+    for entry in tools:
+        if not isinstance(entry, Mapping):
+            raise CatalogError("a tools entry is not an object")
+        if is_function(entry):
+            function = {
+                "name": entry.get("name"),
+                "description": entry.get("description"),
+                "parameters": entry.get(schema_key),
+            }
+            parsed.append(parse_function(function, entry))
+        else:
+            others.append(entry)
+    return build_catalog(parsed, others)

@@ -2,6 +2,8 @@
 
 The proxy catches :class:`SelectionError` (the base) and falls back to forwarding the
 full catalogue unchanged; the subclasses say why, for logs and metrics.
+:class:`NothingToPrune` and :class:`SmallCatalog` are no failures: the front door's
+answers that a request is not pruned.
 """
 
 
@@ -48,6 +50,24 @@ class VectorStoreError(SelectionError):
     embedded instead (never a request's failure)."""
 
     reason = "vector_store_error"
+
+
+class NothingToPrune(Exception):
+    """The request has no ``tools`` / ``functions`` and no tool block in a system message
+    (or nothing its ``allowed_tools`` names is known): it is forwarded as it came."""
+
+
+class SmallCatalog(Exception):
+    """The catalogue is forwarded whole (:meth:`~selection.policy.Policy.forwards_whole`):
+    ``reason`` ``tools`` (at most ``min_catalog_tools``) or ``saving`` (pruning would save
+    less than ``min_saving`` of its schema tokens); ``size``: its tools; ``path``: which
+    prompt parts it came from (``native``, ``text``, ``both``)."""
+
+    def __init__(self, size: int, path: str, reason: str) -> None:
+        super().__init__(f"{size} tools forwarded whole ({reason})")
+        self.size = size
+        self.path = path
+        self.reason = reason
 
 
 class PolicyError(ValueError):

@@ -34,7 +34,7 @@ import numpy as np
 from selection.catalog import Catalog
 from selection.groups import CatalogGroups, group_label
 from selection.index import LRUCache, ToolIndex
-from selection.ranking import bm25_tokens, lexical_text, normalised_bm25
+from selection.lexical import bm25_tokens, lexical_text, normalised_bm25
 
 #: Groups reported as matched (decision log, explain).
 REPORTED_GROUPS = 3
@@ -182,42 +182,28 @@ class GroupMatch:
         return through
 
 
-class GroupScorer:
-    """Ranking with groups for :class:`~selection.engine.SelectionEngine`: the knobs
-    (``ranking``) and the :class:`GroupIndex` of each catalogue and grouping (an LRU of
-    ``cache_size``, as the engine's indexes)."""
+class GroupIndexes:
+    """Each catalogue's :class:`GroupIndex` under its grouping (an LRU of ``cache_size``,
+    as the engine's indexes)."""
 
-    def __init__(self, ranking: GroupRanking | None = None, cache_size: int = 16) -> None:
-        self.ranking = ranking if ranking is not None else GroupRanking()
-        self._indexes: LRUCache[tuple[str, str], GroupIndex] = LRUCache(cache_size)
+    def __init__(self, cache_size: int = 16) -> None:
+        self._indexes: LRUCache[tuple[str, str, bool], GroupIndex] = LRUCache(cache_size)
 
-    async def rank(
-        self, key: str, catalog: Catalog, groups: CatalogGroups | None, index: ToolIndex,
-        values: np.ndarray, parts: Sequence[str], part_vectors: np.ndarray,
-        embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], partial: bool = False,
-    ) -> tuple[np.ndarray, GroupMatch | None]:
-        """``values`` with :func:`rank_with_groups` for the query ``parts`` (their vectors:
-        float32 ``(p, d)``), and the :class:`GroupMatch`; ``values`` as they are and None
-        when there are no ``groups`` or they do not shape the ranking
-        (:attr:`~selection.groups.CatalogGroups.shapes_ranking`), every weight is 0, or
-        ``index`` is ``partial`` (a catalogue still being indexed: nothing cached from it).
-        ``key``: the catalogue's index key (with the grouping's fingerprint, the cache key
-        of its :class:`GroupIndex`, built by :func:`build_group_index` from ``index`` and
-        ``embed``; without vectors when ``vector_weight`` is 0, so nothing is embedded).
+    async def get(
+        self, key: str, catalog: Catalog, groups: CatalogGroups, index: ToolIndex,
+        embed: Callable[[Sequence[str]], Awaitable[np.ndarray]], *, vectors: bool,
+    ) -> GroupIndex:
+        """The :class:`GroupIndex` of ``catalog`` under ``groups``, built once by
+        :func:`build_group_index` from ``index`` and ``embed`` (``vectors`` False: without
+        the groups' vectors, so nothing is embedded). ``key``: the catalogue's index key.
         Raises: what ``embed`` raises."""
-        if groups is None or partial or not parts or not self.ranking.active:
-            return values, None
-        if not groups.shapes_ranking:
-            return values, None
-        cache_key = (key, groups.fingerprint)
+        cache_key = (key, groups.fingerprint, vectors)
         group_index = self._indexes.get(cache_key)
         if group_index is None:
-            group_index = (await build_group_index(catalog, groups, index, embed)
-                           if self.ranking.vector_weight else
-                           await asyncio.to_thread(GroupIndex, catalog, groups))  # no vectors
+            group_index = (await build_group_index(catalog, groups, index, embed) if vectors
+                           else await asyncio.to_thread(GroupIndex, catalog, groups))
             self._indexes.put(cache_key, group_index)
-        match = rank_with_groups(values, group_index, parts[0], part_vectors, self.ranking)
-        return match.values, match
+        return group_index
 
 
 def rank_with_groups(

@@ -47,23 +47,7 @@ _TOOLKIT_SUFFIX = "_for_"
 MIN_SUFFIX_SHARE = 0.5
 _PREFIX_SEPARATOR = "_"
 #: Words that start a tool's own name (an action, an HTTP method), never a server's.
-ACTION_WORDS = frozenset("""
-add analyse analyze append apply approve archive assign attach authenticate authorize
-batch book build buy calc calculate call cancel change check clear click clone close
-compare compile compose compute configure connect convert copy count create decode
-decrypt delete deploy describe detect diff disable download draft draw edit enable
-encode encrypt estimate evaluate execute export extract fetch fill filter find fix
-follow format forward generate get give go handle import insert install invite join
-kill launch list load lock log login logout lookup make manage mark merge modify move
-navigate notify open optimize order parse patch pause pay ping plan play post predict
-press preview print process publish pull push put query rank rate read recommend
-record refresh register reject reload remove rename render reply report request reset
-resize resolve restart restore resume retrieve return review revoke run save scan
-schedule score scrape search select send set share show sign simulate sort split start
-stop stream submit subscribe summarize switch sync tag take test track transfer
-translate trigger undo unlock unsubscribe update upload upsert validate verify view
-watch write head options
-""".split())
+ACTION_WORDS = frozenset(["add", "analyse", "analyze", "append", "apply", "approve", "archive", "assign", "attach", "authenticate", "authorize", "batch", "book", "build", "buy", "calc", "calculate", "call", "cancel", "change", "check", "clear", "click", "clone", "close", "compare", "compile", "compose", "compute", "configure", "connect", "convert", "copy", "count", "create", "decode", "decrypt", "delete", "deploy", "describe", "detect", "diff", "disable", "download", "draft", "draw", "edit", "enable", "encode", "encrypt", "estimate", "evaluate", "execute", "export", "extract", "fetch", "fill", "filter", "find", "fix", "follow", "format", "forward", "generate", "get", "give", "go", "handle", "import", "insert", "install", "invite", "join", "kill", "launch", "list", "load", "lock", "log", "login", "logout", "lookup", "make", "manage", "mark", "merge", "modify", "move", "navigate", "notify", "open", "optimize", "order", "parse", "patch", "pause", "pay", "ping", "plan", "play", "post", "predict", "press", "preview", "print", "process", "publish", "pull", "push", "put", "query", "rank", "rate", "read", "recommend", "record", "refresh", "register", "reject", "reload", "remove", "rename", "render", "reply", "report", "request", "reset", "resize", "resolve", "restart", "restore", "resume", "retrieve", "return", "review", "revoke", "run", "save", "scan", "schedule", "score", "scrape", "search", "select", "send", "set", "share", "show", "sign", "simulate", "sort", "split", "start", "stop", "stream", "submit", "subscribe", "summarize", "switch", "sync", "tag", "take", "test", "track", "transfer", "translate", "trigger", "undo", "unlock", "unsubscribe", "update", "upload", "upsert", "validate", "verify", "view", "watch", "write", "head", "options"])
 
 
 @dataclass(frozen=True)

@@ -265,7 +265,7 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
         )
     except LearnedStateError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any unreadable archive is one error
+    except Exception as exc:
         raise LearnedStateError(f"unreadable learned state: {type(exc).__name__}") from exc
     if vectors.ndim != 2 or vectors.shape[0] != len(tools) or weights.shape != (len(tools),):
         raise LearnedStateError("learned state arrays do not match its tools")

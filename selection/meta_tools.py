@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
 from selection.catalog import Catalog, Tool
 from selection.groups import Group
 from selection.policy import Bundle

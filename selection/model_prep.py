@@ -19,6 +19,7 @@ memory. The result is cached by the source's sha256,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -84,10 +85,8 @@ def discard_unloadable(path: Path, error: Exception) -> None:
         "embedder_runs_packaged_model",
         extra={"fields": {"reason": f"the cached {path.name} does not load ({type(error).__name__})"}},
     )
-    try:
+    with contextlib.suppress(OSError):
         path.unlink(missing_ok=True)
-    except OSError:
-        pass
 
 
 def default_cache_dir() -> Path:

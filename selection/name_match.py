@@ -6,7 +6,7 @@ word of that name is in the request — while ``pull_request_read`` and
 alike (cosines within 0.03 on the GitHub MCP server's 117 tools) and BM25 spreads the
 same words over descriptions; the share of a tool's *name* words found in the request
 separates them. It is added to the fused score with its own weight
-(:func:`selection.ranking.fuse`).
+(:mod:`selection.signals.names`).
 
 Words: lower-case runs of two or more letters and digits of :func:`selection.catalog.name_words`
 (``getPullRequest`` → ``get pull request``), English function words left out, plurals
@@ -15,8 +15,8 @@ sides. A tool whose name has no word left scores 0.
 
 A request that asks for one thing (:func:`one_intent`) and uses every word of a tool's
 name of two or more words *names* that tool (:meth:`NameIndex.named`); when the best
-candidate is named, :func:`selection.ranking.choose` forwards the named tools only and
-lists the rest in the tier (``RankingPolicy.named_only``): "list the open pull requests
+candidate is named, :func:`selection.candidates.choose` forwards the named tools only and
+lists the rest in the tier (``CandidatePolicy.named_only``): "list the open pull requests
 in octo/widgets" pays for ``list_pull_requests``, not for eight tools. Pure functions,
 no I/O.
 """

@@ -12,10 +12,10 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from selection.candidates import CandidatePolicy
 from selection.catalog import Catalog
 from selection.groups import CatalogGroups, Group, find_groups, namespace_prefix
 from selection.prefix import catalog_tokens, expected_saving
-from selection.ranking import RankingPolicy
 from selection.text_path import PRESETS, TextFormat
 
 
@@ -44,8 +44,8 @@ class Policy:
     ``max_bundle_size``: larger groups do not travel together (they still group the menu).
     ``examples``: tool name → example utterances, indexed as extra texts for that tool.
     ``text_formats``: formats tried, in order, to find a tool block in a system prompt.
-    ``ranking``: hybrid scoring, token budget, adaptive k, dependencies, tier
-    (:class:`~selection.ranking.RankingPolicy`).
+    ``candidates``: token budget, adaptive k, the dependency expansion's parents, tier
+    (:class:`~selection.candidates.CandidatePolicy`).
     ``refresh_rank``: a turn on a block (a later turn, or a new conversation on its
     agent's block) admits semantic candidates only when one of its ``refresh_rank``
     best-scored tools is not forwarded yet, or a tool called in the history is new (a turn
@@ -72,7 +72,7 @@ class Policy:
     max_bundle_size: int = 4
     examples: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     text_formats: tuple[TextFormat, ...] = PRESETS
-    ranking: RankingPolicy = field(default_factory=RankingPolicy)
+    candidates: CandidatePolicy = field(default_factory=CandidatePolicy)
     refresh_rank: int = 4
     refresh_top_k: int = 16
     refresh_share: float = 4.0
@@ -96,7 +96,7 @@ class Policy:
         if len(catalog) <= self.min_catalog_tools:
             return True
         k = self.top_k if top_k is None else top_k
-        if expected_saving(catalog, k, self.ranking.tier_size) >= self.min_saving:
+        if expected_saving(catalog, k, self.candidates.tier_size) >= self.min_saving:
             return False
         return token_cap is None or catalog_tokens(catalog) <= token_cap
 

@@ -120,7 +120,7 @@ class QueryBatcher:
             vectors = await self._embed(unique)
             if vectors.ndim != 2 or vectors.shape[0] != len(unique):
                 raise EmbedderError("embedder returned a wrong number of vectors")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - every waiter gets the batch's failure
             for waiter in batch:
                 if not waiter.future.done():
                     waiter.future.set_exception(exc)

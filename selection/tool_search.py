@@ -38,10 +38,10 @@ from typing import Any, Literal
 import numpy as np
 import regex
 
+from selection.candidates import semantic_candidates
 from selection.catalog import Catalog, Tool
 from selection.meta_tools import MetaTools, free_name, short_purpose
 from selection.name_search import named_tools
-from selection.ranking import semantic_candidates
 
 #: Longest regex pattern accepted (Anthropic's limit for its regex variant).
 MAX_PATTERN_CHARS = 200

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import blake3
@@ -160,10 +160,8 @@ class SqliteVectorStore:
         locked one) is closed and set aside, so the next call starts a new one."""
         if not isinstance(exc, sqlite3.OperationalError):
             self._close_locked()
-            try:
+            with suppress(OSError):
                 self._set_aside(exc, only=self._inode)
-            except OSError:
-                pass
         return VectorStoreError(f"vector store {self.path}: {exc}")
 
     def _prune(self, connection: sqlite3.Connection, row_bytes: int) -> None:

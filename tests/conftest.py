@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import Upstream
 from config.settings import Settings
 from proxy.app import create_app
 from tests.support.logs import Lines
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import Upstream
 
 
 @dataclass

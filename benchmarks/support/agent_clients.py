@@ -13,6 +13,7 @@ versions of :data:`deploy.agent_clis.CLIS`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -146,10 +147,9 @@ def run_client(
         os.killpg(process.pid, signal.SIGKILL)
         stdout, stderr = process.communicate()
     seconds = time.monotonic() - started
-    try:  # what the CLI left running in its session (an MCP server it did not stop)
+    # What the CLI left running in its session (an MCP server it did not stop).
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     (workdir / "stdout.txt").write_text(stdout)
     (workdir / "stderr.txt").write_text(stderr)
     return AgentRun(mode, None if timed_out else process.returncode, stdout, stderr,

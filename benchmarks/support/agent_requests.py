@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-
 #: Names of search or loading tools, compared without ``_``, ``-`` and case; a prefixed
 #: copy (``toolprune_search_tools``) counts too.
 SEARCH_NAMES = ("loadtools", "searchtools", "toolsearch")

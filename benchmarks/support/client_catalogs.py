@@ -68,7 +68,7 @@ def reminder(date: str = "2026-06-14") -> str:
 
 def _builtin(name: str) -> Schema:
     description, required = BUILTINS[name]
-    parameters = {"type": "object", "properties": {arg: _TEXT for arg in required},
+    parameters = {"type": "object", "properties": dict.fromkeys(required, _TEXT),
                   "required": list(required)}
     return {"name": name, "description": description, "input_schema": parameters}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from selection.embedders import OnnxEmbedder
+from selection.onnx_embedder import OnnxEmbedder
 
 
 class DiskCachedEmbedder:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import zlib
 import threading
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 

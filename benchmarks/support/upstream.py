@@ -29,10 +29,18 @@ from starlette.types import Message, Receive, Scope, Send
 
 from benchmarks.support.api_replies import Message as AnthropicMessage
 from benchmarks.support.api_replies import Responses
-from benchmarks.support.replies import (
-    CHAT_PATH, SSE, Delayed, Hang, Raw, Reply, Slow, builtin_reply, json_object,
-)
 from benchmarks.support.chat_replies import Chat
+from benchmarks.support.replies import (
+    CHAT_PATH,
+    SSE,
+    Delayed,
+    Hang,
+    Raw,
+    Reply,
+    Slow,
+    builtin_reply,
+    json_object,
+)
 
 _GATE_POLL_SECONDS = 0.005
 
@@ -237,7 +245,7 @@ async def _play(reply: Reply, record: Recorded, send: Send) -> None:
 
 async def _wait_gate(gate: threading.Event | None) -> None:
     """Wait for a test-thread event without blocking the loop (cancellable, unlike to_thread)."""
-    while gate is not None and not gate.is_set():
+    while gate is not None and not gate.is_set():  # noqa: ASYNC110 - a thread's event
         await asyncio.sleep(_GATE_POLL_SECONDS)
 
 

@@ -19,33 +19,30 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config.policy import load_policy
+from config.selector import build_selector
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
-from proxy.components import build_vector_store, with_groups
-from selection.embedders import Embedder
-from selection.engine import SelectionEngine
-from selection.errors import PolicyError, SelectionError
-from selection.evaluation.plot import PlotUnavailable, plot_reports
 from selection.evaluation import (
+    ABLATIONS,
     DEFAULT_KS,
+    BM25Scorer,
     EngineScorer,
+    PlotUnavailable,
     Scorer,
+    ablation_scorers,
     evaluate,
     format_report,
     k_label,
     load_cases,
     parse_ks,
+    plot_reports,
     strip_miss_lists,
 )
-from selection.learned_states import LearnedStates
+from selection.learning import LearnedStates
+from selection.types import Embedder, PolicyError, SelectionError
 
 if TYPE_CHECKING:
     import httpx
-
-#: Budgets for the evaluation (generous: a cold 4,000-tool catalogue takes a minute to
-#: embed on two cores, and a slow query must be measured, not dropped).
-EVAL_QUERY_TIMEOUT_S = 120.0
-EVAL_INDEX_TIMEOUT_S = 3600.0
 
 EmbedderFactory = Callable[[Settings, "httpx.AsyncClient"], Embedder]
 
@@ -87,6 +84,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--misses", action="store_true", help="with --json: list every miss with its rank"
     )
     parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 anchor")
+    parser.add_argument(
+        "--ablate", default="", metavar="NAMES",
+        help="also measure the pipeline without each of these, comma-separated: a signal "
+             f"or expansion, or sticky (the conversation's state); one of: {', '.join(ABLATIONS)}",
+    )
     parser.add_argument(
         "--plot", type=Path, metavar="FILE",
         help="also draw recall and forwarded schema tokens against k, one line per method "
@@ -147,26 +149,9 @@ def _progress(disabled: bool) -> Callable[[Iterable[Any], str], Iterable[Any]]:
     return wrap
 
 
-def offline_engine(settings: Settings, embedder: Embedder) -> SelectionEngine:
-    """The proxy's engine for an offline command: the configured caches, vector store and
-    weights, with budgets that wait for a cold catalogue's index instead of ranking it by
-    what is embedded in time."""
-    return with_groups(SelectionEngine(
-        embedder,
-        vector_cache_size=settings.vector_cache_size,
-        index_cache_size=settings.index_cache_size,
-        timeout_s=max(settings.embedder_timeout_s, EVAL_QUERY_TIMEOUT_S),
-        index_timeout_s=max(settings.index_timeout_s, EVAL_INDEX_TIMEOUT_S),
-        lexical_weight=settings.lexical_weight,
-        name_weight=settings.name_weight,
-        store=build_vector_store(settings),
-        cold_start_tools=0,  # a request waits for the whole index, never ranks a part
-    ), settings)
-
-
 def default_embedder_factory(settings: Settings, client: httpx.AsyncClient) -> Embedder:
     """The configured embedder, as the proxy builds it (tests replace this function)."""
-    from proxy.components import build_embedder
+    from config.selector import build_embedder
 
     return build_embedder(settings, client)
 
@@ -185,13 +170,15 @@ async def run_eval(
     async with httpx.AsyncClient() as client:
         embedder = embedder_factory(settings, client)
         await embedder.load()
-        engine = offline_engine(settings, embedder)
+        # Offline budgets: a cold catalogue's whole index is waited for, and a slow query
+        # is measured, not dropped.
+        selector = build_selector(settings, embedder, policy=policy, offline=True)
+        engine = selector.engine
         name = "minilm" if embedder.id.startswith("onnx:all-MiniLM-L6-v2") else "embed"
         scorers: list[Scorer] = [EngineScorer(engine, policy, name)]
         if not args.no_bm25:
-            from selection.bm25 import BM25Scorer
-
             scorers.append(BM25Scorer(settings.index_cache_size))
+        scorers += ablation_scorers(engine, policy, [n for n in args.ablate.split(",") if n])
         progress = _progress(args.no_progress)
         sets = []
         learning = None
@@ -204,7 +191,7 @@ async def run_eval(
                 engine.learned = LearnedStates(embedder.id)
                 learning = await learn_from_cases(
                     args.learn_from, share=args.learn_share, seed=args.learn_seed,
-                    settings=settings, policy=policy, engine=engine,
+                    settings=settings, selector=selector,
                 )
             for path in args.data:
                 case_set = load_cases(path, limit=args.limit, seed=args.seed)
@@ -222,7 +209,7 @@ async def run_eval(
                     print(format_report(report), flush=True)
                     print(flush=True)
         finally:
-            await engine.aclose()
+            await selector.aclose()
     if args.plot is not None:
         plot_reports(sets, args.plot)
     return {

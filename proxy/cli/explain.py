@@ -17,22 +17,20 @@ from typing import Any
 
 from tabulate import tabulate
 
-from config.policy import load_policy
+from config.selector import build_embedder, build_selector
 from config.settings import Settings
 from proxy.apis.chat.adapter import ChatApi
 from proxy.apis.messages.adapter import MessagesApi
 from proxy.apis.responses.adapter import ResponsesApi
 from proxy.cli.help import from_setting
-from proxy.components import build_engine
 from proxy.metrics import Metrics
+from proxy.state.store import MemoryStateStore
 from proxy.turn.adapter import Api
-from proxy.turn.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.turn.planner import Planner
 from proxy.turn.turn import Turn
 from proxy.usage.learning_schedule import load_states
-from selection.catalog_cache import CatalogCache
-from selection.errors import PolicyError, SelectionError
-from selection.learned_states import LearnedStates
-from selection.state import MemoryStateStore
+from selection.learning import LearnedStates
+from selection.types import CatalogCache, NothingToPrune, PolicyError, SelectionError, SmallCatalog
 
 #: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).
 BYTES_PER_TOKEN_ESTIMATE = 4
@@ -149,10 +147,6 @@ def format_table(explained: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-#: How long ``explain`` waits for a catalogue's index (seconds): offline, no client waits.
-OFFLINE_INDEX_TIMEOUT_S = 3600.0
-
-
 async def explain(
     body: dict[str, Any], settings: Settings, top_k: int | None, api: str = "auto"
 ) -> dict[str, Any]:
@@ -161,25 +155,23 @@ async def explain(
     import httpx  # imported here: `toolprune serve` never loads it
 
     api = request_api(body) if api == "auto" else api
-    policy = load_policy(settings)
     async with httpx.AsyncClient() as client:
         # Offline: wait for the catalogue's whole index however long it takes.
-        offline = {"index_timeout_s": OFFLINE_INDEX_TIMEOUT_S, "cold_start_tools": 0}
-        engine = build_engine(settings.model_copy(update=offline), client)
+        selector = build_selector(settings, build_embedder(settings, client), offline=True)
+        engine = selector.engine
         if settings.learn and settings.usage_db is not None and settings.usage_db.is_file():
             engine.learned = LearnedStates(engine.embedder.id)  # as the proxy would apply
             load_states(settings.usage_db, engine.learned)
         planner = Planner(
             settings=settings,
-            policy=policy,
-            engine=engine,
+            selector=selector,
             store=MemoryStateStore(settings.state_ttl_s, 1),
             metrics=Metrics(),
             on_late_error=lambda error: None,
         )
         try:
             adapter: Api = (
-                ChatApi(policy, CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes))
+                ChatApi(CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes))
                 if api == "chat_completions"
                 else ResponsesApi() if api == "responses" else MessagesApi()
             )
@@ -191,7 +183,7 @@ async def explain(
             return {"api": api, "decision": "small_catalog", "offered": small.size,
                     "reason": SMALL_CATALOG_REASONS[small.reason]}
         finally:
-            await engine.aclose()
+            await selector.aclose()
 
 
 def run(args: argparse.Namespace) -> int:

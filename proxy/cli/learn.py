@@ -16,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from config.policy import load_policy
+from config.selector import build_selector
 from config.settings import Settings
-from proxy.cli.eval import EmbedderFactory, default_embedder_factory, offline_engine
+from proxy.cli.eval import EmbedderFactory, default_embedder_factory
 from proxy.cli.help import from_setting
 from proxy.usage.learning import LearnOutcome, learn_from_log
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.learning_share import SharedStates
-from selection.errors import EmbedderError, PolicyError, SelectionError
-from selection.learned_states import LearnedStates
+from selection.learning import LearnedStates
+from selection.types import EmbedderError, PolicyError, SelectionError
 
 DESCRIPTION = """\
 Learn tool selection from the agent's own traffic, once: read the query vectors and tool
@@ -83,7 +84,8 @@ async def run_learn(
     async with httpx.AsyncClient() as client:
         embedder = (embedder_factory or default_embedder_factory)(settings, client)
         await embedder.load()
-        engine = offline_engine(settings, embedder)
+        selector = build_selector(settings, embedder, policy=policy, offline=True)
+        engine = selector.engine
         engine.learned = LearnedStates(embedder.id)
         shared = None
         if settings.learn and settings.state_url:
@@ -99,7 +101,7 @@ async def run_learn(
                 publish=shared.publish if shared is not None else None,
             )
         finally:
-            await engine.aclose()
+            await selector.aclose()
             if shared is not None:
                 await shared.aclose()
 

@@ -27,17 +27,14 @@ from typing import Any
 from config.settings import Settings
 from proxy.apis.chat.adapter import read_chat
 from proxy.metrics import Metrics
-from proxy.turn.planner import NothingToPrune, Planner, SmallCatalog
+from proxy.state.store import MemoryStateStore
+from proxy.turn.planner import Planner
 from proxy.turn.turn import MetaCall, Turn
 from proxy.usage.learning import learn_from_log
 from proxy.usage.writer import UsageLog
-from selection.catalog import name_words
-from selection.catalog_cache import CatalogCache
-from selection.engine import SelectionEngine
-from selection.errors import SelectionError
-from selection.evaluation.cases import Case, load_cases
-from selection.policy import Policy
-from selection.state import MemoryStateStore
+from selection.evaluation import Case, load_cases
+from selection.planning import Selector
+from selection.types import CatalogCache, NothingToPrune, SelectionError, SmallCatalog, name_words
 
 #: Characters of a tool's description a simulated search query uses.
 SEARCH_QUERY_CHARS = 200
@@ -97,7 +94,7 @@ async def replay_traffic(
             body["tool_choice"] = case.tool_choice
         headers = [(b"x-conversation-id", case.conversation.encode("utf-8"))]
         try:
-            turn = await planner.plan(await read_chat(body, catalogs, planner.policy), headers)
+            turn = await planner.plan(await read_chat(body, catalogs), headers)
         except (NothingToPrune, SmallCatalog, SelectionError):
             skipped += 1
             continue
@@ -124,18 +121,18 @@ def traffic_share(cases: Sequence[Case], share: float, seed: int) -> list[Case]:
 
 
 async def learn_from_cases(
-    path: Path, *, share: float, seed: int, settings: Settings, policy: Policy,
-    engine: SelectionEngine,
+    path: Path, *, share: float, seed: int, settings: Settings, selector: Selector,
 ) -> dict[str, Any]:
     """Replay ``share`` of the cases of ``path`` as traffic into a temporary usage log,
-    learn from it (installing what is promoted in ``engine.learned``); the JSON-ready
-    summary. Raises ValueError / OSError on bad data."""
+    learn from it (installing what is promoted in the selector's ``engine.learned``); the
+    JSON-ready summary. Raises ValueError / OSError on bad data."""
+    engine, policy = selector.engine, selector.policy
     cases = traffic_share(load_cases(path).cases, share, seed)
     with tempfile.TemporaryDirectory(prefix="toolprune-learn-") as folder:
         database = Path(folder) / "usage.db"
         usage = UsageLog(database, embedder=engine.embedder.id)
         planner = Planner(
-            settings=settings, policy=policy, engine=engine,
+            settings=settings, selector=selector,
             store=MemoryStateStore(ttl_s=86400.0, max_conversations=1_000_000),
             metrics=Metrics(), on_late_error=lambda error: None,
         )

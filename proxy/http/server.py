@@ -37,7 +37,6 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from config.settings import Settings
 from proxy.http.errors import ConnectionLimit, HeaderTimeout, ProxyError
 
-
 #: How long a connection closed lingering stays open (read side only), s, and the most
 #: bytes it reads and discards meanwhile.
 LINGER_S = 1.0

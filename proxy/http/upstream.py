@@ -232,7 +232,7 @@ class Upstream:
                     method, target, headers=pairs, data=content or None,
                     allow_redirects=False, trace_request_ctx=connection,
                 )
-            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
                 raise UpstreamTimeout(f"upstream timed out: {type(exc).__name__}") from exc
             except aiohttp.ClientConnectorError as exc:
                 if connect_failures < self.connect_retries:
@@ -260,7 +260,7 @@ class Upstream:
                 self.base_url + "/models", timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as response:
                 return response.status < 500
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return False
 
 
@@ -273,7 +273,7 @@ async def raw_chunks(response: UpstreamResponse) -> AsyncIterator[bytes]:
     while True:
         try:
             chunk = await content.readany()
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise UpstreamTimeout("upstream stream idle timeout") from exc
         except aiohttp.ClientError as exc:
             raise UpstreamStreamBroken(f"upstream stream broke: {type(exc).__name__}") from exc

@@ -33,9 +33,8 @@ from proxy.http.errors import ProxyError
 from proxy.http.forwarding import ClientRequest
 from proxy.http.headers import Headers
 from proxy.http.upstream import UpstreamResponse
-from proxy.turn.planner import PlanInput
 from proxy.turn.turn import MetaCall, Turn
-from selection.errors import SelectionError
+from selection.types import SelectionError, TurnInput
 
 
 class Ending(StrEnum):
@@ -131,7 +130,7 @@ class ClientView(ABC):
         self.done_marker = False
         self.problem = None
 
-    async def comment(self, raw: bytes) -> None:
+    async def comment(self, raw: bytes) -> None:  # noqa: B027 - a hook, no-op by default
         """An SSE comment of the upstream (a keep-alive): relayed to a streaming client."""
 
     @abstractmethod
@@ -161,7 +160,7 @@ class ClientView(ABC):
         (:func:`upstream_error_object`)."""
         return upstream_error_object(status, body)
 
-    async def answered(self, reply: Reply) -> None:
+    async def answered(self, reply: Reply) -> None:  # noqa: B027 - a hook, no-op by default
         """``reply``'s meta-calls ran: show what the API shows of them (the client's own
         search tool answered by the proxy). Hidden by default."""
 
@@ -189,7 +188,7 @@ class ApiRequest(Protocol):
     """One request as its API read it (see the module docstring)."""
 
     #: What the planner reads of the request.
-    input: PlanInput
+    input: TurnInput
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
         """The body of the next upstream round (JSON, UTF-8): pruned tools (with the

@@ -27,10 +27,8 @@ client gets an SSE comment whenever it has waited that long in silence, and a re
 keep-alives started carries every later outcome on that stream (an error as the API's
 error event). Forwarding the client's bytes as they came (passthrough, a request not
 pruned nor translated) stops them, unless they already started the response.
-
-``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
-client deferred tools or brought its search tool) it goes on with where the forwarded
-tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
+What a decision reports (the response's ``X-Tool-Pruning-*`` headers, the one
+``pruning_decision`` log line) is :mod:`proxy.turn.decision_log`'s.
 """
 
 from __future__ import annotations
@@ -43,21 +41,25 @@ from typing import Any
 from starlette.types import Send
 
 from config.settings import Settings
-from proxy.turn.context import UsageRecorder
-from proxy.turn.identity import log_id
-from proxy.turn.planner import InvalidToolRequest, NothingToPrune, SmallCatalog
-from proxy.turn.turn import Turn
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
 from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.headers import (
+    TOOLS_HEADER,
+    Headers,
+    check_conversation_id,
+    pruning_mode,
+    top_k_override,
+)
 from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
-from proxy.http.headers import (
-    TOOLS_HEADER, Headers, check_conversation_id, pruning_mode, top_k_override,
-)
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
-from selection.errors import SelectionError, UnexpectedSelectionError
+from proxy.turn.context import UsageRecorder
+from proxy.turn.decision_log import log_decision, tools_header
+from proxy.turn.planner import InvalidToolRequest
+from proxy.turn.turn import Turn
+from selection.types import NothingToPrune, SelectionError, SmallCatalog, UnexpectedSelectionError
 
 logger = get_logger("decision")
 
@@ -93,70 +95,6 @@ class InvalidTools(InvalidRequest):
     """The request's tools break their API's deferral / tool-search contract: HTTP 400."""
 
     code = "invalid_tools"
-
-
-def tools_header(turn: Turn) -> bytes:
-    """The ``X-Tool-Pruning-Tools`` value (see the module docstring)."""
-    value = f"{len(turn.selection.tools)}/{turn.offered}"
-    if turn.deferral:
-        origins = list(turn.selection.provenance.values())
-        value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
-    return value.encode()
-
-
-def log_decision(
-    turn: Turn, decision: Decision, selection_s: float, api: str, request_id: bytes = b""
-) -> None:
-    """The one structured log line of an acting request (no message content): what was
-    offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
-    ``messages``). ``selection_s``: seconds spent planning; ``request_id``: the request's
-    ``X-Request-Id`` (the ``request`` line's, :mod:`proxy.http.request_log`)."""
-    selection = turn.selection
-    logger.info(
-        "pruning_decision",
-        extra={
-            "fields": {
-                "request_id": request_id.decode("latin-1"),
-                "api": api,
-                "decision": decision.value,
-                "path": turn.path,
-                "conversation": log_id(turn.conversation),
-                "turn": selection.state.turn,
-                "offered": turn.offered,
-                "forwarded": len(selection.tools),
-                "admitted": turn.admitted(),
-                "evicted": list(selection.evicted),
-                "reasons": {t.name: t.reason for t in selection.tools},
-                "provenance": selection.provenance,
-                "dependency_of": dict(selection.parents),
-                "tier": list(selection.tier),
-                "best_left_out": [[n, round(s, 3)] for n, s in selection.left_out[:3]],
-                "lexical_only": turn.lexical_only,
-                "partial_index": turn.partial_index,
-                "meta": turn.meta_events,
-                "rounds": turn.rounds,
-                "notes": turn.notes,
-                "selection_ms": round(selection_s * 1000, 2),
-                **cache_fields(turn),
-                **turn.group_fields(),
-            }
-        },
-    )
-
-
-def cache_fields(turn: Turn) -> dict[str, Any]:
-    """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
-    to reuse and to evaluate, whether the forwarded block changed after the conversation
-    started (``cache_break``), and how the block began (``block``)."""
-    expectation = turn.expectation
-    if expectation is None:
-        return {}
-    return {
-        "expected_cached_tokens": expectation.reused,
-        "expected_evaluated_tokens": expectation.evaluated,
-        "cache_break": expectation.broken,
-        "block": turn.block_start,
-    }
 
 
 class DecisionFlow:
@@ -282,7 +220,7 @@ class DecisionFlow:
                 self.count(decision, turn.path, request.log)
                 if decision is Decision.PRUNED:
                     self.metrics.meta_rounds.observe(turn.rounds)
-                log_decision(turn, decision, selection_s, self.api, request.request_id)
+                log_decision(turn, decision.value, selection_s, self.api, request.request_id)
                 if self.usage is not None:
                     self.usage.record(turn, decision.value)
         if too_deep:
@@ -302,7 +240,7 @@ class DecisionFlow:
             whole = await translate(body, request.headers, decision.value)
         except SelectionError:  # the catalogue cannot be read: a fallback said so already
             whole = None
-        except Exception as exc:  # a defect: the bytes as sent are still a valid request
+        except Exception as exc:  # noqa: BLE001 - a defect: the bytes as sent are still valid
             self.fallback_log.error(
                 "translate", "translation_failed",
                 {"api": self.api, "decision": decision.value,
@@ -355,7 +293,7 @@ class DecisionFlow:
             self.fallback(error, request.log)
         except RecursionError:
             raise  # too deep to plan: refused by ``run``
-        except Exception as exc:  # a defect must cost the pruning, never the request
+        except Exception as exc:  # noqa: BLE001 - a defect costs the pruning, never the request
             self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
         return Decision.FALLBACK
 

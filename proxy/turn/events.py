@@ -27,7 +27,6 @@ from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply
 from proxy.turn.turn import Turn, json_bytes
 
-
 #: The content type of an event stream.
 EVENT_STREAM = (b"content-type", b"text/event-stream")
 

@@ -77,7 +77,8 @@ class TurnHandler:
         async def translate(body: dict[str, Any], headers: Headers, decision: str) -> Turn | None:
             if read is None:  # the adapter could not read the request: forwarded as sent
                 return None
-            return whole_turn(read.input, headers, decision, shared=self.shared_state)
+            return whole_turn(self.planner.selector, read.input, headers, decision,
+                              shared=self.shared_state)
 
         async def serve(
             turn: Turn, body: dict[str, Any], report: Headers, started: float, send: Send

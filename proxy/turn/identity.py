@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxy.http.headers import Headers, header, state_key
-from selection.catalog import fingerprint
-from selection.query import content_text
+from selection.types import content_text, fingerprint
 
 #: What a conversation key built from ``X-Conversation-Id`` starts with.
 HEADER_ID_PREFIX = "id:"

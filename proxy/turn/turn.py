@@ -1,8 +1,8 @@
-"""One acting request, whatever its API: what was planned for it (the catalogue, the
-selection, the meta-tools), and what its rounds did (meta-calls run, searches answered,
-the calls the client got). How its body is written for the upstream is its API
-adapter's (:mod:`proxy.turn.adapter`); the forwarded block's order is here
-(:meth:`Turn.block_entries`), for every API.
+"""One acting request, whatever its API: what selection planned for it (a
+:class:`selection.types.Plan`: the catalogue, the selection, the meta-tools), and what its
+rounds did (meta-calls run, searches answered, the calls the client got). How its body is
+written for the upstream is its API adapter's (:mod:`proxy.turn.adapter`); the forwarded
+block's order is the plan's (:meth:`Turn.block_entries`), for every API.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ from typing import Any
 
 import numpy as np
 
-from proxy.turn.text_plan import TextPlan
-from selection.catalog import Catalog, canonical_json
-from selection.group_ranking import GroupMatch
-from selection.history import ToolChoice
-from selection.meta_tools import MetaTools
-from selection.prefix import CacheExpectation
-from selection.selector import Selection
-from selection.tool_search import ClientSearch, SearchResult
+from selection.types import (
+    CacheExpectation,
+    Catalog,
+    ClientSearch,
+    MetaTools,
+    Plan,
+    SearchResult,
+    Selection,
+    TextPlan,
+    ToolChoice,
+)
 
 
 @dataclass
@@ -72,99 +75,110 @@ def with_problem(result: str, problem: str) -> str:
     return json.dumps(parsed)
 
 
-#: Selection reasons of the block's head: the client's CORE, then toolprune's.
-_CORE = ("client", "core")
-
-
 @dataclass
 class Turn:
-    """The acting request being served, possibly over several upstream rounds.
+    """The acting request being served, possibly over several upstream rounds: what
+    selection planned for it (``plan``, replaced by each meta round's re-selection) and
+    what its rounds did.
 
-    ``catalog`` is what selection chose from: the native ``tools`` (``native``) and the
-    entries of a text block (``text``), or either alone.
+    ``conversation`` / ``agent``: the state keys of its conversation and of its agent
+    (model, system prompt, catalogue: where the block the upstream last prefilled for it
+    is kept; None for a translate-only turn). ``whole``: the decision (``fallback``,
+    ``small_catalog``, ``dry_run``) under which the client's catalogue goes whole,
+    translated for a plain server (:func:`proxy.turn.translation.whole_turn`); None:
+    planned.
     """
 
-    body: dict[str, Any]
-    catalog: Catalog
-    native: Catalog | None
-    text: TextPlan | None
+    plan: Plan
     conversation: str
-    selection: Selection
-    scores: np.ndarray | None
-    pinned: list[str]
-    meta: MetaTools | None
-    tool_choice: ToolChoice
-    offered: int
-    top_k: int | None = None
-    #: The tools a one-intent request names (``Scores.named``), kept for meta rounds.
-    named: np.ndarray | None = None
+    agent: str | None = None
+    whole: str | None = None
     rounds: int = 0
     meta_events: list[dict[str, Any]] = field(default_factory=list)
     #: Names of the real tool calls in the response the client got.
     response_calls: list[str] = field(default_factory=list)
     #: What the proxy dropped from the upstream's answers, one note each (decision log).
     notes: list[str] = field(default_factory=list)
-    #: The state key of the conversation's agent (model, system prompt, catalogue): where
-    #: the block the upstream last prefilled for it is kept.
-    agent: str | None = None
-    #: Prompt tokens the proxy expects the upstream to reuse from its KV cache and to
-    #: evaluate for this request's first round.
-    expectation: CacheExpectation | None = None
-    #: ``adopted``: this new conversation's tools began as its agent's last block (the
-    #: upstream's cached prefix); ``shared``: this later turn's did, after another
-    #: conversation's request (:class:`proxy.turn.blocks.BlockStart`); None otherwise.
-    block_start: str | None = None
     #: Tools admitted by selections this turn made before its latest (meta rounds
     #: re-select; the decision log lists every admission of the turn).
     earlier_admitted: list[str] = field(default_factory=list)
-    #: Ranked by BM25 alone: the catalogue's dense index was still being built.
-    lexical_only: bool = False
-    #: Ranked by the texts embedded so far: the catalogue's index was still being built.
-    partial_index: bool = False
-    #: llama-server's ``n_cache_reuse`` to send when the client did not (0: none).
-    cache_reuse: int = 0
-    #: The client's own search tool, emulated (its function is ``meta.client_search``).
-    search: ClientSearch | None = None
-    #: The client deferred tools or brought its own search tool: the deferral contract
-    #: holds (:mod:`proxy.turn.deferral`).
-    deferral: bool = False
-    #: Under the contract, the client's CORE in forwarding order (None: no contract).
-    client_core: tuple[str, ...] | None = None
-    #: The plain function the client finds its deferred tools with
-    #: (:mod:`selection.client_deferral`), or None.
-    finder: str | None = None
-    #: Selection admits candidates by its ranking (off: deferred tools load by search only).
-    preload: bool = True
     #: Calls of the client's search tool answered this turn, by call id, in call order.
     searches: dict[str, SearchResult] = field(default_factory=dict)
 
-    #: Translate-only: the decision (``fallback``, ``small_catalog``, ``dry_run``) under
-    #: which the client's catalogue goes whole, translated for a plain server
-    #: (:func:`proxy.turn.translation.whole_turn`): no selection, no state. None: planned.
-    whole: str | None = None
+    @property
+    def body(self) -> dict[str, Any]:
+        """The request as the client sent it."""
+        return self.plan.reading.request.body
 
-    #: The learned part of ``scores`` (``Scores.boost``), kept for meta rounds.
-    boost: np.ndarray | None = None
-    #: The whole query's vector (``Scores.query_vector``), for the usage log.
-    query_vector: np.ndarray | None = None
-    #: The groups' part of the turn's ranking (``Scores.groups``): the decision log and
-    #: ``toolprune explain`` report the groups that matched; None without groups.
-    groups: GroupMatch | None = None
+    @property
+    def catalog(self) -> Catalog:
+        """What selection chose from: the native tools and a text block's entries."""
+        return self.plan.catalog
 
-    def group_fields(self) -> dict[str, Any]:
-        """The decision log's and ``toolprune explain``'s group fields
-        (:meth:`selection.group_ranking.GroupMatch.report`): the groups that matched best
-        and the tools that came in through their group; none when not ranked by groups."""
-        if self.groups is None:
-            return {}
-        return self.groups.report(self.catalog, [(t.name, t.reason) for t in self.selection.tools])
+    @property
+    def native(self) -> Catalog | None:
+        return self.plan.native
+
+    @property
+    def text(self) -> TextPlan | None:
+        return self.plan.text
+
+    @property
+    def selection(self) -> Selection:
+        return self.plan.selection
+
+    @property
+    def meta(self) -> MetaTools | None:
+        return self.plan.meta
+
+    @property
+    def tool_choice(self) -> ToolChoice:
+        return self.plan.reading.choice
+
+    @property
+    def offered(self) -> int:
+        """The tools the client sent."""
+        return self.plan.reading.offered
+
+    @property
+    def search(self) -> ClientSearch | None:
+        """The client's own search tool, emulated (its function is ``meta.client_search``)."""
+        return self.plan.reading.request.search
+
+    @property
+    def deferral(self) -> bool:
+        """The client deferred tools or brought its own search tool: the deferral contract
+        holds (:mod:`selection.deferral`)."""
+        return self.plan.reading.deferral.active
+
+    @property
+    def expectation(self) -> CacheExpectation | None:
+        """Prompt tokens the upstream is expected to reuse and evaluate for the first round."""
+        return self.plan.expectation
+
+    @property
+    def block_start(self) -> str | None:
+        return self.plan.block_start
+
+    @property
+    def lexical_only(self) -> bool:
+        """Ranked by BM25 alone: the catalogue's dense index was still being built."""
+        return self.plan.ranking is not None and self.plan.ranking.lexical_only
+
+    @property
+    def partial_index(self) -> bool:
+        """Ranked by the texts embedded so far: the catalogue's index was being built."""
+        return self.plan.ranking is not None and self.plan.ranking.partial
+
+    @property
+    def query_vector(self) -> np.ndarray | None:
+        """The whole query's vector, for the usage log (None: not ranked)."""
+        return None if self.plan.ranking is None else self.plan.ranking.query_vector
 
     @property
     def path(self) -> str:
         """Which prompt parts were pruned: ``native``, ``text`` or ``both``."""
-        if self.native is not None and self.text is not None:
-            return "both"
-        return "native" if self.native is not None else "text"
+        return self.plan.reading.path
 
     @property
     def decision(self) -> str:
@@ -172,44 +186,23 @@ class Turn:
         ``toolprune_time_to_first_token_seconds``): ``pruned``, or :attr:`whole`'s."""
         return self.whole or "pruned"
 
-    def is_meta(self, name: str | None) -> bool:
-        return self.meta is not None and name in self.meta.names
+    def group_fields(self) -> dict[str, Any]:
+        return self.plan.group_fields()
 
     def block_entries(self, meta: Sequence[Any]) -> list[Any]:
-        """The forwarded native tools in block order, as the client defined them (in its
-        API's shape, ``defer_loading`` removed): the client's CORE then toolprune's CORE
-        tools in catalogue order, then the loaded tools in admission
-        order with ``meta`` (the meta-tools' entries, in that shape) after the first
-        ``meta_at`` of them (the tools of the block's first request: tools admitted later
-        follow the meta-tool, so its text stays in the upstream's cached prefix)."""
-        assert self.native is not None
-        definitions = {tool.name: tool.forwarded_definition for tool in self.native.tools}
-        selected = [t for t in self.selection.tools if t.name in definitions]
-        core = [definitions[t.name] for t in selected if t.reason in _CORE]
-        rest = [t.name for t in selected if t.reason not in _CORE]
-        state = self.selection.state
-        at = len(rest)
-        if state.meta_at is not None:
-            before = set(list(state.loaded)[: state.meta_at])
-            at = sum(name in before for name in rest)
-        return [
-            *core, *(definitions[name] for name in rest[:at]), *meta,
-            *(definitions[name] for name in rest[at:]),
-        ]
+        return self.plan.block_entries(meta)
 
     def schema_bytes_saved(self) -> int:
-        """Bytes of tool definitions (JSON, or block text) not forwarded, less the
-        meta-tools'."""
-        forwarded = {tool.name for tool in self.selection.tools}
-        dropped = sum(t.size_bytes for t in self.catalog.tools if t.name not in forwarded)
-        meta = self.meta.definitions if self.meta else ()
-        return dropped - sum(len(canonical_json(definition)) for definition in meta)
+        return self.plan.schema_bytes_saved()
+
+    def is_meta(self, name: str | None) -> bool:
+        return self.meta is not None and name in self.meta.names
 
     def add_llama_fields(self, body: dict[str, Any]) -> None:
         """Add to an upstream ``body`` the llama-server fields the proxy sends
         (``n_cache_reuse``), unless the client set them (its value is kept)."""
-        if self.cache_reuse:
-            body.setdefault("n_cache_reuse", self.cache_reuse)
+        if self.plan.cache_reuse:
+            body.setdefault("n_cache_reuse", self.plan.cache_reuse)
 
     def admitted(self) -> list[str]:
         """Every tool admitted this turn: by the first selection and after meta-calls."""

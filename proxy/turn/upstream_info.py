@@ -25,8 +25,7 @@ from config.settings import Settings
 from proxy.http.errors import UpstreamError, UpstreamResponseInvalid, UpstreamTimeout
 from proxy.http.upstream import Upstream, read_decoded
 from proxy.log import get_logger
-from selection.catalog import Tool
-from selection.tokens import estimated_tokens
+from selection.types import Tool, estimated_tokens
 
 logger = get_logger("upstream_info")
 

@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from selection.query import content_text
-from selection.text_path import text_called_tools
+from selection.types import content_text, text_called_tools
 
 #: Longest user text kept per example (characters).
 EXAMPLE_MAX_CHARS = 4000

@@ -36,28 +36,42 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from proxy.log import get_logger
 from proxy.usage.reader import connect_read_only, read_definitions
 from proxy.usage.schema import open_database
-from selection.catalog import Catalog, parse_tools
-from selection.engine import SelectionEngine
-from selection.errors import CatalogError, SelectionError
-from selection.learned import (
+from selection.learning import (
     STATUS_WEIGHTS,
     Evidence,
+    Fold,
+    HeldBack,
     LearnedState,
     LearnedStateError,
+    LearnedStates,
     decode_state,
     encode_state,
+    judge,
     learn,
 )
-from selection.learned_guard import Fold, HeldBack, judge
+from selection.types import Catalog, CatalogError, Embedder, SelectionError, parse_tools
 
 logger = get_logger("learning")
+
+
+class LearningEngine(Protocol):
+    """What learning needs of selection's engine (``Selector.engine``): its embedder's
+    id, the learned states it applies (None: learning is off) and a catalogue's dense
+    index (``index_for``: the index and the seconds spent embedding; raises EmbedderError)."""
+
+    embedder: Embedder
+    learned: LearnedStates | None
+
+    async def index_for(
+        self, catalog: Catalog, examples: Mapping[str, Sequence[str]]
+    ) -> tuple[Any, float]: ...
 
 #: The log's conversations are split into this many held-back slices (by a hash of
 #: their id); each is replayed against a candidate learned from the others.
@@ -245,7 +259,7 @@ async def learn_catalog(
     fingerprint: str,
     pairs: Sequence[Evidence],
     current: LearnedState | None,
-    engine: SelectionEngine,
+    engine: LearningEngine,
     examples: Mapping[str, Sequence[str]],
     *,
     k: int,
@@ -259,8 +273,8 @@ async def learn_catalog(
     folds = [[p for p in pairs if _bucket(p.conversation) % HELD_BACK_FOLDS == f]
              for f in range(HELD_BACK_FOLDS)]
     folds = [fold for fold in folds if fold]
-    base = dict(catalog=fingerprint, tools=len(catalog), pairs=len(pairs), requests=requests,
-                held_back=requests, k=k)
+    base = {"catalog": fingerprint, "tools": len(catalog), "pairs": len(pairs), "requests": requests,
+                "held_back": requests, "k": k}
     if requests < MIN_HELD_BACK or len(folds) < 2:
         return LearnOutcome(**base, before=0.0, after=0.0, promoted=False,
                             reason="too_little_traffic"), None
@@ -327,7 +341,7 @@ def record(path: Path | str, outcome: LearnOutcome, state: LearnedState | None, 
 
 async def learn_from_log(
     path: Path | str,
-    engine: SelectionEngine,
+    engine: LearningEngine,
     examples: Mapping[str, Sequence[str]],
     *,
     k: int,

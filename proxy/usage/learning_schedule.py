@@ -13,12 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from proxy.log import get_logger
-from proxy.usage.learning import learn_from_log, read_states
+from proxy.usage.learning import LearningEngine, learn_from_log, read_states
 from proxy.usage.learning_share import SharedStates
-from selection.engine import SelectionEngine
-from selection.errors import SelectionError
-from selection.learned_states import LearnedStates
-from selection.policy import Policy
+from selection.learning import LearnedStates
+from selection.planning import Selector
+from selection.types import SelectionError
 
 logger = get_logger("learning")
 
@@ -41,7 +40,7 @@ def load_states(path: Path | str, learned: LearnedStates) -> int:
 
 async def learn_periodically(
     path: Path | str,
-    engine: SelectionEngine,
+    engine: LearningEngine,
     examples: Mapping[str, Sequence[str]],
     *,
     k: int,
@@ -86,16 +85,16 @@ async def refresh_periodically(
 def start_learning(
     path: Path,
     interval_s: float,
-    engine: SelectionEngine,
-    policy: Policy,
+    selector: Selector,
     *,
     shared: SharedStates | None = None,
     refresh_s: float = 0.0,
 ) -> list[asyncio.Task[None]]:
-    """At ``toolprune serve``'s start with ``TOOLPRUNE_LEARN``: give ``engine`` the
-    promoted states of the usage log at ``path``; with ``shared``, start installing the
+    """At ``toolprune serve``'s start with ``TOOLPRUNE_LEARN``: give ``selector``'s engine
+    the promoted states of the usage log at ``path``; with ``shared``, start installing the
     states of other replicas (at once, then every ``refresh_s`` > 0 seconds); with
     ``interval_s`` > 0, start the schedule. The tasks to cancel at shutdown."""
+    engine, policy = selector.engine, selector.policy
     engine.learned = LearnedStates(engine.embedder.id)
     if path.is_file():
         installed = load_states(path, engine.learned)

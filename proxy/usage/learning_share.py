@@ -38,9 +38,14 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from proxy.log import get_logger
-from selection.learned import LearnedState, LearnedStateError, decode_state, encode_state
-from selection.learned_states import LearnedStates
-from selection.redis_state import REDIS_FAILURES, RedisCalls, get_string, redis_client
+from proxy.state.redis import REDIS_FAILURES, RedisCalls, get_string, redis_client
+from selection.learning import (
+    LearnedState,
+    LearnedStateError,
+    LearnedStates,
+    decode_state,
+    encode_state,
+)
 
 #: Format of the keys and values; part of every key.
 FORMAT_VERSION = "v1"

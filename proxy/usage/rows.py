@@ -19,7 +19,7 @@ from proxy.turn.identity import log_id
 from proxy.turn.turn import Turn
 from proxy.usage.history import HistoryCall, history_calls, last_user_text
 from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
-from selection.catalog import Catalog, canonical_json
+from selection.types import Catalog, canonical_json
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ Tables:
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sqlite3
 import threading
@@ -47,8 +48,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from proxy.turn.turn import Turn
 from proxy.log import RateLimitedLog, get_logger
+from proxy.turn.turn import Turn
 from proxy.usage.rows import ActingEvent, PreviousRequest, write_acting
 from proxy.usage.schema import apply_retention, claim_query_vectors, open_database
 
@@ -279,10 +280,8 @@ class UsageLog:
 
     def _disconnect(self) -> None:
         if self._connection is not None:
-            try:
+            with contextlib.suppress(sqlite3.Error):
                 self._connection.close()
-            except sqlite3.Error:
-                pass
             self._connection = None
 
     def _maybe_retain(self) -> None:

@@ -13,10 +13,11 @@ not simulated: a miss here is a miss the model would have to repair with the esc
 (``reachable`` says whether one round could).
 
 Modules: :mod:`.cases` (reading sets), :mod:`.scoring` (scoring cases once),
-:mod:`.replay` (methods and ``select`` per k), :mod:`.report` (metrics and tables),
-:mod:`.plot` (``toolprune eval --plot``).
+:mod:`.bm25` (the BM25 anchor), :mod:`.replay` (methods and ``select`` per k),
+:mod:`.report` (metrics and tables), :mod:`.plot` (``toolprune eval --plot``).
 """
 
+from selection.evaluation.bm25 import BM25Scorer
 from selection.evaluation.cases import (
     ALL,
     DEFAULT_KS,
@@ -27,7 +28,9 @@ from selection.evaluation.cases import (
     load_cases,
     parse_ks,
 )
-from selection.evaluation.replay import METHODS, CaseOutcome, Method, policy_for_k, replay
+from selection.evaluation.methods import METHODS, Method
+from selection.evaluation.plot import PlotUnavailable, plot_reports
+from selection.evaluation.replay import CaseOutcome, policy_for_k, replay
 from selection.evaluation.report import (
     evaluate,
     format_report,
@@ -37,16 +40,20 @@ from selection.evaluation.report import (
     summarise_method,
 )
 from selection.evaluation.scoring import (
+    ABLATIONS,
     EngineScorer,
     ScoredCase,
     ScoredRun,
     Scorer,
+    ablation_scorers,
     requirement_ranks,
     score_cases,
 )
 
 __all__ = [
+    "ABLATIONS",
     "ALL",
+    "BM25Scorer",
     "DEFAULT_KS",
     "METHODS",
     "Case",
@@ -54,15 +61,18 @@ __all__ = [
     "CaseSet",
     "EngineScorer",
     "Method",
+    "PlotUnavailable",
     "ScoredCase",
     "ScoredRun",
     "Scorer",
+    "ablation_scorers",
     "conversation_key",
     "evaluate",
     "format_report",
     "k_label",
     "load_cases",
     "parse_ks",
+    "plot_reports",
     "policy_for_k",
     "replay",
     "requirement_ranks",

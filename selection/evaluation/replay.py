@@ -1,14 +1,5 @@
-"""Replaying scored cases through ``select`` for each method and k (``toolprune eval``).
-
-Methods, on the same cases:
-
-* ``toolprune``: the product's default pipeline (the configured policy: hybrid scores,
-  token budget, dependencies, tier) on the proxy scorer's fused scores;
-* ``dense``: GAIA's loader — dense top-k with τ on the cosines alone (no BM25 term, no
-  token budget, no dependencies, no tier): what the proxy did before the ranking levers;
-* ``bm25``: Anthropic's tool-search tool, BM25 variant — BM25 top-k, no τ;
-* ``oracle``: the expected tools only (the first member of each requirement): their
-  schema tokens are the floor any method pays.
+"""Replaying scored cases through ``select`` for each method
+(:mod:`selection.evaluation.methods`) and k (``toolprune eval``).
 
 Per k, ``select`` runs with ``top_k = k`` and ``max_tools = max(policy.max_tools, k)``
 (``k = all``: the catalogue size), conversation state carried per conversation, as the
@@ -30,50 +21,24 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from selection.candidates import CandidatePolicy, semantic_candidates
 from selection.catalog import Catalog, canonical_json
-from selection.groups import CatalogGroups
+from selection.evaluation.methods import METHODS, TOOLPRUNE, Method
 from selection.evaluation.scoring import ScoredCase, ScoredRun
+from selection.groups import CatalogGroups
 from selection.meta_tools import build_meta_tools
 from selection.policy import Policy, catalog_layout
 from selection.prefix import block_signature, estimated_text_tokens, split_system
-from selection.ranking import RankingPolicy, semantic_candidates
-from selection.selector import select
+from selection.ranking import Ranking
+from selection.selector import TurnFacts, select
+from selection.signals.dependencies import Dependencies
 from selection.state import ConversationState
 from selection.tokens import BYTES_PER_TOKEN, tool_tokens
 
-#: Tools a ``search_tools`` call returns (as proxy/turn/searches.py, ``selection.tool_search.SEARCH_RESULTS``).
+#: Tools a ``search_tools`` call returns (as ``selection.tool_search.SEARCH_RESULTS``).
 SEARCH_RESULTS = 5
 #: Catalogues above this get ``search_tools`` (the settings default).
 SEARCH_TOOLS_MIN_CATALOG = 100
-
-TOOLPRUNE, DENSE, BM25, ORACLE = "toolprune", "dense", "bm25", "oracle"
-
-
-@dataclass(frozen=True)
-class Method:
-    """How one method of the comparison selects: ``scores`` which of a scored case's
-    arrays it ranks by (``values`` or ``dense``); ``ranking`` its candidate policy (None:
-    the configured one); ``meta``: whether the meta-tool is built from its tier."""
-
-    name: str
-    scores: str = "values"
-    ranking: RankingPolicy | None = None
-    oracle: bool = False
-
-
-#: Classic top-k: k candidates, no BM25 or name term, no dependencies, no tier.
-TOP_K = RankingPolicy(
-    lexical_weight=0.0, name_weight=0.0, budget="count", max_dependencies=0, tier_size=0,
-    named_only=False,
-)
-
-METHODS = {
-    TOOLPRUNE: Method(TOOLPRUNE),
-    DENSE: Method(DENSE, scores="dense", ranking=TOP_K),
-    BM25: Method(BM25, ranking=TOP_K),
-    ORACLE: Method(ORACLE, oracle=True),
-}
-
 
 @dataclass
 class CaseOutcome:
@@ -100,7 +65,7 @@ class CaseOutcome:
 
 def policy_for_k(
     policy: Policy, k: int | None, catalog_size: int, uses_threshold: bool,
-    ranking: RankingPolicy | None = None,
+    ranking: CandidatePolicy | None = None,
 ) -> Policy:
     """The policy a k of the sweep runs with: ``top_k = k``, ``max_tools = max(policy
     .max_tools, k)`` (``all``: the catalogue size); τ off for scores that are not cosines;
@@ -111,7 +76,7 @@ def policy_for_k(
         top_k=top_k,
         max_tools=max(policy.max_tools, top_k),
         threshold=policy.threshold if uses_threshold else -math.inf,
-        ranking=policy.ranking if ranking is None else ranking,
+        candidates=policy.candidates if ranking is None else ranking,
     )
 
 
@@ -153,7 +118,10 @@ def replay(
         listed: set[str] = set()
         meta_tokens = 0
         block = None
-        scores = scored.dense if method.scores == "dense" else scored.scores
+        ranking = scored.ranking
+        if ranking is not None and method.scores == "dense":
+            ranking = Ranking(ranking.dense) if ranking.dense is not None else None
+        scores = None if ranking is None else ranking.values
         if scored.mode != "select":
             forwarded = list(catalog.names) if catalog else list(case.tool_names)
         elif method.oracle:
@@ -163,13 +131,16 @@ def replay(
             ))
         else:
             assert catalog is not None
-            state = states.get(case.conversation) or ConversationState()
+            carried = states.get(case.conversation) if method.sticky else None
+            state = carried or ConversationState()
             turn_policy = policy_for_k(policy, k, len(catalog), run.uses_threshold, method.ranking)
             started = time.perf_counter()
             history = estimated_text_tokens(split_system(case.messages)[1])
             selection = select(
-                catalog, scores, turn_policy, state, now=clock, pinned=scored.pinned,
-                named=scored.named, history_tokens=history,
+                catalog, ranking, turn_policy, state,
+                TurnFacts(now=clock, pinned=scored.pinned, history_tokens=history),
+                run.expansions if method.dependencies
+                else tuple(e for e in run.expansions if not isinstance(e, Dependencies)),
             )
             select_s = time.perf_counter() - started
             selection.state.turn += 1

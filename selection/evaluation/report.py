@@ -33,18 +33,11 @@ from typing import Any
 import numpy as np
 
 from selection.evaluation.cases import DEFAULT_KS, Case, CaseSet, k_label
-from selection.evaluation.replay import (
-    DENSE,
-    METHODS,
-    ORACLE,
-    TOOLPRUNE,
-    TOP_K,
-    CaseOutcome,
-    Method,
-    replay,
-)
-from selection.evaluation.scoring import Scorer, ScoredRun, score_cases
+from selection.evaluation.methods import METHODS, TOOLPRUNE, Method
+from selection.evaluation.replay import CaseOutcome, replay
+from selection.evaluation.scoring import ScoredRun, Scorer, score_cases
 from selection.policy import Policy
+
 
 def _percentile(values: Sequence[float], q: float) -> float | None:
     if not values:
@@ -218,9 +211,8 @@ async def evaluate(
     query_parts_max: int = 6,
     progress: Callable[[Iterable[Case], str], Iterable[Case]] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate each scorer on ``case_set``; a JSON-ready report. A scorer of cosines (the
-    proxy's) is reported as the product's pipeline, the dense anchor and the oracle; any
-    other (BM25) as its own top-k anchor."""
+    """Evaluate each scorer on ``case_set``, replayed as each of its methods; a JSON-ready
+    report."""
     report = describe_set(case_set)
     report["methods"] = []
     for scorer in scorers:
@@ -233,11 +225,7 @@ async def evaluate(
             query_parts_max=query_parts_max,
             progress=wrap,
         )
-        if scorer.uses_threshold:
-            methods = [METHODS[TOOLPRUNE], METHODS[DENSE], METHODS[ORACLE]]
-        else:
-            methods = [Method(scorer.name, ranking=TOP_K)]
-        for method in methods:
+        for method in scorer.methods:
             report["methods"].append(summarise_method(run, policy, ks, method))
     return report
 
@@ -265,7 +253,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             f"expected:[] {report['expect_none']}"
         ),
         (
-            f"{'method':<9} {'k':>4} {'recall':>7} {'all@k':>7} {'reach':>7} {'MRR@k':>7} "
+            f"{'method':<13} {'k':>4} {'recall':>7} {'all@k':>7} {'reach':>7} {'MRR@k':>7} "
             f"{'fwd':>6} {'tokens':>7} {'meta':>6} {'fwd(∅)':>7} {'misses':>7} "
             f"{'miss rank p50/p90':>18}"
         ),
@@ -276,7 +264,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             if row["miss_unranked"]:
                 ranks += f" (+{row['miss_unranked']} n/a)"
             lines.append(
-                f"{method['method']:<9} {row['k']:>4} {_fmt(row['recall']):>7} "
+                f"{method['method']:<13} {row['k']:>4} {_fmt(row['recall']):>7} "
                 f"{_fmt(row['all']):>7} {_fmt(row['reachable']):>7} {_fmt(row['mrr_at_k']):>7} "
                 f"{_fmt(row['forwarded_mean'], 1):>6} {_fmt(row['schema_tokens_mean'], 0):>7} "
                 f"{_fmt(row['meta_tokens_mean'], 0):>6} {_fmt(row['none_forwarded_mean'], 1):>7} "

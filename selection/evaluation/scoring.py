@@ -16,13 +16,26 @@ from typing import Protocol
 import numpy as np
 
 from selection.catalog import Catalog
-from selection.engine import Scores, SelectionEngine
+from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.evaluation.cases import Case
+from selection.evaluation.methods import (
+    DENSE,
+    METHODS,
+    ORACLE,
+    STICKY,
+    TOOLPRUNE,
+    Method,
+    ablated,
+)
 from selection.history import called_tools, read_tool_choice
 from selection.policy import Policy, catalog_layout
 from selection.query import query_parts
+from selection.ranking import Ranking
+from selection.signals.expansion import Expansion
+from selection.signals.registry import NAMES, Signals
 from selection.text_path import text_called_tools
+
 
 class Scorer(Protocol):
     """Scores every tool of a catalogue against a query text."""
@@ -30,36 +43,69 @@ class Scorer(Protocol):
     name: str
     #: Whether the policy's τ applies to these scores (cosines) or not (BM25).
     uses_threshold: bool
+    #: The expansions a selection on these scores runs (dependencies, bundle-mates).
+    expansions: tuple[Expansion, ...]
+    #: The methods replayed on these scores (:mod:`selection.evaluation.replay`).
+    methods: tuple[Method, ...]
 
     async def prepare(self, catalog: Catalog) -> float:
         """Build what scoring ``catalog`` needs; the seconds spent embedding for it."""
         ...
 
-    async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
-        """Per-tool scores (float32, catalogue order; ``dense``: the cosines alone, when
-        the scorer has them) and the seconds spent embedding. ``query``:
-        :func:`~selection.query.query_parts` (the whole query first)."""
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
+        """The catalogue's ranking for ``query`` (:func:`~selection.query.query_parts`,
+        the whole query first): per-tool scores (float32, catalogue order; ``dense``: the
+        cosines alone, when the scorer has them) and the seconds spent embedding."""
         ...
 
 
 class EngineScorer:
     """The proxy's scorer: :meth:`SelectionEngine.score` (cached tool vectors, faiss
     index per catalogue, the policy's example utterances, the catalogue's groups as the
-    policy lays them out)."""
+    policy lays them out) with ``signals`` (default: the engine's), replayed as ``methods``
+    (default: the product's pipeline, the dense anchor and the oracle)."""
 
     uses_threshold = True
 
-    def __init__(self, engine: SelectionEngine, policy: Policy, name: str = "embed") -> None:
+    def __init__(
+        self, engine: SelectionEngine, policy: Policy, name: str = "embed", *,
+        signals: Signals | None = None, methods: tuple[Method, ...] | None = None,
+    ) -> None:
         self.engine = engine
         self.policy = policy
         self.name = name
+        self.signals = engine.signals if signals is None else signals
+        self.expansions = self.signals.expansions
+        self.methods = (METHODS[TOOLPRUNE], METHODS[DENSE], METHODS[ORACLE]) if methods is None \
+            else methods
 
     async def prepare(self, catalog: Catalog) -> float:
         return (await self.engine.index_for(catalog, self.policy.examples))[1]
 
-    async def score(self, catalog: Catalog, query: Sequence[str]) -> Scores:
+    async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
         groups = catalog_layout(catalog, self.policy).groups
-        return await self.engine.score(catalog, self.policy.examples, query, groups)
+        return await self.engine.score(catalog, self.policy.examples, query, groups,
+                                       self.signals)
+
+
+#: What ``toolprune eval --ablate`` takes: every signal and expansion, and ``sticky``.
+ABLATIONS = (*NAMES, STICKY)
+
+
+def ablation_scorers(
+    engine: SelectionEngine, policy: Policy, names: Sequence[str]
+) -> list[EngineScorer]:
+    """One scorer per name of ``names`` (of :data:`ABLATIONS`): the engine's signals less
+    that one, replayed as the pipeline without it (``-NAME``). Raises ValueError for a
+    name that is not one."""
+    unknown = [name for name in names if name not in ABLATIONS]
+    if unknown:
+        raise ValueError(f"unknown --ablate {unknown[0]!r}; known: {', '.join(ABLATIONS)}")
+    return [
+        EngineScorer(engine, policy, f"-{name}", methods=(ablated(name),),
+                     signals=engine.signals if name == STICKY else engine.signals.without(name))
+        for name in names
+    ]
 
 
 @dataclass
@@ -71,8 +117,8 @@ class ScoredCase:
     ``select`` gets) is None when the case is not pruned or had no query. ``ranks``: best
     rank of each requirement (1-based, None when unranked). Embedding time counts pruned
     cases only, as the proxy spends it.
-    ``dense``: the cosines alone (the dense anchor ranks by them), when the scorer has them;
-    ``named``: the tools a one-intent query names (:attr:`~selection.engine.Scores.named`)."""
+    ``ranking``: the whole ranking (``scores`` are its values; the dense anchor ranks by its
+    ``dense`` cosines), None when ``scores`` is."""
 
     case: Case
     catalog: Catalog | None
@@ -82,14 +128,18 @@ class ScoredCase:
     ranks: list[int | None]
     score_s: float = 0.0
     query_embedding_s: float = 0.0
-    dense: np.ndarray | None = None
-    named: np.ndarray | None = None
+    ranking: Ranking | None = None
 
 
 @dataclass
 class ScoredRun:
+    """Every case of a set scored by one scorer: its name, whether τ applies, the
+    expansions a selection on it runs, the cases, the seconds spent indexing and embedding
+    queries, and the scorer's errors."""
+
     scorer: str
     uses_threshold: bool
+    expansions: tuple[Expansion, ...]
     cases: list[ScoredCase]
     index_s: float
     query_embedding_s: float
@@ -136,7 +186,7 @@ async def score_cases(
     progress: Callable[[Iterable[Case]], Iterable[Case]] | None = None,
 ) -> ScoredRun:
     """Score every case as the proxy would, catalogue index built (and timed) apart."""
-    run = ScoredRun(scorer.name, scorer.uses_threshold, [], 0.0, 0.0, 0)
+    run = ScoredRun(scorer.name, scorer.uses_threshold, scorer.expansions, [], 0.0, 0.0, 0)
     for case in progress(cases) if progress else cases:
         if case.catalog is None:
             run.cases.append(ScoredCase(case, None, "fallback", None, [], requirement_ranks(case, None, None)))
@@ -162,15 +212,14 @@ async def score_cases(
             *text_called_tools(case.messages, set(catalog.names)),
         ]
         query = query_parts(case.messages, query_user_messages, query_chars, query_parts_max)
-        scores = dense = named = None
+        scores = ranking = None
         score_s = embedding_s = 0.0
         try:
             run.index_s += await scorer.prepare(catalog)
             if query:
                 started = time.perf_counter()
-                scored = await scorer.score(catalog, query)
-                scores, dense, embedding_s = scored.values, scored.dense, scored.embedding_s
-                named = scored.named
+                ranking = await scorer.score(catalog, query)
+                scores, embedding_s = ranking.values, ranking.embedding_s
                 score_s = time.perf_counter() - started
         except SelectionError:
             run.errors += 1
@@ -180,7 +229,7 @@ async def score_cases(
         run.cases.append(
             ScoredCase(
                 case, catalog, "select", scores, pinned,
-                requirement_ranks(case, catalog, scores), score_s, embedding_s, dense, named,
+                requirement_ranks(case, catalog, scores), score_s, embedding_s, ranking,
             )
         )
     return run

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from benchmarks.support.agent_behaviour import SlowPrefill
-from benchmarks.support.agent_requests import is_search, read_request
 from benchmarks.support.agent_clients import MODES
+from benchmarks.support.agent_requests import is_search, read_request
 from benchmarks.support.agent_sessions import Session
 from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
 from tests.agents.conftest import SessionFactory

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-import proxy.components
+import proxy.app
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Upstream
 from config.settings import Settings
@@ -199,9 +199,9 @@ def serving(**overrides: Any) -> Iterator[Served]:
     logger = logging.getLogger("toolprune")
     logger.addHandler(log)
     fake = Upstream()
-    build = proxy.components.build_embedder
+    build = proxy.app.build_embedder
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(proxy.components, "build_embedder",
+        patch.setattr(proxy.app, "build_embedder",
                       lambda *args, **kw: GatedEmbedder(build(*args, **kw), gates))
         try:
             with serve_in_thread(fake.app) as origin:

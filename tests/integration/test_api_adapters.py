@@ -15,11 +15,11 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.turn_apis import APIS
 from benchmarks.support.api_replies import Message, Responses
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import Hang, Raw
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.turn_apis import APIS
 
 CHAT_SHAPED: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 #: The Playwright MCP catalogue (69 tools) in each API's tool shape.

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import RunningUpstream
 from benchmarks.support.servers import free_port
 from benchmarks.support.upstream import SSE, Hang
+from tests.conftest import RunningUpstream
 
 STARTUP_DEADLINE_S = 60.0
 

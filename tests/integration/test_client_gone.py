@@ -17,10 +17,11 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.upstream import Raw, Slow
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.integration.test_stream_faults import APIS, PATHS, SUFFIX, request_body
 from tests.support.fault_matrix import proves
-from benchmarks.support.upstream import Raw, Slow
+
 
 @pytest.fixture
 def proxy(start_proxy: ProxyFactory) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
+from tests.conftest import ProxyFactory, RunningUpstream
 
 CATALOG = REAL_CATALOGS / "playwright_mcp.json"
 PLAYWRIGHT: list[dict[str, Any]] = json.loads(CATALOG.read_text())

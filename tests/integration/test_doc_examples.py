@@ -14,7 +14,7 @@ The runnable blocks of one document run in order in one folder (a later block ma
 file an earlier one wrote). Files the examples write under /tmp go to the test's own folder,
 and ``.venv/bin/`` is the environment running the tests. The README's test command and the
 commands ``.ci/run`` runs are marked apart (``test-command``, ``real-upstream-command``,
-``docs-command``) and run by CI itself.
+``lint-command``, ``docs-command``) and run by CI itself.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ PROXY_ADDRESS = "127.0.0.1:8088"
 EXAMPLE_TIMEOUT_S = 600
 FENCE = re.compile(r"^([ \t]*)```(bash|sh|shell|python)[ \t]*\n", re.M)
 MARKER = re.compile(r"<!-- (?:example: (offline|against-proxy|manual)( \(.+\))?|"
-                    r"(test-command|real-upstream-command|docs-command)) -->\n$")
+                    r"(test-command|lint-command|real-upstream-command|docs-command)) -->\n$")
 
 
 @dataclass(frozen=True)

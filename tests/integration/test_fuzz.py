@@ -15,9 +15,9 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import SSE, Chat, Raw
+from tests.conftest import ProxyFactory, RunningUpstream
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 NAMES = [tool["function"]["name"] for tool in PLAYWRIGHT]

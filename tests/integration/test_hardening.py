@@ -19,14 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import Chat
 from config.settings import Settings
 from proxy.app import create_app
 from proxy.http.server import configure
 from tests.conftest import RunningUpstream
 from tests.support.fault_matrix import proves
-from benchmarks.support.data import REAL_CATALOGS
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import Chat
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.upstream import CHAT_PATH
 from proxy.cli.main import main
 from proxy.usage.learning import LearnOutcome, read_evidence, record
 from selection.learned import learn
@@ -26,8 +28,6 @@ from tests.integration.test_usage_log import (
     steps_of,
     tool_names,
 )
-from benchmarks.support.data import REAL_CATALOGS
-from benchmarks.support.upstream import CHAT_PATH
 from tests.support.logs import Lines
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())

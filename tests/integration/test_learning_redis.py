@@ -22,14 +22,14 @@ import numpy as np
 import pytest
 import redis
 
+from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
+from benchmarks.support.upstream import CHAT_PATH
 from proxy.cli.main import main
 from proxy.usage.learning import LearnOutcome, learn_from_log, read_evidence, read_states, record
 from proxy.usage.learning_schedule import load_states, refresh_periodically
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates
 from selection.learned import encode_state, learn
 from selection.learned_states import LearnedStates
-from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
-from benchmarks.support.upstream import CHAT_PATH
 from tests.integration.test_learning import PLAYWRIGHT, QUESTION, TOOL, _embedder_id
 from tests.integration.test_usage_log import REPLAY_SETTINGS, running_proxy, tool_names
 from tests.support.logs import Lines

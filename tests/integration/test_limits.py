@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.servers import serve_in_thread
 from config.settings import Settings
 from proxy.app import create_app
 from proxy.http.server import configure
@@ -26,7 +27,6 @@ from tests.conftest import RunningUpstream
 from tests.integration.test_stream_faults import APIS, PATHS, SUFFIX, request_body
 from tests.support.fault_matrix import proves
 from tests.support.logs import Lines
-from benchmarks.support.servers import serve_in_thread
 
 SOCKET_TIMEOUT_S = 30.0
 

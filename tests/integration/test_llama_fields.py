@@ -9,6 +9,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from benchmarks.support.api_replies import Responses
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.integration.test_api_adapters import (
     ASK,
@@ -18,7 +19,6 @@ from tests.integration.test_api_adapters import (
     sent,
     tool_names,
 )
-from benchmarks.support.api_replies import Responses
 
 
 @pytest.fixture

@@ -12,11 +12,11 @@ import httpx
 import openai
 import pytest
 
+from benchmarks.support.servers import free_port
+from benchmarks.support.upstream import SSE, Chat, Hang, Raw
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.fault_matrix import proves
-from benchmarks.support.servers import free_port
 from tests.support.sse import chat_chunks, parse_sse
-from benchmarks.support.upstream import SSE, Chat, Hang, Raw
 
 MESSAGES = [{"role": "user", "content": "Say hi"}]
 

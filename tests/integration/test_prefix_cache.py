@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 
+from benchmarks.support.data import REAL_CATALOGS
 from selection.catalog import parse_tools
 from selection.prefix import estimated_text_tokens
 from selection.tokens import estimated_tokens
 from tests.conftest import ProxyFactory, RunningUpstream
-from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())[:25]
 SYSTEM = {"role": "system", "content": "You are a GitHub assistant for octocat."}

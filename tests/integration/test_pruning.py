@@ -14,10 +14,10 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
-from tests.support.sse import chat_chunks, parse_sse
 from benchmarks.support.upstream import SSE, Chat, Hang, Raw
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.sse import chat_chunks, parse_sse
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())

@@ -21,12 +21,12 @@ import anthropic
 import openai
 import pytest
 
-from config.settings import Settings
-from proxy.app import create_app
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import llama_server
-from tests.support.responses_requests import FIXTURES, HOSTED_TOOLS
 from benchmarks.support.servers import serve_in_thread
+from config.settings import Settings
+from proxy.app import create_app
+from tests.support.responses_requests import FIXTURES, HOSTED_TOOLS
 
 pytestmark = pytest.mark.real_upstream
 

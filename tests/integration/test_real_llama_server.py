@@ -16,11 +16,11 @@ import httpx
 import openai
 import pytest
 
-from config.settings import Settings
-from proxy.app import create_app
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import llama_server
 from benchmarks.support.servers import serve_in_thread
+from config.settings import Settings
+from proxy.app import create_app
 
 pytestmark = pytest.mark.real_upstream
 

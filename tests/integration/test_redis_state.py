@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.redis_server import (
     REDIS_SERVER,
@@ -26,8 +25,9 @@ from benchmarks.support.redis_server import (
     RedisServer,
     redis_server,
 )
-from tests.support.sse import parse_sse
 from benchmarks.support.upstream import Chat, Slow
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.sse import parse_sse
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.upstream import Chat, Raw
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.integration.test_stream_faults import PATHS, request_body
 from tests.support.logs import Lines
 from tests.support.sse import chat_chunks
-from benchmarks.support.upstream import Chat, Raw
 
 FIELDS = {"request_id", "method", "route", "decision", "fallback_reason", "status", "complete",
           "duration_ms", "upstream_rounds", "upstream_first_byte_ms", "upstream_last_byte_ms"}

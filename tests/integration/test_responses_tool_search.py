@@ -16,8 +16,8 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.api_replies import Responses
+from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.responses_requests import (
     ASK,
     FIXTURES,

@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.upstream import SSE
+from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.fault_matrix import proves
 from tests.support.sse import parse_sse
-from benchmarks.support.upstream import SSE
 
 CHAT_SHAPED: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 ASK = "Open https://example.com in the browser and take a screenshot"

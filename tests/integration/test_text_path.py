@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.upstream import SSE, Raw
 from selection.text_path import PRESETS, ToolBlock, detect, others_line
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support import agent_prompts as prompts
-from benchmarks.support.upstream import SSE, Raw
 
 PLAYWRIGHT = prompts.load_catalog("playwright_mcp")
 GITHUB = prompts.load_catalog("github_mcp_server")

@@ -12,9 +12,9 @@ from typing import Any
 import openai
 import pytest
 
+from benchmarks.support.upstream import Chat
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.tool_search_requests import chat_tools
-from benchmarks.support.upstream import Chat
 
 ASK = "Open a pull request from branch feature/search into main"
 SEARCH = {"id": "call_s", "name": "search_tools", "arguments": json.dumps({"query": "open a pull request"})}

@@ -15,8 +15,8 @@ import anthropic
 import httpx
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.api_replies import Message
+from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.tool_search_requests import (
     ASK,
     BM25_SEARCH,

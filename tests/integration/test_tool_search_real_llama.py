@@ -24,10 +24,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from config.settings import Settings
-from proxy.app import create_app
 from benchmarks.support.llama import llama_server
 from benchmarks.support.servers import serve_in_thread
+from config.settings import Settings
+from proxy.app import create_app
 from tests.support.tool_search_requests import PR_TOOL, first_turn, server_search_history
 
 pytestmark = pytest.mark.real_upstream

@@ -24,12 +24,12 @@ from benchmarks.support.upstream import SSE, Raw, Slow, chat_events
 from tests.support.fault_matrix import proves
 from tests.support.turn_apis import (
     APIS,
-    Api,
-    Bench,
     CASES,
-    Call,
     IDS,
     LOADED,
+    Api,
+    Bench,
+    Call,
     Servers,
     bench,
     events,

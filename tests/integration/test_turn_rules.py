@@ -21,19 +21,18 @@ import pytest
 from tests.support.fault_matrix import proves
 from tests.support.logs import Lines
 from tests.support.turn_apis import (
-    Bench,
     CASES,
-    Call,
     IDS,
     LOADED,
     LOADED_LATER,
     REAL,
+    Bench,
+    Call,
     Servers,
     bench,
     load,
     turn_servers,
 )
-
 
 
 @pytest.fixture(scope="module")

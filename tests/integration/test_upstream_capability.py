@@ -14,13 +14,13 @@ import json
 import httpx
 import pytest
 
+from benchmarks.support.api_replies import Message, Responses
+from benchmarks.support.upstream import SSE, Chat, Raw
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.integration.test_stream_faults import APIS, PATHS, SUFFIX, chunk, request_body
-from benchmarks.support.api_replies import Message, Responses
 from tests.support.fault_matrix import proves
 from tests.support.logs import Lines
 from tests.support.sse import chat_chunks
-from benchmarks.support.upstream import SSE, Chat, Raw
 
 CALL = {"id": "call_1", "name": "browser_navigate", "arguments": json.dumps({"url": "https://example.com"})}
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import SSE
+from tests.conftest import RunningUpstream
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 CHAT = "/v1/chat/completions"

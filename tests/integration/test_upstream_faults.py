@@ -10,10 +10,10 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import ProxyFactory, RunningUpstream
-from tests.support.fault_matrix import proves
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import SSE, Raw
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.fault_matrix import proves
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]

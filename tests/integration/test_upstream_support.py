@@ -11,10 +11,10 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from benchmarks.support.servers import serve_in_thread
-from tests.support.sse import chat_chunks, parse_sse
 from benchmarks.support.replies import unit_vector
+from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import SSE, Chat, Hang, Raw, Slow, Upstream
+from tests.support.sse import chat_chunks, parse_sse
 
 CHAT_BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -141,10 +141,12 @@ def test_sse_gate_relays_chunk_by_chunk(upstream: Upstream, origin: str) -> None
 def test_sse_break_after_is_a_broken_stream(upstream: Upstream, origin: str) -> None:
     upstream.script(SSE([b'data: {"partial": true}\n\n'], break_after=True))
     received = b""
-    with pytest.raises(httpx.RemoteProtocolError):
-        with httpx.stream("POST", origin + "/v1/chat/completions", json=CHAT_BODY) as response:
-            for chunk in response.iter_raw():
-                received += chunk
+    with (
+        pytest.raises(httpx.RemoteProtocolError),
+        httpx.stream("POST", origin + "/v1/chat/completions", json=CHAT_BODY) as response,
+    ):
+        for chunk in response.iter_raw():
+            received += chunk
     assert received == b'data: {"partial": true}\n\n'
     record = upstream.requests[0]
     assert not record.completed and not record.cancelled

@@ -24,19 +24,20 @@ from typing import Any
 import httpx
 import pytest
 
+from benchmarks.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
 from config.policy import load_policy
+from config.selector import build_embedder
 from config.settings import Settings
 from proxy.app import create_app
-from proxy.turn.identity import HEADER_ID_PREFIX, log_id
 from proxy.cli.main import main
-from proxy.components import build_embedder
+from proxy.turn.identity import HEADER_ID_PREFIX, log_id
 from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
 from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
-from benchmarks.support.data import BFCL_TRADINGBOT, REAL_CATALOGS
-from benchmarks.support.servers import serve_in_thread
-from benchmarks.support.upstream import CHAT_PATH, Chat, Recorded, Reply, Upstream
+from tests.support.selection import PLAIN_SIGNALS
 
 BFCL = BFCL_TRADINGBOT
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
@@ -342,7 +343,7 @@ async def recall_at_k(cases: dict[str, Path], examples: dict[str, list[str]]) ->
         embedder = build_embedder(settings, client)
         await embedder.load()
         engine = SelectionEngine(embedder, vector_cache_size=100_000, index_cache_size=8,
-                                 timeout_s=120.0, index_timeout_s=600.0)
+                                 timeout_s=120.0, index_timeout_s=600.0, signals=PLAIN_SIGNALS)
         try:
             for name, path in cases.items():
                 case_set = load_cases(path)

@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import ProxyFactory, RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
-from tests.support.openai_schema import check_completion, check_stream
 from benchmarks.support.upstream import SSE, Chat, Raw
+from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.openai_schema import check_completion, check_stream
 
 PLAYWRIGHT: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 ASK = [{"role": "user", "content": "Open https://example.com in the browser and take a screenshot"}]

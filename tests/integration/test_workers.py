@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RunningUpstream
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 from benchmarks.support.servers import free_port
 from benchmarks.support.upstream import Chat
+from tests.conftest import RunningUpstream
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 

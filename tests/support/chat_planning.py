@@ -21,7 +21,7 @@ class ChatPlanner:
 
     async def plan(self, body: dict[str, Any], headers: Headers, top_k: int | None = None) -> Turn:
         return await self.planner.plan(
-            await read_chat(body, self.catalogs, self.planner.policy), headers, top_k
+            await read_chat(body, self.catalogs), headers, top_k
         )
 
     def __getattr__(self, name: str) -> Any:

@@ -11,8 +11,10 @@ import pytest
 
 from proxy.apis.messages.adapter import (
     MessagesRequest,
-    conversation_view as messages_view,
     read_choice,
+)
+from proxy.apis.messages.adapter import (
+    conversation_view as messages_view,
 )
 from proxy.apis.messages.stream import MessagesStream
 from proxy.apis.messages.tools import keep_cache_markers
@@ -23,22 +25,23 @@ from proxy.apis.responses.tools import ToolLayout
 from proxy.http.sse import EventSplitter
 from proxy.turn.adapter import ClientOut, Reply
 from proxy.turn.events import EventStreamView
-from proxy.turn.planner import NothingToPrune, PlanInput
 from proxy.turn.turn import Turn
+from selection.block_order import Selection
 from selection.catalog import build_catalog
+from selection.errors import NothingToPrune
 from selection.history import ToolChoice, called_tools
 from selection.meta_tools import MetaTools
+from selection.plan import TurnInput
 from selection.query import build_query
-from selection.selector import Selection
 from selection.state import ConversationState
+from tests.support.turns import planned_turn
 
 
 def turn_with_meta(body: dict[str, Any]) -> Turn:
     """A planned turn that offered ``load_tools`` (what the relays read of it)."""
     selection = Selection((), (), (), (), ConversationState())
     meta = MetaTools("load_tools", None, ())
-    return Turn(body, build_catalog([]), build_catalog([]), None, "c", selection, None, [],
-                meta, ToolChoice(), 0)
+    return planned_turn(body, build_catalog([]), selection, meta=meta, choice=ToolChoice())
 
 
 class Client:
@@ -81,7 +84,7 @@ def out(client: Client) -> ClientOut:
 
 
 def responses_request(turn: Turn) -> ResponsesRequest:
-    return ResponsesRequest(PlanInput(turn.body, None, [], ToolChoice()), ToolLayout(), ResponseChains())
+    return ResponsesRequest(TurnInput(turn.body, None, [], ToolChoice()), ToolLayout(), ResponseChains())
 
 
 # --- reading requests ------------------------------------------------------------
@@ -223,7 +226,7 @@ async def test_responses_relay_renumbers_output_index_and_sequence_number() -> N
 async def test_messages_relay_renumbers_blocks_around_a_hidden_meta_call() -> None:
     turn = turn_with_meta({"messages": []})
     client = Client()
-    relay = MessagesStream(turn, out(client), MessagesRequest(PlanInput({}, None, [], ToolChoice())))
+    relay = MessagesStream(turn, out(client), MessagesRequest(TurnInput({}, None, [], ToolChoice())))
     events = [
         {"type": "message_start", "message": {"id": "m", "usage": {"input_tokens": 50, "output_tokens": 1}}},
         {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},

@@ -9,6 +9,7 @@ import itertools
 import pytest
 
 from benchmarks.load import Result, Samples
+from benchmarks.session_replay import CALL_TOOL_TOKENS, META_EXCHANGE_TOKENS, late_step, miss_cost
 from benchmarks.session_script import (
     CONVERSATIONS,
     LATE_META_TOOLS,
@@ -18,7 +19,6 @@ from benchmarks.session_script import (
     needed_tools,
     oracle_blocks,
 )
-from benchmarks.session_replay import CALL_TOOL_TOKENS, META_EXCHANGE_TOKENS, late_step, miss_cost
 from selection.catalog import parse_tools
 from selection.evaluation.cases import Case
 from selection.evaluation.replay import CaseOutcome

@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 from selection.catalog import parse_tools
-from selection.embedders import CHARS_PER_TOKEN_BOUND, OnnxEmbedder
 from selection.engine import SelectionEngine
 from selection.errors import EmbedderTimeout
 from selection.index import tool_texts
+from selection.onnx_embedder import CHARS_PER_TOKEN_BOUND, OnnxEmbedder
+from tests.support.selection import PLAIN_SIGNALS
 
 HUGE = "word " * 2_000_000  # 10 MB
 
@@ -94,7 +95,7 @@ async def test_catalogue_builds_embed_one_at_a_time() -> None:
     embedder = CountingEmbedder()
     engine = SelectionEngine(
         embedder, vector_cache_size=1000, index_cache_size=8, timeout_s=5.0,  # type: ignore[arg-type]
-        index_timeout_s=30.0, max_builds=1,
+        index_timeout_s=30.0, signals=PLAIN_SIGNALS, max_builds=1,
     )
     catalogs = [
         parse_tools([{"type": "function", "function": {"name": f"c{c}_t{i}", "description": f"d{c}"}}
@@ -102,7 +103,7 @@ async def test_catalogue_builds_embed_one_at_a_time() -> None:
         for c in range(3)
     ]
     builds = [asyncio.create_task(engine.index_for(catalog, {})) for catalog in catalogs]
-    while embedder.running == 0:
+    while embedder.running == 0:  # noqa: ASYNC110 - yields until a build gets there
         await asyncio.sleep(0)
     for _ in range(50):  # let every build reach its slot or the embedder
         await asyncio.sleep(0)
@@ -131,7 +132,7 @@ async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_
     embedder = FailingOnce()
     engine = SelectionEngine(
         embedder, vector_cache_size=10_000, index_cache_size=8, timeout_s=5.0,  # type: ignore[arg-type]
-        index_timeout_s=30.0,
+        index_timeout_s=30.0, signals=PLAIN_SIGNALS,
     )
     catalog = parse_tools([{"type": "function", "function": {"name": f"t{i}", "description": f"d{i}"}}
                            for i in range(2 * CHUNK_TEXTS + 10)])
@@ -160,7 +161,7 @@ async def test_a_call_holds_at_most_chunk_chars_of_text_but_one_text_whatever_it
     embedder.embed = recording  # type: ignore[method-assign]
     engine = SelectionEngine(
         embedder, vector_cache_size=10_000, index_cache_size=8, timeout_s=5.0,  # type: ignore[arg-type]
-        index_timeout_s=30.0,
+        index_timeout_s=30.0, signals=PLAIN_SIGNALS,
     )
     texts = ["x" * 300 for _ in range(10)] + ["y" * (2 * CHUNK_CHARS)]
     texts = [f"{i} {text}" for i, text in enumerate(texts)]

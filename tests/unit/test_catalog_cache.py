@@ -116,12 +116,10 @@ def test_legacy_functions_are_cached_apart_from_tools() -> None:
 
 
 async def test_the_chat_adapter_decodes_and_reads_through_one_cache() -> None:
-    from config.policy import load_policy
-    from config.settings import Settings
     from proxy.apis.chat.adapter import ChatApi
 
     cache = CatalogCache(1 << 20)
-    api = ChatApi(load_policy(Settings()), cache)
+    api = ChatApi(cache)
     raw = json.dumps({"messages": [{"role": "user", "content": "x"}], "tools": tools(10)}).encode()
     first, second = [(await api.read(await api.decode(raw))).input.native for _ in range(2)]
     assert first is not None and first is second

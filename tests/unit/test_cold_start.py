@@ -37,7 +37,7 @@ class StepEmbedder(FakeEmbedder):
 
 
 async def until(condition) -> None:  # type: ignore[no-untyped-def]
-    while not condition():
+    while not condition():  # noqa: ASYNC110 - yields until another task gets there
         await asyncio.sleep(0)
 
 
@@ -52,7 +52,7 @@ async def test_a_request_has_its_shortlists_descriptions_embedded_first_and_is_r
     embedder = StepEmbedder()
     engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=1)
     # One text a call, and a rate at which the whole index would not be embedded in time.
-    engine.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=0.5)
+    engine.indexes.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=0.5)
     catalog = catalog_of(*CATALOG)
     request = asyncio.create_task(engine.score(catalog, {}, "omega gamma delta"))
     # The query's call and the build's first text (alpha's description), in either order.
@@ -76,7 +76,7 @@ async def test_a_request_has_its_shortlists_descriptions_embedded_first_and_is_r
 async def test_a_catalogue_with_few_texts_missing_is_waited_for_whole() -> None:
     embedder = FakeEmbedder()
     engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=16)
-    engine.vectors = ToolVectors(embedder, cache_size=1000, chars_per_s=0.5)  # slow, but few
+    engine.indexes.vectors = ToolVectors(embedder, cache_size=1000, chars_per_s=0.5)  # slow, but few
     scored = await engine.score(catalog_of(*CATALOG), {}, "omega gamma delta")
     assert not scored.partial and not scored.lexical_only  # 6 texts: all of them, at once
     assert engine.index_ready(catalog_of(*CATALOG), {})
@@ -85,7 +85,7 @@ async def test_a_catalogue_with_few_texts_missing_is_waited_for_whole() -> None:
 async def test_a_catalogue_embedded_within_the_wait_at_the_measured_rate_is_waited_for_whole() -> None:
     embedder = FakeEmbedder()
     engine = engine_for(embedder, index_timeout_s=60.0, cold_start_tools=1)
-    engine.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=10.0)
+    engine.indexes.vectors = ToolVectors(embedder, cache_size=1000, chunk_chars=1, chars_per_s=10.0)
     assert engine.vectors.seconds_for(all_texts(catalog_of(*CATALOG))) < 60.0
     scored = await engine.score(catalog_of(*CATALOG), {}, "omega gamma delta")
     assert not scored.partial and engine.index_ready(catalog_of(*CATALOG), {})

@@ -12,8 +12,9 @@ import numpy as np
 
 from selection.catalog import Catalog, defers_loading, parse_tools, without_deferral
 from selection.policy import Policy
-from selection.selector import select
+from selection.selector import TurnFacts, select
 from selection.state import ConversationState
+from tests.support.selection import ranked
 
 
 def entry(name: str, deferred: bool | None = None, nested: bool = False) -> dict[str, Any]:
@@ -60,39 +61,36 @@ def test_the_client_core_is_every_tool_it_did_not_defer_in_catalogue_order() -> 
 
 def test_the_client_core_comes_first_every_turn_then_toolprune_core_then_preloaded() -> None:
     catalog = deferred_catalog(["k1", "k2"], ["core_me", "d1", "d2", "d3"])
-    selection = select(catalog, scores(catalog, d2=0.9, k1=0.99), POLICY, ConversationState(), now=1)
+    selection = select(catalog, ranked(scores(catalog, d2=0.9, k1=0.99)), POLICY, ConversationState(), TurnFacts(now=1))
     assert selection.names == ["k1", "k2", "core_me", "d2"]
     assert [t.reason for t in selection.tools] == ["client", "client", "core", "semantic"]
     assert selection.provenance == {
         "k1": "client", "k2": "client", "core_me": "toolprune", "d2": "toolprune",
     }
     # A later turn: the client's CORE is still there, though no score names it.
-    later = select(catalog, scores(catalog, d3=0.9), POLICY, selection.state, now=2)
+    later = select(catalog, ranked(scores(catalog, d3=0.9)), POLICY, selection.state, TurnFacts(now=2))
     assert later.names[:3] == ["k1", "k2", "core_me"]
 
 
 def test_preloading_off_loads_nothing_by_ranking() -> None:
     catalog = deferred_catalog(["k1"], ["d1", "d2", "d3"])
-    selection = select(
-        catalog, scores(catalog, d1=0.9, d2=0.8), POLICY, ConversationState(), now=1, preload=False
-    )
+    selection = select(catalog, ranked(scores(catalog, d1=0.9, d2=0.8)), POLICY, ConversationState(), TurnFacts(now=1, preload=False))
     assert selection.names == ["k1"]
     assert selection.left_out[0] == ("d1", np.float32(0.9))  # still reported
     # Tools called in the history and tools found still load.
-    pinned = select(catalog, None, POLICY, ConversationState(), now=1, pinned=["d3"], preload=False)
+    pinned = select(catalog, None, POLICY, ConversationState(), TurnFacts(now=1, pinned=["d3"], preload=False))
     assert pinned.names == ["k1", "d3"]
 
 
 def test_found_tools_stay_loaded_and_are_remembered_with_their_provenance() -> None:
     catalog = deferred_catalog(["k1"], [f"d{i}" for i in range(6)])
     tight = Policy(top_k=2, threshold=0.5, max_tools=1)
-    first = select(catalog, None, tight, ConversationState(), now=1, found=["d4", "d5", "zz"],
-                   preload=False)
+    first = select(catalog, None, tight, ConversationState(), TurnFacts(now=1, found=["d4", "d5", "zz"], preload=False))
     assert first.names == ["k1", "d4", "d5"]  # past max_tools: found tools take no slot
     assert first.state.found == ["d4", "d5"]  # unknown names are dropped
     assert [t.reason for t in first.tools] == ["client", "found", "found"]
     # Later turns keep them, from the state alone, and still say a search found them.
-    later = select(catalog, scores(catalog, d0=0.9, d1=0.8), tight, first.state, now=2)
+    later = select(catalog, ranked(scores(catalog, d0=0.9, d1=0.8)), tight, first.state, TurnFacts(now=2))
     assert {"d4", "d5"} <= set(later.names)
     assert later.provenance["d4"] == "search" and later.provenance["d5"] == "search"
     restored = ConversationState.from_json(later.state.to_json())
@@ -109,8 +107,8 @@ def test_no_deferral_selects_exactly_as_before() -> None:
     plain = parse_tools([entry(n) for n in ("a", "b", "c", "d")])
     flagged = parse_tools([entry(n, False) for n in ("a", "b", "c", "d")])
     values = scores(plain, b=0.9, c=0.7)
-    one = select(plain, values, POLICY, ConversationState(), now=1)
-    two = select(flagged, values, POLICY, ConversationState(), now=1)
+    one = select(plain, ranked(values), POLICY, ConversationState(), TurnFacts(now=1))
+    two = select(flagged, ranked(values), POLICY, ConversationState(), TurnFacts(now=1))
     assert one.names == two.names == ["b", "c"]
     assert {t.reason for t in one.tools} == {"semantic"}
     assert set(one.provenance.values()) == {"toolprune"}

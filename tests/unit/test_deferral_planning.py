@@ -11,41 +11,44 @@ from typing import Any
 
 from config.settings import Settings
 from proxy.apis.chat.adapter import ChatRequest
-from proxy.turn.planner import Planner, PlanInput
-from proxy.turn.turn import MetaCall
 from proxy.metrics import Metrics
+from proxy.state.store import MemoryStateStore
+from proxy.turn.planner import Planner
+from proxy.turn.turn import MetaCall
+from selection.candidates import CandidatePolicy
 from selection.catalog import parse_tools
 from selection.history import ToolChoice
+from selection.plan import TurnInput
+from selection.planning import Selector, SelectorSettings
 from selection.policy import Policy
-from selection.ranking import RankingPolicy
-from selection.state import MemoryStateStore
 from selection.tool_search import ClientSearch
 from tests.unit.test_evaluation import NAMES, engine
 
 KEPT = ["alpha", "beta"]
-PLAIN = RankingPolicy(budget="count", max_dependencies=0, tier_size=0)
+PLAIN = CandidatePolicy(budget="count", tier_size=0)
 HEADERS = [(b"x-conversation-id", b"c1")]
 
 
 def planner(preload: bool = True) -> Planner:
     clock = iter(range(1, 10_000))
-    policy = Policy(top_k=2, threshold=0.1, max_tools=4, ranking=PLAIN, preload_deferred=preload)
+    policy = Policy(top_k=2, threshold=0.1, max_tools=4, candidates=PLAIN, preload_deferred=preload)
+    selector = Selector(engine(), policy, SelectorSettings(query_user_messages=1),
+                        clock=lambda: float(next(clock)))
     return Planner(
-        settings=Settings(query_user_messages=1), policy=policy, engine=engine(),
-        store=MemoryStateStore(3600, 100), metrics=Metrics(),
-        on_late_error=lambda error: None, clock=lambda: float(next(clock)),
+        settings=Settings(query_user_messages=1), selector=selector,
+        store=MemoryStateStore(3600, 100), metrics=Metrics(), on_late_error=lambda error: None,
     )
 
 
 def request(text: str, names: list[str] = NAMES, search: ClientSearch | None = None,
-            found: tuple[str, ...] = ()) -> PlanInput:
+            found: tuple[str, ...] = ()) -> TurnInput:
     tools = [
         {"type": "function", "function": {"name": n, "description": f"The {n} tool."},
          **({} if n in KEPT else {"defer_loading": True})}
         for n in names
     ]
     body = {"model": "m", "messages": [{"role": "user", "content": text}], "tools": tools}
-    return PlanInput(body, parse_tools(tools), body["messages"], ToolChoice(), search=search,
+    return TurnInput(body, parse_tools(tools), body["messages"], ToolChoice(), search=search,
                      found=found)
 
 
@@ -111,13 +114,13 @@ async def test_tools_found_in_the_history_are_loaded() -> None:
 
 
 async def test_without_deferral_the_plan_is_todays() -> None:
-    def plain(text: str) -> PlanInput:
+    def plain(text: str) -> TurnInput:
         tools: list[dict[str, Any]] = [
             {"type": "function", "function": {"name": n, "description": f"The {n} tool."}}
             for n in NAMES
         ]
         body = {"model": "m", "messages": [{"role": "user", "content": text}], "tools": tools}
-        return PlanInput(body, parse_tools(tools), body["messages"], ToolChoice())
+        return TurnInput(body, parse_tools(tools), body["messages"], ToolChoice())
 
     turn = await planner(preload=False).plan(plain("gamma please"), HEADERS)
     assert turn.selection.names == ["gamma"] and not turn.deferral

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
+from benchmarks.support.servers import serve_in_thread
 from config.settings import Settings
 from proxy.app import create_app
 from proxy.cli.main import build_parser
-from benchmarks.support.servers import serve_in_thread
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (a dependency of tokenizers' hub client)")
 

@@ -20,14 +20,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from selection.embedders import (
-    DEFAULT_MODEL_SHA256,
-    HttpEmbedder,
-    OnnxEmbedder,
-    create_embedder,
-)
-from selection.token_batches import BATCH_TOKENS, token_batches
+from config.selector import build_embedder
+from config.settings import Settings
 from selection.errors import EmbedderError, EmbedderTimeout
+from selection.http_embedder import HttpEmbedder
+from selection.onnx_embedder import DEFAULT_MODEL_SHA256, OnnxEmbedder
+from selection.token_batches import BATCH_TOKENS, token_batches
 
 TOKENIZER = (
     Path(__file__).resolve().parents[2] / "selection" / "data" / "all-MiniLM-L6-v2.tokenizer.json"
@@ -280,18 +278,18 @@ async def test_http_connection_refused() -> None:
 # --------------------------------------------------------------------------- factory
 
 
-async def test_create_embedder() -> None:
-    upstream = create_embedder("upstream", upstream_url="http://h:8080/v1/", model="nomic")
+async def test_the_settings_name_the_embedder() -> None:
+    upstream = build_embedder(Settings(embedder="upstream", embedder_model="nomic",
+                                       upstream_url="http://h:8080/v1"))
     assert (
         isinstance(upstream, HttpEmbedder)
         and upstream.id == "http:http://h:8080/v1/embeddings:nomic"
     )
-    direct = create_embedder("url", url="http://e/v1/embeddings", model="bge")
+    direct = build_embedder(Settings(embedder="url", embedder_url="http://e/v1/embeddings",
+                                     embedder_model="bge"))
     assert direct.id == "http:http://e/v1/embeddings:bge"
-    assert isinstance(create_embedder("onnx", max_tokens=128), OnnxEmbedder)
-    with pytest.raises(ValueError):
-        create_embedder("upstream", model="nomic")
-    with pytest.raises(ValueError):
-        create_embedder("url", url="http://e/v1/embeddings")
+    assert isinstance(build_embedder(Settings(embedder_max_tokens=128)), OnnxEmbedder)
+    with pytest.raises(ValueError, match="TOOLPRUNE_EMBEDDER_URL"):
+        build_embedder(Settings(embedder="url", embedder_model="bge"))
     await upstream.aclose()
     await direct.aclose()

@@ -21,6 +21,7 @@ from selection.catalog import Catalog, parse_tools
 from selection.engine import SelectionEngine
 from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
 from selection.index import LRUCache, ToolIndex, index_key, tool_texts
+from tests.support.selection import signals
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "omega", "query", "other"]
 AXIS = {word: i for i, word in enumerate(VOCAB)}
@@ -82,12 +83,21 @@ class FakeEmbedder:
         self.closed = True
 
 
+#: Settings a test passes to :func:`engine_for` that are signal knobs.
+SIGNAL_KNOBS = (
+    "lexical_weight", "name_weight", "group_weight", "group_lexical_weight",
+    "group_vector_weight", "group_size",
+)
+
+
 def engine_for(embedder: FakeEmbedder, **overrides: float) -> SelectionEngine:
-    options = {
+    knobs = {name: overrides.pop(name) for name in SIGNAL_KNOBS if name in overrides}
+    options: dict[str, object] = {
         "vector_cache_size": 1000,
         "index_cache_size": 8,
         "timeout_s": 5.0,
         "index_timeout_s": 5.0,
+        "signals": signals(**knobs),
     }
     options.update(overrides)
     return SelectionEngine(embedder, **options)  # type: ignore[arg-type]
@@ -574,9 +584,11 @@ async def test_name_weight_adds_the_share_of_name_words_the_query_uses() -> None
 
 
 async def test_a_one_intent_query_reports_the_tools_it_names() -> None:
-    engine = engine_for(FakeEmbedder())
+    engine = engine_for(FakeEmbedder(), name_weight=0.2)
     catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("beta"))
     scored = await engine.score(catalog, {}, ["open alpha beta"])
     assert scored.named is not None and scored.named.tolist() == [True, False, False]
+    # The named tools are the name signal's: without it, nothing is named.
+    assert (await engine_for(FakeEmbedder()).score(catalog, {}, ["open alpha beta"])).named is None
     assert (await engine.score(catalog, {}, ["open alpha beta", "then gamma"])).named is None
     assert (await engine.score(catalog, {}, ["alpha beta and gamma"])).named is None

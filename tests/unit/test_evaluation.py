@@ -31,6 +31,7 @@ from selection.evaluation import (
     summarise_k,
 )
 from selection.policy import Policy
+from tests.support.selection import PLAIN_SIGNALS
 
 NAMES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
 
@@ -133,7 +134,7 @@ def write_set(folder: Path, cases: Sequence[tuple[str, list[Any], list[str], dic
 def engine(embedder: KeywordEmbedder | None = None) -> SelectionEngine:
     return SelectionEngine(
         embedder or KeywordEmbedder(), vector_cache_size=1000, index_cache_size=8,
-        timeout_s=10, index_timeout_s=10,
+        timeout_s=10, index_timeout_s=10, signals=PLAIN_SIGNALS,
     )
 
 
@@ -341,8 +342,10 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     conversation is its agent's first (the evaluation measures selection, not a new
     conversation starting from its agent's last block): here, one model name each."""
     from proxy.metrics import Metrics
-    from proxy.turn.planner import Planner, SmallCatalog
-    from selection.state import MemoryStateStore
+    from proxy.state.store import MemoryStateStore
+    from proxy.turn.planner import Planner
+    from selection.errors import SmallCatalog
+    from selection.planning import Selector, SelectorSettings
     from tests.support.chat_planning import ChatPlanner
 
     extra = [
@@ -362,10 +365,11 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
     replayed = [o.forwarded for o in replay(run, replace(policy, top_k=2), 2)]
 
     clock = iter(range(1, 1000))
+    selector = Selector(engine(), policy, SelectorSettings(query_user_messages=1),
+                        clock=lambda: float(next(clock)))
     planner = ChatPlanner(Planner(
-        settings=Settings(query_user_messages=1), policy=policy, engine=engine(),
-        store=MemoryStateStore(3600, 100), metrics=Metrics(),
-        on_late_error=lambda error: None, clock=lambda: float(next(clock)),
+        settings=Settings(query_user_messages=1), selector=selector,
+        store=MemoryStateStore(3600, 100), metrics=Metrics(), on_late_error=lambda error: None,
     ))
     planned = []
     for case in case_set.cases:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from proxy.cli.main import main
 from benchmarks.support.data import REAL_CATALOGS
+from proxy.cli.main import main
 
 PLAYWRIGHT = json.loads((REAL_CATALOGS / "playwright_mcp.json").read_text())
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from selection.catalog import DeclaredGroup, build_catalog, parse_tools
-from selection.group_ranking import GroupIndex, GroupRanking, GroupScorer, rank_with_groups
+from selection.group_ranking import GroupIndex, GroupRanking, rank_with_groups
 from selection.groups import find_groups
 from tests.unit.test_engine import FakeEmbedder, engine_for, tool
 
@@ -21,6 +21,9 @@ TOOLS = [
     tool("lone", "gamma"),
 ]
 RANKING = GroupRanking(weight=0.5, lexical_weight=0.0, vector_weight=0.0, size_scale=0.0)
+#: The same knobs, as the settings the group signal reads.
+KNOBS = {"group_weight": 0.5, "group_lexical_weight": 0.0, "group_vector_weight": 0.0,
+         "group_size": 0}
 
 
 def test_a_grouped_tool_is_drawn_toward_its_groups_best_and_a_lone_tool_keeps_its_score() -> None:
@@ -62,8 +65,7 @@ def test_through_group_names_the_tools_that_came_in_by_their_group() -> None:
 
 
 async def test_the_engine_ranks_a_grouped_catalogue_by_groups_and_a_flat_one_as_before() -> None:
-    engine = engine_for(FakeEmbedder())
-    engine.groups = GroupScorer(RANKING)
+    engine = engine_for(FakeEmbedder(), **KNOBS)
     grouped = parse_tools(TOOLS)
     plain = await engine.score(grouped, {}, "alpha")
     ranked = await engine.score(grouped, {}, "alpha", find_groups(grouped))
@@ -83,8 +85,8 @@ async def test_a_groups_vector_is_its_tools_mean_and_embedded_only_when_weighted
     catalog = build_catalog(plain_catalog.tools, declared=declared)
     groups = find_groups(catalog)
     embedder = FakeEmbedder()
-    engine = engine_for(embedder)
-    engine.groups = GroupScorer(GroupRanking(weight=0.0, lexical_weight=0.0, vector_weight=1.0))
+    engine = engine_for(embedder, group_weight=0.0, group_lexical_weight=0.0,
+                        group_vector_weight=1.0)
     ranked = await engine.score(catalog, {}, "beta", groups)
     plain = await engine.score(catalog, {}, "beta")
     lift = ranked.values - plain.values
@@ -93,7 +95,6 @@ async def test_a_groups_vector_is_its_tools_mean_and_embedded_only_when_weighted
     assert "beta: beta records" in embedder.texts  # the declared description, embedded
     assert ranked.groups is not None and ranked.groups.matched()[0][0] == "beta"
     unweighted_embedder = FakeEmbedder()
-    unweighted = engine_for(unweighted_embedder)
-    unweighted.groups = GroupScorer(RANKING)
+    unweighted = engine_for(unweighted_embedder, **KNOBS)
     await unweighted.score(catalog, {}, "beta", groups)
     assert "beta: beta records" not in unweighted_embedder.texts

@@ -1,7 +1,9 @@
 """The package map of ARCHITECTURE.md, checked on the source tree (``ast``, nothing imported):
 which package may import which (the turn core never imports an API package, and no API
-package imports another), no import cycle between modules, and no module of ``proxy/``,
-``selection/``, ``config/`` or ``benchmarks/`` over 400 lines."""
+package imports another), what the proxy may import of selection (its four public
+modules), no import cycle between modules, no module of ``proxy/``, ``selection/``,
+``config/`` or ``benchmarks/`` over 400 lines, and no function of ``selection/`` or
+``proxy/turn/`` over 80."""
 
 from __future__ import annotations
 
@@ -14,6 +16,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("config", "proxy", "selection")
 MAX_LINES = 400
+#: Most lines of a function (its ``def`` to its last line, docstring included).
+MAX_FUNCTION_LINES = 80
+#: Where functions are held to :data:`MAX_FUNCTION_LINES`.
+SHORT_FUNCTIONS = ("selection", "proxy/turn")
+#: All of selection that ``proxy`` may import: the front door, the shared types (the
+#: errors among them), learning from traffic, the offline evaluation.
+SELECTION_PUBLIC = {
+    "selection.planning", "selection.types", "selection.learning", "selection.evaluation",
+}
 #: Modules allowed over MAX_LINES, each with the reason.
 SIZE_EXEMPT = {
 }
@@ -31,18 +42,21 @@ ALLOWED: dict[str, set[str]] = {
     "proxy.log": set(),
     "proxy.metrics": set(),
     "proxy.http": {"proxy.log", "proxy.metrics", "config"},
-    "proxy.turn": {"proxy.http", "proxy.log", "proxy.metrics", "config", "selection"},
+    "proxy.turn": {
+        "proxy.http", "proxy.log", "proxy.metrics", "proxy.state", "config", "selection",
+    },
+    "proxy.state": {"selection"},
     "proxy.apis": set(),  # the package's docstring
-    **{package: _API_IMPORTS for package in API_PACKAGES},
-    "proxy.usage": {"proxy.turn", "proxy.log", "selection"},
-    "proxy.components": {"proxy.log", "config", "selection"},
+    **dict.fromkeys(API_PACKAGES, _API_IMPORTS),
+    "proxy.usage": {"proxy.turn", "proxy.state", "proxy.log", "selection"},
+    "proxy.components": {"proxy.state", "proxy.log", "config", "selection"},
     "proxy.app": {
         "proxy.http", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
-        "proxy.metrics", "config", "selection",
+        "proxy.metrics", "proxy.state", "config", "selection",
     },
     "proxy.cli": {
         "proxy.app", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.metrics",
-        "proxy.log", "config", "selection",
+        "proxy.log", "proxy.state", "config", "selection",
     },
 }
 #: The package that owns each rule key (``proxy.turn.turn`` belongs to ``proxy.turn``).
@@ -124,6 +138,42 @@ def test_packages_import_only_what_the_package_map_allows():
             if not within(target, allowed):
                 broken.append(f"{module} imports {target}")
     assert broken == []
+
+
+def test_the_proxy_imports_only_the_public_modules_of_selection():
+    reached = {
+        target for module, targets in GRAPH.items() if within(module, {"proxy"})
+        for target in targets if within(target, {"selection"})
+    }
+    assert reached <= SELECTION_PUBLIC, sorted(reached - SELECTION_PUBLIC)
+    assert len(SELECTION_PUBLIC) <= 4
+
+
+def long_functions(source: str, label: str) -> dict[str, int]:
+    """The functions (and methods) of ``source`` over :data:`MAX_FUNCTION_LINES` lines, as
+    ``"{label}:{line} {name}"`` → lines."""
+    found = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            if lines > MAX_FUNCTION_LINES:
+                found[f"{label}:{node.lineno} {node.name}"] = lines
+    return found
+
+
+@pytest.mark.parametrize("folder", SHORT_FUNCTIONS)
+def test_no_function_over_the_length_limit(folder):
+    long = {}
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        long.update(long_functions(path.read_text(), str(path.relative_to(ROOT))))
+    assert long == {}
+
+
+def test_the_length_check_sees_a_long_function():
+    """The check above fails on a function that breaks it (it is not vacuous)."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    assert long_functions(f"def long():\n{body}", "x") == {"x:1 long": MAX_FUNCTION_LINES + 1}
+    assert long_functions(f"def short():\n{body[: body.rindex('    x')]}", "x") == {}
 
 
 def test_no_api_package_imports_another_and_the_core_imports_none():

@@ -25,8 +25,9 @@ from selection.learned import (
 )
 from selection.learned_states import LearnedStates
 from selection.policy import Policy
-from selection.selector import select
+from selection.selector import TurnFacts, select
 from selection.state import ConversationState
+from tests.support.selection import ranked
 
 
 def unit(*values: float) -> np.ndarray:
@@ -133,7 +134,7 @@ def test_a_tool_admitted_only_thanks_to_its_boost_has_reason_learned() -> None:
     assert learned_names(catalog, plain + boost, boost, ["a", "c"], 1) == {"c"}
     assert learned_names(catalog, plain + boost, boost, ["a", "c"], 3) == set()
     policy = Policy(top_k=1, min_catalog_tools=0, threshold=0.0)
-    chosen = select(catalog, plain + boost, policy, ConversationState(), now=0.0, boost=boost)
+    chosen = select(catalog, ranked(plain + boost, boost=boost), policy, ConversationState(), TurnFacts(now=0.0))
     reasons = {tool.name: tool.reason for tool in chosen.tools}
     assert reasons.get("c") == "learned"
 

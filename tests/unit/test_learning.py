@@ -28,12 +28,13 @@ from proxy.usage.learning import (
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.schema import open_database
 from proxy.usage.writer import UsageLog
+from selection.block_order import SelectedTool, Selection
 from selection.catalog import parse_tools
-from selection.history import read_tool_choice
 from selection.learned import decode_state
 from selection.learned_states import LearnedStates
-from selection.selector import Selection, SelectedTool
+from selection.ranking import Ranking
 from selection.state import ConversationState
+from tests.support.turns import planned_turn
 from tests.unit.test_engine import FakeEmbedder, bag, engine_for
 
 #: Tools whose descriptions share no vocabulary word with the requests below, so the
@@ -57,12 +58,10 @@ def served_turn(
         tools=tuple(SelectedTool(name, "semantic") for name in forwarded), admitted=(),
         evicted=(), left_out=(), state=state,
     )
-    turn = Turn(
-        body={"messages": [{"role": "user", "content": query}]}, catalog=catalog, native=catalog,
-        text=None, conversation=conversation, selection=selection, scores=None, pinned=[],
-        meta=None, tool_choice=read_tool_choice({}), offered=len(catalog),
-    )
-    turn.query_vector = bag(query)
+    vector = bag(query)
+    ranking = Ranking(np.zeros(len(catalog), np.float32), query_vector=vector)
+    turn = planned_turn({"messages": [{"role": "user", "content": query}]}, catalog, selection,
+                        ranking=ranking, conversation=conversation)
     turn.response_calls = calls
     return turn
 

@@ -14,11 +14,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates, embedder_tag
 from selection.learned import LearnedState, LearnedStateError, decode_state, learn
 from selection.learned_states import LearnedStates
 from tests.support.logs import Lines
-from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 
 CATALOG = "c" * 16
 

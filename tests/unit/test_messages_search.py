@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from proxy.apis.messages.search import (
+    client_search_id,
     found_in_history,
     read_search_tool,
-    client_search_id,
     shown_search_events,
     upstream_history,
 )

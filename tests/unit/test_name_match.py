@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+from benchmarks.support.data import REAL_CATALOGS
 from selection.catalog import parse_tools
 from selection.name_match import NameIndex, fold, one_intent, words
-from benchmarks.support.data import REAL_CATALOGS
 
 GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
 REQUEST = "List the open pull requests in octo/widgets"

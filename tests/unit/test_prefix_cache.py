@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from config.settings import Settings
-from proxy.turn.blocks import shared_block
-from proxy.turn.planner import Planner
-from tests.support.chat_planning import ChatPlanner
 from proxy.metrics import Metrics
+from proxy.state.store import MemoryStateStore
+from proxy.turn.planner import Planner
+from selection.blocks import shared_block
+from selection.candidates import CandidatePolicy
 from selection.catalog import Catalog, parse_tools
+from selection.planning import Selector, SelectorSettings
 from selection.policy import Policy
 from selection.prefix import (
     META_MARK,
@@ -31,10 +33,12 @@ from selection.prefix import (
     split_system,
     tool_token_cap,
 )
-from selection.ranking import RankingPolicy
-from selection.selector import block_serves, select
-from selection.state import ConversationState, LoadedTool, MemoryStateStore
+from selection.selector import TurnFacts, select
+from selection.state import ConversationState, LoadedTool
 from selection.tokens import BYTES_PER_TOKEN, tool_tokens
+from selection.wanted import block_serves
+from tests.support.chat_planning import ChatPlanner
+from tests.support.selection import ranked
 from tests.unit.test_evaluation import KeywordEmbedder, engine
 
 
@@ -53,8 +57,8 @@ def scores_for(catalog: Catalog, **by_name: float) -> np.ndarray:
 
 #: Count budget (exactly top-k candidates), no tier, no dependencies: admissions are
 #: plain to read.
-PLAIN = RankingPolicy(budget="count", max_dependencies=0, tier_size=0)
-POLICY = Policy(top_k=2, threshold=0.5, max_tools=16, ranking=PLAIN, refresh_rank=1, refresh_top_k=3)
+PLAIN = CandidatePolicy(budget="count", tier_size=0)
+POLICY = Policy(top_k=2, threshold=0.5, max_tools=16, candidates=PLAIN, refresh_rank=1, refresh_top_k=3)
 #: Every tool costs 100 tokens (the upstream's exact count, keyed by fingerprint).
 COST = 100
 
@@ -71,52 +75,47 @@ def later(state: ConversationState) -> ConversationState:
 
 def test_a_later_turn_the_block_serves_changes_nothing() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e")
-    first = select(catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), POLICY, ConversationState(), now=1)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8, c=0.7)), POLICY, ConversationState(), TurnFacts(now=1))
     assert first.names == ["a", "b"]
     # b is the turn's best tool, and forwarded: c (0.7) is a candidate but not admitted.
-    second = select(catalog, scores_for(catalog, b=0.9, c=0.7), POLICY, later(first.state), now=2)
+    second = select(catalog, ranked(scores_for(catalog, b=0.9, c=0.7)), POLICY, later(first.state), TurnFacts(now=2))
     assert second.names == ["a", "b"] and not second.changed
 
 
 def test_a_later_turn_whose_best_tool_is_missing_admits_at_the_end() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e")
-    first = select(catalog, scores_for(catalog, a=0.9, b=0.8), POLICY, ConversationState(), now=1)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), POLICY, ConversationState(), TurnFacts(now=1))
     # d is the best now and not forwarded: the block changes, and d is appended after it
     # (its prefix, and so the upstream's KV cache of it, stays). The turn's next
     # candidates, up to refresh_top_k (3), come only as insurance against another change:
     # their schemas cost at most refresh_share (4) × the history's tokens.
     scores = scores_for(catalog, d=0.95, e=0.9, c=0.85, a=0.6)
-    short = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=0)
+    short = select(catalog, ranked(scores), POLICY, later(first.state), TurnFacts(now=2, history_tokens=0))
     assert short.names == ["a", "b", "d"] and short.admitted == ("d",) and short.changed
     cost = tool_tokens(catalog.get("e"))  # type: ignore[arg-type]
-    one = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=cost // 4)
+    one = select(catalog, ranked(scores), POLICY, later(first.state), TurnFacts(now=2, history_tokens=cost // 4))
     assert one.names == ["a", "b", "d", "e"]
-    long = select(catalog, scores, POLICY, later(first.state), now=2, history_tokens=cost)
+    long = select(catalog, ranked(scores), POLICY, later(first.state), TurnFacts(now=2, history_tokens=cost))
     assert long.names == ["a", "b", "d", "e", "c"]
 
 
 def test_a_tool_called_in_the_history_that_is_not_forwarded_refreshes_the_turn() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e")
-    first = select(catalog, scores_for(catalog, a=0.9, b=0.8), POLICY, ConversationState(), now=1)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), POLICY, ConversationState(), TurnFacts(now=1))
     # a is still the best (the block serves the query), but e was called: the block
     # changes anyway, so the turn's candidates come too.
-    second = select(
-        catalog, scores_for(catalog, a=0.9, c=0.8), POLICY, later(first.state), now=2,
-        pinned=["e"], history_tokens=10_000,
-    )
+    second = select(catalog, ranked(scores_for(catalog, a=0.9, c=0.8)), POLICY, later(first.state), TurnFacts(now=2, pinned=["e"], history_tokens=10_000))
     assert second.names == ["a", "b", "e", "c"]
     # Without history to insure, only the called tool comes.
-    bare = select(
-        catalog, scores_for(catalog, a=0.9, c=0.8), POLICY, later(first.state), now=2, pinned=["e"]
-    )
+    bare = select(catalog, ranked(scores_for(catalog, a=0.9, c=0.8)), POLICY, later(first.state), TurnFacts(now=2, pinned=["e"]))
     assert bare.names == ["a", "b", "e"]
 
 
 def test_refresh_rank_zero_admits_only_what_the_history_needs() -> None:
     catalog = catalog_of("a", "b", "c")
-    policy = Policy(top_k=2, threshold=0.5, ranking=PLAIN, refresh_rank=0)
-    first = select(catalog, scores_for(catalog, a=0.9), policy, ConversationState(), now=1)
-    second = select(catalog, scores_for(catalog, c=0.99), policy, later(first.state), now=2)
+    policy = Policy(top_k=2, threshold=0.5, candidates=PLAIN, refresh_rank=0)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9)), policy, ConversationState(), TurnFacts(now=1))
+    second = select(catalog, ranked(scores_for(catalog, c=0.99)), policy, later(first.state), TurnFacts(now=2))
     assert second.names == ["a"] and not second.changed
 
 
@@ -124,19 +123,16 @@ def test_the_meta_tool_keeps_its_tier_and_place_while_the_block_grows() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e", "f")
     tiered = Policy(
         top_k=1, threshold=0.5, refresh_rank=1,
-        ranking=RankingPolicy(budget="count", max_dependencies=0, tier_size=2),
+        candidates=CandidatePolicy(budget="count", tier_size=2),
     )
-    first = select(catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), tiered, ConversationState(), now=1)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8, c=0.7)), tiered, ConversationState(), TurnFacts(now=1))
     assert first.names == ["a"] and first.tier == ("b", "c") and first.state.meta_at == 1
     # Other tools follow a now, but the block serves the turn: nothing changes.
-    second = select(catalog, scores_for(catalog, a=0.9, e=0.8, f=0.7), tiered, later(first.state), now=2)
+    second = select(catalog, ranked(scores_for(catalog, a=0.9, e=0.8, f=0.7)), tiered, later(first.state), TurnFacts(now=2))
     assert second.tier == ("b", "c") and not second.changed
     # The block grows: f comes after the meta-tool, whose text (the tier line) and place
     # stay byte-identical in the upstream's cache. A tier tool admitted stays listed.
-    third = select(
-        catalog, scores_for(catalog, f=0.95, b=0.8, d=0.7), tiered, later(second.state), now=3,
-        history_tokens=10_000,
-    )
+    third = select(catalog, ranked(scores_for(catalog, f=0.95, b=0.8, d=0.7)), tiered, later(second.state), TurnFacts(now=3, history_tokens=10_000))
     assert third.changed and third.names[:2] == ["a", "f"] and "b" in third.names
     assert third.tier == ("b", "c") and third.state.meta_at == 1
 
@@ -144,25 +140,19 @@ def test_the_meta_tool_keeps_its_tier_and_place_while_the_block_grows() -> None:
 def test_an_evicted_tool_before_the_meta_tool_moves_it_up() -> None:
     catalog = catalog_of("a", "b", "c", "d")
     costs = {tool.fingerprint: COST for tool in catalog.tools}
-    wide = Policy(top_k=2, threshold=0.5, ranking=PLAIN, refresh_rank=1, refresh_top_k=2)
-    first = select(
-        catalog, scores_for(catalog, a=0.9, b=0.8), wide, ConversationState(), now=1,
-        token_cap=2 * COST, exact=costs,
-    )
+    wide = Policy(top_k=2, threshold=0.5, candidates=PLAIN, refresh_rank=1, refresh_top_k=2)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), wide, ConversationState(), TurnFacts(now=1, token_cap=2 * COST, exact=costs))
     assert first.names == ["a", "b"] and first.state.meta_at == 2
     # c is needed and the cap holds two tools: b (least recently used) goes, c follows the
     # meta-tool, which now comes after a alone.
-    second = select(
-        catalog, scores_for(catalog, c=0.9, a=0.85), wide, later(first.state), now=2,
-        token_cap=2 * COST, exact=costs,
-    )
+    second = select(catalog, ranked(scores_for(catalog, c=0.9, a=0.85)), wide, later(first.state), TurnFacts(now=2, token_cap=2 * COST, exact=costs))
     assert second.names == ["a", "c"] and second.evicted == ("b",) and second.state.meta_at == 1
 
 
 def test_a_new_block_puts_the_meta_tool_after_its_tools() -> None:
     catalog = catalog_of("a", "b", "c")
     state = ConversationState({"a": LoadedTool(1.0, 1.0)}, turn=1)  # no meta-tool forwarded
-    grown = select(catalog, scores_for(catalog, c=0.9), POLICY, state, now=2)
+    grown = select(catalog, ranked(scores_for(catalog, c=0.9)), POLICY, state, TurnFacts(now=2))
     assert grown.names == ["a", "c"] and grown.state.meta_at == 2
 
 
@@ -180,27 +170,18 @@ def test_block_serves_reads_the_best_scored_tools_in_catalogue_order_on_ties() -
 def test_the_token_cap_bounds_what_is_forwarded() -> None:
     catalog = catalog_of("a", "b", "c", "d")
     costs = {tool.fingerprint: COST for tool in catalog.tools}
-    wide = Policy(top_k=4, threshold=0.5, ranking=PLAIN)
-    chosen = select(
-        catalog, scores_for(catalog, a=0.9, b=0.8, c=0.7), wide, ConversationState(), now=1,
-        token_cap=2 * COST, exact=costs,
-    )
+    wide = Policy(top_k=4, threshold=0.5, candidates=PLAIN)
+    chosen = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8, c=0.7)), wide, ConversationState(), TurnFacts(now=1, token_cap=2 * COST, exact=costs))
     assert chosen.names == ["a", "b"]
 
 
 def test_a_pinned_tool_passes_the_token_cap_and_evicts_others() -> None:
     catalog = catalog_of("a", "b", "c")
     costs = {tool.fingerprint: COST for tool in catalog.tools}
-    wide = Policy(top_k=4, threshold=0.5, ranking=PLAIN)
-    first = select(
-        catalog, scores_for(catalog, a=0.9, b=0.8), wide, ConversationState(), now=1,
-        token_cap=2 * COST, exact=costs,
-    )
+    wide = Policy(top_k=4, threshold=0.5, candidates=PLAIN)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), wide, ConversationState(), TurnFacts(now=1, token_cap=2 * COST, exact=costs))
     # The context shrank (a longer history): the cap now holds one tool.
-    second = select(
-        catalog, scores_for(catalog, a=0.9, b=0.8), wide, later(first.state), now=2,
-        pinned=["c"], token_cap=COST, exact=costs,
-    )
+    second = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), wide, later(first.state), TurnFacts(now=2, pinned=["c"], token_cap=COST, exact=costs))
     assert second.names == ["a", "c"] and second.evicted == ("b",)
 
 
@@ -341,11 +322,13 @@ def body(text: str, system: str = "You are the agent.", model: str = "m") -> dic
 
 def planner(store: MemoryStateStore | None = None, **settings: object) -> ChatPlanner:
     clock = iter(range(1, 10_000))
-    policy = Policy(top_k=2, threshold=0.1, max_tools=4, ranking=PLAIN, refresh_rank=1, refresh_top_k=2)
+    policy = Policy(top_k=2, threshold=0.1, max_tools=4, candidates=PLAIN, refresh_rank=1, refresh_top_k=2)
+    selector = Selector(engine(), policy, SelectorSettings(query_user_messages=1),
+                        clock=lambda: float(next(clock)))
     return ChatPlanner(Planner(
-        settings=Settings(query_user_messages=1, **settings), policy=policy, engine=engine(),
+        settings=Settings(query_user_messages=1, **settings), selector=selector,
         store=store or MemoryStateStore(3600, 100), metrics=Metrics(),
-        on_late_error=lambda error: None, clock=lambda: float(next(clock)),
+        on_late_error=lambda error: None,
     ))
 
 
@@ -397,22 +380,16 @@ async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> 
 
 def test_refresh_candidates_beyond_top_k_only_fill_free_room() -> None:
     catalog = catalog_of("a", "b", "c", "d", "e", "f")
-    capped = Policy(top_k=1, threshold=0.5, max_tools=3, ranking=PLAIN, refresh_rank=1, refresh_top_k=4)
-    first = select(catalog, scores_for(catalog, a=0.9), capped, ConversationState(), now=1)
-    second = select(
-        catalog, scores_for(catalog, d=0.99, e=0.9, f=0.8, b=0.7), capped, later(first.state), now=2,
-        history_tokens=10_000,
-    )
+    capped = Policy(top_k=1, threshold=0.5, max_tools=3, candidates=PLAIN, refresh_rank=1, refresh_top_k=4)
+    first = select(catalog, ranked(scores_for(catalog, a=0.9)), capped, ConversationState(), TurnFacts(now=1))
+    second = select(catalog, ranked(scores_for(catalog, d=0.99, e=0.9, f=0.8, b=0.7)), capped, later(first.state), TurnFacts(now=2, history_tokens=10_000))
     # d (within top-k) is admitted; e fills the last free place; f and b would evict: not.
     assert second.names == ["a", "d", "e"] and second.evicted == ()
     # With top-k 2, e is among the turn's top-k: at the cap it evicts the least recently
     # used tool (a) instead; f, beyond top-k, still only fills free room.
-    wider = Policy(top_k=2, threshold=0.5, max_tools=2, ranking=PLAIN, refresh_rank=1, refresh_top_k=4)
-    base = select(catalog, scores_for(catalog, a=0.9, b=0.8), wider, ConversationState(), now=1)
-    third = select(
-        catalog, scores_for(catalog, d=0.99, e=0.9, f=0.8), wider, later(base.state), now=2,
-        history_tokens=10_000,
-    )
+    wider = Policy(top_k=2, threshold=0.5, max_tools=2, candidates=PLAIN, refresh_rank=1, refresh_top_k=4)
+    base = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), wider, ConversationState(), TurnFacts(now=1))
+    third = select(catalog, ranked(scores_for(catalog, d=0.99, e=0.9, f=0.8)), wider, later(base.state), TurnFacts(now=2, history_tokens=10_000))
     assert third.names == ["d", "e"] and third.evicted == ("b", "a")
 
 

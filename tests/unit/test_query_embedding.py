@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from selection.embedders import OnnxEmbedder
 from selection.errors import EmbedderError
+from selection.onnx_embedder import OnnxEmbedder
 from selection.query_embedding import QueryBatcher, QueryEmbedder
 
 DIM = 16

@@ -21,15 +21,18 @@ def test_the_readme_is_read_in_five_minutes() -> None:
     assert len(README.splitlines()) <= 210
 
 
-def test_ci_runs_the_readme_test_command_then_the_real_server_tests_then_the_docs_build() -> None:
+def test_ci_runs_the_readme_test_command_the_lint_the_real_server_tests_then_the_docs_build() -> None:
     tests = marked_command(README, "test-command")
     assert tests is not None and tests.endswith("python -m pytest")
     real = marked_command(DEVELOPMENT, "real-upstream-command")
     assert real is not None and "local_llama.py build" in real and "-m real_upstream" in real
+    lint = marked_command(DEVELOPMENT, "lint-command")
+    assert lint is not None and "ruff check" in lint
     docs = marked_command(DEVELOPMENT, "docs-command")
     assert docs is not None and "mkdocs build --strict" in docs
     steps = re.findall(r'"(README\.md|docs/development\.md) ([\w-]+)"', CI)
-    assert steps == [("README.md", "test-command"), ("docs/development.md", "real-upstream-command"),
+    assert steps == [("README.md", "test-command"), ("docs/development.md", "lint-command"),
+                     ("docs/development.md", "real-upstream-command"),
                      ("docs/development.md", "docs-command")]
 
 

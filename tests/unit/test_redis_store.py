@@ -12,11 +12,6 @@ import pytest
 import redis
 from pydantic import ValidationError
 
-from config.settings import Settings
-from proxy.components import build_state_store
-from selection.errors import StateStoreError
-from selection.redis_state import RedisStateStore
-from selection.state import ConversationState, LoadedTool, MemoryStateStore
 from benchmarks.support.redis_server import (
     REDIS_SERVER,
     SKIP_REASON,
@@ -24,6 +19,12 @@ from benchmarks.support.redis_server import (
     redis_server,
 )
 from benchmarks.support.servers import free_port
+from config.settings import Settings
+from proxy.components import build_state_store
+from proxy.state.redis import RedisStateStore
+from proxy.state.store import MemoryStateStore
+from selection.errors import StateStoreError
+from selection.state import ConversationState, LoadedTool
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from benchmarks.round_trip import LOADED_TOOL, Round, Trip, describe, problems
 
 CALL = {"name": LOADED_TOOL, "arguments": "{}"}
-LOAD = {"name": "load_tools", "arguments": '{"names": ["%s"]}' % LOADED_TOOL}
+LOAD = {"name": "load_tools", "arguments": f'{{"names": ["{LOADED_TOOL}"]}}'}
 
 
 def trip(first_tools: list[str], rounds: int = 2, calls: list[dict[str, str]] | None = None) -> Trip:

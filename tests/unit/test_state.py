@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from selection.state import ConversationState, LoadedTool, MemoryStateStore
+from proxy.state.store import MemoryStateStore
+from selection.state import ConversationState, LoadedTool
 
 
 class FakeClock:

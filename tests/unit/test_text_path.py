@@ -17,8 +17,7 @@ import pytest
 
 from config.policy import load_policy
 from config.settings import Settings
-from proxy.turn import text_plan
-from proxy.turn.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
+from selection import text_plan
 from selection.errors import PolicyError
 from selection.text_path import (
     PRESETS,
@@ -30,6 +29,7 @@ from selection.text_path import (
     others_line,
     text_called_tools,
 )
+from selection.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
 from tests.support import agent_prompts as prompts
 
 PLAYWRIGHT = prompts.load_catalog("playwright_mcp")

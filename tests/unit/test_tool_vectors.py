@@ -50,7 +50,7 @@ class GatedEmbedder:
 
 
 async def until(condition) -> None:  # type: ignore[no-untyped-def]
-    while not condition():
+    while not condition():  # noqa: ASYNC110 - yields until another task gets there
         await asyncio.sleep(0)
 
 

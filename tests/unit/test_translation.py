@@ -21,17 +21,17 @@ from config.settings import Settings
 from proxy.apis.chat.adapter import ChatRequest
 from proxy.apis.messages.adapter import MessagesApi
 from proxy.apis.responses.adapter import ResponsesApi
-from proxy.turn.decisions import DecisionFlow
-from proxy.turn.planner import PlanInput, SmallCatalog
-from proxy.turn.searches import client_search
-from proxy.turn.translation import whole_turn
-from proxy.turn.turn import MetaCall, Turn
 from proxy.http.forwarding import ClientRequest
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
+from proxy.turn.decisions import DecisionFlow
+from proxy.turn.translation import whole_turn
+from proxy.turn.turn import MetaCall, Turn
 from selection.catalog import parse_tools
-from selection.errors import EmbedderError
+from selection.errors import EmbedderError, SmallCatalog
 from selection.history import ToolChoice
+from selection.plan import TurnInput
+from selection.searches import Searches
 from selection.tool_search import ClientSearch
 from tests.support.logs import Lines
 from tests.unit.test_deferral_planning import HEADERS, planner, request
@@ -43,13 +43,13 @@ REGEX = ClientSearch("regex", "tool_search_tool_regex")
 def test_a_request_without_deferral_search_or_reshaping_is_not_translated() -> None:
     tools = [{"type": "function", "function": {"name": n}} for n in ("alpha", "beta")]
     body = {"model": "m", "messages": [], "tools": tools}
-    plain = PlanInput(body, parse_tools(tools), [], ToolChoice())
-    assert whole_turn(plain, HEADERS, "small_catalog", shared=False) is None
+    plain = TurnInput(body, parse_tools(tools), [], ToolChoice())
+    assert whole_turn(planner().selector, plain, HEADERS, "small_catalog", shared=False) is None
 
 
 def test_the_whole_turn_forwards_every_tool_kept_first_without_defer_loading() -> None:
     read = request("gamma please")
-    turn = whole_turn(read, HEADERS, "fallback", shared=False)
+    turn = whole_turn(planner().selector, read, HEADERS, "fallback", shared=False)
     assert turn is not None and turn.whole == "fallback" and turn.decision == "fallback"
     # alpha and beta are the client's CORE; the rest go after them in the client's order.
     assert turn.selection.names[:2] == ["alpha", "beta"]
@@ -63,21 +63,21 @@ def test_the_whole_turn_forwards_every_tool_kept_first_without_defer_loading() -
 
 def test_the_client_search_stays_offered_unless_tool_choice_forbids_it() -> None:
     read = request("x", search=REGEX)
-    turn = whole_turn(read, HEADERS, "dry_run", shared=False)
+    turn = whole_turn(planner().selector, read, HEADERS, "dry_run", shared=False)
     assert turn is not None and turn.meta is not None
     assert turn.meta.client_search == "tool_search_tool_regex" and turn.search == REGEX
     body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert body["tools"][-1]["function"]["name"] == "tool_search_tool_regex"
     silenced = request("x", search=REGEX)
-    silenced = PlanInput(silenced.body, silenced.native, silenced.messages,
+    silenced = TurnInput(silenced.body, silenced.native, silenced.messages,
                          ToolChoice(offer_meta=False), search=REGEX)
-    quiet = whole_turn(silenced, HEADERS, "dry_run", shared=False)
+    quiet = whole_turn(planner().selector, silenced, HEADERS, "dry_run", shared=False)
     assert quiet is not None and quiet.meta is None
 
 
 async def test_a_search_in_a_whole_turn_is_answered_and_nothing_is_stored() -> None:
     plans = planner()
-    turn = whole_turn(request("x", search=REGEX), HEADERS, "fallback", shared=False)
+    turn = whole_turn(planner().selector, request("x", search=REGEX), HEADERS, "fallback", shared=False)
     assert turn is not None
     before = turn.selection
     call = MetaCall("srvtoolu_1", "tool_search_tool_regex", json.dumps({"query": "^gamma$"}))
@@ -96,18 +96,16 @@ class FailingEmbedder(KeywordEmbedder):
 
 
 async def test_a_query_search_ranks_by_bm25_when_the_embedder_fails() -> None:
-    turn = whole_turn(request("x", search=ClientSearch("query", "tool_search")), HEADERS,
+    turn = whole_turn(planner().selector, request("x", search=ClientSearch("query", "tool_search")), HEADERS,
                       "fallback", shared=False)
     assert turn is not None
-    late: list[Exception] = []
-    failing = engine(FailingEmbedder())
-    found = await client_search(failing, planner().policy, turn,
-                                json.dumps({"query": "the zeta tool"}), late.append)
+    searches = Searches(engine(FailingEmbedder()), planner().selector.policy, turn.catalog)
+    assert turn.search is not None
+    found = await searches.client_search(turn.search, json.dumps({"query": "the zeta tool"}))
     assert found.error is None and found.found[0] == "zeta"
-    assert [type(error) for error in late] == [EmbedderError]
+    assert [type(error) for error in searches.late] == [EmbedderError]
     # No word in common with any tool: nothing is found (BM25 scores 0 are not matches).
-    none = await client_search(failing, planner().policy, turn,
-                               json.dumps({"query": "unrelated words"}), late.append)
+    none = await searches.client_search(turn.search, json.dumps({"query": "unrelated words"}))
     assert none.found == () and none.error is None
 
 
@@ -173,7 +171,7 @@ class Ladder:
 
 
 def whole(decision: str) -> Turn:
-    turn = whole_turn(request("x", search=REGEX), HEADERS, decision, shared=False)
+    turn = whole_turn(planner().selector, request("x", search=REGEX), HEADERS, decision, shared=False)
     assert turn is not None
     return turn
 
@@ -212,7 +210,7 @@ async def test_a_translation_that_fails_sends_the_bytes_and_is_logged(log_lines:
 
 @pytest.mark.parametrize("mode", ["off", "pruned"])
 async def test_the_off_switch_and_passthrough_never_translate(mode: str) -> None:
-    from proxy.turn.planner import NothingToPrune
+    from selection.errors import NothingToPrune
 
     if mode == "off":
         ladder = Ladder(whole("fallback"), whole("fallback"))
@@ -241,7 +239,7 @@ async def test_a_dry_run_serves_the_translation_and_logs_the_plan(
 
 
 # --- what each API's adapter reshapes ---------------------------------------------------
-async def read_of(adapter: ResponsesApi | MessagesApi, body: dict[str, Any]) -> PlanInput:
+async def read_of(adapter: ResponsesApi | MessagesApi, body: dict[str, Any]) -> TurnInput:
     return (await adapter.read(body)).input
 
 

@@ -16,9 +16,10 @@ from proxy.turn.turn import Turn
 from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
 from selection.catalog import parse_tools
-from selection.history import read_tool_choice
-from selection.selector import select
+from selection.selector import TurnFacts, select
 from selection.state import ConversationState
+from tests.support.selection import ranked
+from tests.support.turns import planned_turn
 
 FLUSH_TIMEOUT_S = 30.0
 
@@ -34,9 +35,8 @@ def served_turn(marker: Message) -> Turn:
     catalog = parse_tools(tools)
     policy = load_policy(Settings())
     scores = np.linspace(0.9, 0.0, len(catalog), dtype=np.float32)
-    selection = select(catalog, scores, policy, ConversationState(), now=0.0)
-    return Turn(body, catalog, catalog, None, "conv", selection, scores, [], None,
-                read_tool_choice(body), len(catalog))
+    selection = select(catalog, ranked(scores), policy, ConversationState(), TurnFacts(now=0.0))
+    return planned_turn(body, catalog, selection, ranking=ranked(scores), conversation="conv")
 
 
 def test_a_locked_database_does_not_keep_request_bodies_alive(tmp_path: Path) -> None:

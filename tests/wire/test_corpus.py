@@ -22,13 +22,13 @@ import httpx
 import openai
 import pytest
 
+from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.upstream import Chat, Recorded, Upstream, replay
 from config.settings import Settings
 from proxy.app import create_app
-from benchmarks.support.data import REAL_CATALOGS
 from tests.support.openai_schema import StreamReport, check_completion, check_stream
-from benchmarks.support.servers import serve_in_thread
 from tests.support.sse import chat_chunks
-from benchmarks.support.upstream import Chat, Recorded, Upstream, replay
 
 CORPUS = Path(__file__).parent / "corpus"
 INDEX: dict[str, dict[str, str]] = tomllib.loads((CORPUS / "index.toml").read_text())

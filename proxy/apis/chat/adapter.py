@@ -4,7 +4,7 @@ Follows OpenAI's Chat Completions API reference: ``tools`` / legacy ``functions`
 ``tool_choice``, legacy ``function_call``, assistant ``tool_calls`` and ``tool``
 messages. The catalogue is the native tools (parsed once per distinct ``tools`` bytes,
 :class:`selection.catalog_cache.CatalogCache`) and a tool block in a system message
-(the text path, :mod:`proxy.turn.text_plan`). A body passes through when it is not a
+(the text path, :mod:`selection.text_plan`, found by the front door). A body passes through when it is not a
 JSON object or asks for ``n`` > 1 choices. A meta-call is an assistant ``tool_calls``
 entry (or a legacy ``function_call``) naming a meta-tool; the re-issued request appends
 the assistant message with the round's meta-calls and one ``tool`` message per call.
@@ -23,13 +23,8 @@ from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, Reply, upstream_error_object
-from proxy.turn.planner import NothingToPrune, PlanInput
-from proxy.turn.text_plan import search_text_plan
 from proxy.turn.turn import Turn, json_bytes
-from selection.catalog_cache import CatalogCache
-from selection.client_deferral import compact_search_results
-from selection.history import KEEP, read_tool_choice
-from selection.policy import Policy
+from selection.types import KEEP, CatalogCache, NothingToPrune, TurnInput, read_tool_choice
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
 #: relaying other streams meanwhile (bytes).
@@ -38,11 +33,10 @@ DECODE_IN_THREAD_BYTES = 256 * 1024
 _NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 
 
-async def read_chat(body: dict[str, Any], catalogs: CatalogCache, policy: Policy) -> PlanInput:
+async def read_chat(body: dict[str, Any], catalogs: CatalogCache) -> TurnInput:
     """What the planner reads of a Chat Completions ``body``: its native tools (``tools``,
-    or legacy ``functions``) and a tool block of at least ``min_catalog_tools`` + 1
-    entries in a system message (with ``policy.text_formats``). Raises NothingToPrune
-    (``messages`` is not a list), CatalogError."""
+    or legacy ``functions``), and that a tool block in a system message may be pruned too
+    (the text path). Raises NothingToPrune (``messages`` is not a list), CatalogError."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise NothingToPrune()
@@ -51,18 +45,14 @@ async def read_chat(body: dict[str, Any], catalogs: CatalogCache, policy: Policy
         native = catalogs.catalog(body["tools"], legacy=False)
     elif "functions" in body:
         native = catalogs.catalog(body["functions"], legacy=True)
-    text = None
-    if policy.text_formats:
-        min_entries = policy.min_catalog_tools + 1
-        text = await search_text_plan(messages, policy.text_formats, min_entries)
-    return PlanInput(body, native, messages, read_tool_choice(body), text)
+    return TurnInput(body, native, messages, read_tool_choice(body), text_path=True)
 
 
 @dataclass
 class ChatRequest:
     """One Chat Completions request as read (see :class:`proxy.turn.adapter.ApiRequest`)."""
 
-    input: PlanInput
+    input: TurnInput
     #: The meta exchanges appended for re-issued rounds (assistant and ``tool`` messages).
     appended: list[dict[str, Any]] = field(default_factory=list)
 
@@ -78,9 +68,10 @@ class ChatRequest:
         """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`. An empty tools array
         is never sent (vLLM and OpenAI answer 400): with no tool forwarded, the fields
         that need one (``tool_choice``, ``parallel_tool_calls``, legacy
-        ``function_call``) go too. A text block keeps only the selected entries. The
-        results of the client's own search function (``turn.finder``) carry no definition
-        of a tool the request forwards (:func:`selection.client_deferral.compact_search_results`)."""
+        ``function_call``) go too. The messages are the plan's
+        (:meth:`selection.types.Plan.upstream_messages`: a text block keeps only the
+        selected entries, the client's own search results no definition the request
+        forwards)."""
         body = dict(turn.body)
         if turn.native is not None:
             key = "functions" if turn.native.legacy else "tools"
@@ -88,13 +79,7 @@ class ChatRequest:
             if not body[key]:
                 for field_name in (key, *_NEEDS_TOOLS):
                     body.pop(field_name, None)
-        if turn.text is not None:
-            keep = {tool.name for tool in turn.selection.tools}
-            body["messages"] = turn.text.rewrite_messages(body["messages"], keep)
-        if turn.finder is not None and turn.native is not None:
-            forwarded = {t.name: tool for t in turn.selection.tools
-                         if (tool := turn.native.get(t.name)) is not None}
-            body["messages"] = compact_search_results(body["messages"], turn.finder, forwarded)
+        body["messages"] = turn.plan.upstream_messages(body["messages"])
         if self.appended:
             body["messages"] = [*body.get("messages", []), *self.appended]
         if turn.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
@@ -139,8 +124,7 @@ class ChatApi:
 
     api = "chat_completions"
 
-    def __init__(self, policy: Policy, catalogs: CatalogCache) -> None:
-        self.policy = policy
+    def __init__(self, catalogs: CatalogCache) -> None:
         #: Request bodies are decoded through it: a catalogue seen before is not re-parsed.
         self.catalogs = catalogs
 
@@ -159,7 +143,7 @@ class ChatApi:
 
     async def read(self, body: dict[str, Any]) -> ChatRequest:
         """See :func:`read_chat`."""
-        return ChatRequest(await read_chat(body, self.catalogs, self.policy))
+        return ChatRequest(await read_chat(body, self.catalogs))
 
     def stream_error(self, status: int, body: bytes) -> bytes:
         """An error answer as the ``error`` event a chat stream ends with."""

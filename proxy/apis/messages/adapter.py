@@ -44,11 +44,16 @@ from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
-from proxy.turn.planner import NothingToPrune, PlanInput
-from proxy.turn.tools import meta_entries, parse_flat_tools
+from proxy.turn.tools import meta_entries
 from proxy.turn.turn import Turn, json_bytes, meta_call
-from selection.catalog import DEFER_LOADING, without_deferral
-from selection.history import ToolChoice
+from selection.types import (
+    DEFER_LOADING,
+    NothingToPrune,
+    ToolChoice,
+    TurnInput,
+    parse_flat_tools,
+    without_deferral,
+)
 
 
 def read_choice(body: Mapping[str, Any]) -> ToolChoice:
@@ -111,7 +116,7 @@ def conversation_view(body: Mapping[str, Any]) -> list[dict[str, Any]]:
 class MessagesRequest:
     """One Messages request as read (see :class:`proxy.turn.adapter.ApiRequest`)."""
 
-    input: PlanInput
+    input: TurnInput
     #: The meta exchanges appended for re-issued rounds (assistant and user turns).
     appended: list[dict[str, Any]] = field(default_factory=list)
     #: What a plain response shows of rounds before the last: the client's search tool's
@@ -240,7 +245,7 @@ class MessagesApi:
         reshaped = holds_searches(body.get("messages")) or any(
             isinstance(entry, Mapping) and DEFER_LOADING in entry for entry in native.others
         )
-        return MessagesRequest(PlanInput(
+        return MessagesRequest(TurnInput(
             body=body, native=native, messages=conversation_view(body), choice=choice,
             llama_fields=False, search=search, found=found, reshaped=reshaped,
             # Deferred tools without a search tool: the client runs its own search.

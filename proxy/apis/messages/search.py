@@ -34,9 +34,7 @@ from typing import Any
 
 from proxy.turn.planner import InvalidToolRequest
 from proxy.turn.turn import Turn
-from selection.catalog import Catalog
-from selection.meta_tools import free_name
-from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
+from selection.types import UNAVAILABLE, Catalog, ClientSearch, SearchResult, free_name
 
 #: The search tool types toolprune emulates → their kind.
 SEARCH_TYPES = {

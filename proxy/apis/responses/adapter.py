@@ -44,12 +44,18 @@ from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
-from proxy.turn.planner import InvalidToolRequest, NothingToPrune, PlanInput
-from proxy.turn.tools import meta_entries, parse_flat_tools
+from proxy.turn.planner import InvalidToolRequest
+from proxy.turn.tools import meta_entries
 from proxy.turn.turn import MetaCall, Turn, arguments_text, json_bytes, meta_call
-from selection.catalog import build_catalog
-from selection.history import KEEP, read_tool_choice
-from selection.meta_tools import free_name
+from selection.types import (
+    KEEP,
+    NothingToPrune,
+    TurnInput,
+    build_catalog,
+    free_name,
+    parse_flat_tools,
+    read_tool_choice,
+)
 
 #: Output item types that are calls the client must answer.
 CLIENT_CALLS = ("function_call", "custom_tool_call")
@@ -115,7 +121,7 @@ class ResponsesRequest:
     """One Responses request as read (see :class:`proxy.turn.adapter.ApiRequest`):
     ``layout``, its tools as read (namespaces, the search tool)."""
 
-    input: PlanInput
+    input: TurnInput
     layout: ToolLayout
     chains: ResponseChains
     #: The meta exchanges appended to ``input`` for re-issued rounds.
@@ -292,10 +298,10 @@ class ResponsesApi:
         reshaped = layout.reshaped
         if isinstance(value, list):
             items = upstream_history(value, layout, native)
-            reshaped |= len(items) != len(value) or any(a is not b for a, b in zip(items, value))
+            reshaped |= len(items) != len(value) or any(a is not b for a, b in zip(items, value, strict=False))
             body = {**body, "input": items}
         choice = read_tool_choice(body)
-        plan_input = PlanInput(
+        plan_input = TurnInput(
             body=body,
             native=native,
             messages=conversation_view(body),

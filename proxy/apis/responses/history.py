@@ -29,8 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.apis.responses.tools import DEFER_LOADING, Member, ToolLayout, flat_name
-from selection.catalog import Catalog
-from selection.tool_search import SearchResult
+from selection.types import Catalog, SearchResult
 
 SEARCH_CALL = "tool_search_call"
 SEARCH_OUTPUT = "tool_search_output"

@@ -32,7 +32,7 @@ from proxy.apis.responses.history import (
 )
 from proxy.apis.responses.tools import TOOL_SEARCH, ToolLayout
 from proxy.turn.turn import Turn
-from selection.tool_search import ClientSearch, SearchResult
+from selection.types import ClientSearch, SearchResult
 
 #: Output item types that name a tool the model called.
 NAMED_CALLS = ("function_call", "custom_tool_call")

@@ -34,9 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from selection.catalog import DeclaredGroup
-from selection.errors import CatalogError
-from selection.meta_tools import free_name
+from selection.types import CatalogError, DeclaredGroup, free_name
 
 #: Joins a namespace and a member's name into the upstream function's name.
 NAMESPACE_SEPARATOR = "__"

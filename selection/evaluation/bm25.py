@@ -16,9 +16,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from selection.catalog import Catalog, Tool, name_words
-from selection.engine import Scores
+from selection.evaluation.methods import BM25, METHODS
 from selection.index import LRUCache
-from selection.ranking import bm25_tokens
+from selection.lexical import bm25_tokens
+from selection.ranking import Ranking
+from selection.selector import DEFAULT_EXPANSIONS
 
 
 def bm25_text(tool: Tool) -> str:
@@ -28,11 +30,14 @@ def bm25_text(tool: Tool) -> str:
 
 
 class BM25Scorer:
-    """Scores a catalogue against a query with BM25; one index per catalogue (LRU)."""
+    """Scores a catalogue against a query with BM25; one index per catalogue (LRU).
+    Replayed as its own top-k anchor, bundle-mates and no dependencies."""
 
     name = "bm25"
     #: BM25 scores are not cosines: τ is not applied to them.
     uses_threshold = False
+    expansions = DEFAULT_EXPANSIONS
+    methods = (METHODS[BM25],)
 
     def __init__(self, index_cache_size: int = 64) -> None:
         self._indexes: LRUCache[str, object] = LRUCache(index_cache_size)
@@ -55,13 +60,13 @@ class BM25Scorer:
 
     async def score(
         self, catalog: Catalog, query: str | Sequence[str]
-    ) -> Scores:
+    ) -> Ranking:
         """BM25 score per catalogue tool, float32 ``(len(catalog),)``; no embedding (0 s).
         ``query``: a text, or query parts (only the first, the whole query, is used)."""
         retriever, _ = self._index(catalog)
         text = query if isinstance(query, str) else (query[0] if query else "")
         tokens = bm25_tokens([text])[0]
         if not tokens or len(catalog) == 0:
-            return Scores(np.zeros(len(catalog), dtype=np.float32), 0.0)
+            return Ranking(np.zeros(len(catalog), dtype=np.float32))
         scores = retriever.get_scores(tokens)  # type: ignore[attr-defined]
-        return Scores(np.asarray(scores, dtype=np.float32), 0.0)
+        return Ranking(np.asarray(scores, dtype=np.float32))

@@ -31,8 +31,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 
-from selection.errors import StateStoreError
-from selection.state import ConversationState
+from selection.types import ConversationState, StateStoreError
 
 #: Format of the stored value; part of every key.
 FORMAT_VERSION = "v1"

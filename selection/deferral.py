@@ -4,9 +4,9 @@ what order), what its searches found, and the catalogue's part that names the
 conversation.
 
 The contract holds when the client deferred tools (``defer_loading``), brought a search
-tool the proxy emulates (:attr:`PlanInput.search`), or runs its own search: a search tool
-it executes itself (:attr:`PlanInput.client_runs_search`, set by its API's adapter) or a
-plain function that fetches deferred tools (:mod:`selection.client_deferral`, recognised
+tool the proxy emulates (:attr:`selection.plan.TurnInput.search`), or runs its own search:
+a search tool it executes itself (:attr:`~selection.plan.TurnInput.client_runs_search`, set
+by its API's adapter) or a plain function that fetches deferred tools (:mod:`selection.client_deferral`, recognised
 here for every API). Then every tool the client did not defer is its CORE, forwarded
 every round, and a client that runs its own search gets no toolprune meta-tool beside it:
 one discovery mechanism per request.
@@ -63,7 +63,7 @@ def read_deferral(
     found: tuple[str, ...], emulated_search: bool, client_runs_search: bool,
 ) -> Deferral:
     """How a request defers its tools (see the module docstring), from what its API's
-    adapter read (:class:`proxy.turn.planner.PlanInput`): ``catalog``, what the turn
+    adapter read (:class:`selection.plan.TurnInput`): ``catalog``, what the turn
     selects from (its ``native`` tools and any text block); ``messages``, the
     conversation in Chat Completions shape; ``found``, what the history's searches found;
     ``emulated_search``, it brings a search tool the proxy emulates;

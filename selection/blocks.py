@@ -1,7 +1,7 @@
 """What a turn's tool block starts from: the conversation's own block, or its agent's (the
 block the upstream last prefilled for the agent's model, system prompt and catalogue,
 kept in the state store with the conversation that sent it). No I/O of its own: the
-state store is read through the ``load`` it is given.
+agent's record is read through the ``load_agent`` it is given.
 """
 
 from __future__ import annotations
@@ -53,10 +53,9 @@ class BlockStart:
 async def start_block(
     state: ConversationState,
     conversation: str,
-    agent: str,
     *,
     shared: bool,
-    load: Callable[[str], Awaitable[ConversationState]],
+    load_agent: Callable[[], Awaitable[ConversationState]],
 ) -> BlockStart:
     """What this turn's block starts from. A new conversation starts from its agent's
     block (the upstream prefilled it last). A later turn keeps its own block, unless
@@ -66,16 +65,16 @@ async def start_block(
     history again whatever is forwarded, so the turn takes the agent's block and only
     appends to it.
 
-    ``state``: the conversation's stored state; ``conversation`` / ``agent``: their state
-    keys; ``load``: reads a state (an empty one when unknown). Raises what ``load``
-    raises (StateStoreError).
+    ``state``: the conversation's stored state; ``conversation``: its state key;
+    ``load_agent``: reads the agent's record (an empty state when unknown), only when the
+    turn needs it. Raises what ``load_agent`` raises (StateStoreError).
     """
     own = BlockStart(
         state, block_signature(state.loaded, state.tier, state.meta_at), state.history_tokens, None
     )
     if state.turn and not shared:
         return own
-    record = await load(agent)
+    record = await load_agent()
     if not record.loaded:
         return own if state.turn else BlockStart(state, None, 0, None)
     cached = block_signature(record.loaded, record.tier, record.meta_at)

@@ -1,0 +1,97 @@
+"""Each selection signal measured on its own: recall@8 and forwarded schema tokens on every
+shared set, with all signals and with each one removed (``toolprune eval --ablate``), as
+one Markdown table (docs/measuring-selection.md, "Per signal").
+
+Runs ``toolprune eval`` (``proxy.cli.eval.run_eval``: the proxy's own selection code,
+default settings) at k = 8 on every shared set — the small ones whole, the large ones
+sampled by whole conversations (``--limit``) — once per set with every ablation of
+:data:`selection.evaluation.ABLATIONS` beside the full pipeline. A cell is recall@8, its
+change against all signals, and the mean schema tokens forwarded.
+
+    python -m benchmarks.signal_ablation [--data DIR] [--limit 800] [--json-out FILE]
+    python -m benchmarks.signal_ablation --from-json FILE
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from benchmarks.selection_tables import SAMPLED, WHOLE
+from benchmarks.support.data import EVALUATION_DATA_VARIABLE
+from proxy.cli import eval as eval_cli
+from selection.evaluation import ABLATIONS
+
+K = "8"
+
+
+def eval_args(paths: list[Path], limit: int | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    eval_cli.add_arguments(parser)
+    argv = [str(p) for p in paths] + ["--k", K, "--json", "--no-progress", "--no-bm25",
+                                      "--ablate", ",".join(ABLATIONS)]
+    if limit is not None:
+        argv += ["--limit", str(limit)]
+    return parser.parse_args(argv)
+
+
+def run_all(data: Path, limit: int) -> list[dict[str, Any]]:
+    """The eval reports of the whole sets, then of the sampled ones."""
+    reports = []
+    for names, set_limit in ((WHOLE, None), (SAMPLED, limit)):
+        args = eval_args([data / name / "cases.jsonl" for name in names], set_limit)
+        reports.append(asyncio.run(eval_cli.run_eval(args)))
+    return reports
+
+
+def _row_at_k(method: dict[str, Any]) -> dict[str, Any]:
+    return next(row for row in method["ks"] if row["k"] == K)
+
+
+def markdown(reports: list[dict[str, Any]]) -> str:
+    """One row per set: all signals, then each ablation (recall@8, its change, tokens)."""
+    header = ["set (cases)", "all signals", *(f"−{name}" for name in ABLATIONS)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for report in reports:
+        for entry in report["sets"]:
+            rows = {m["method"]: _row_at_k(m) for m in entry["methods"]}
+            full = rows["toolprune"]
+            cases = (f"{entry['cases']} of {entry['cases_total']}"
+                     if entry["cases"] < entry["cases_total"] else str(entry["cases"]))
+            cells = [f"{entry['set']} ({cases})",
+                     f"{full['recall']:.3f} / {full['schema_tokens_mean']:.0f}"]
+            for name in ABLATIONS:
+                row = rows[f"-{name}"]
+                delta = row["recall"] - full["recall"]
+                cells.append(f"{row['recall']:.3f} ({delta:+.3f}) / {row['schema_tokens_mean']:.0f}")
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
+                        help="the evaluation data folder ($TOOLPRUNE_SHARED_DATA)")
+    parser.add_argument("--limit", type=int, default=800, help="cases sampled from each large set")
+    parser.add_argument("--json-out", type=Path, help="also save the eval reports as JSON")
+    parser.add_argument("--from-json", type=Path, help="render saved reports instead")
+    args = parser.parse_args()
+    if args.from_json is not None:
+        reports = json.loads(args.from_json.read_text())
+    elif args.data is None:
+        parser.error("needs the evaluation data: --data PATH or $TOOLPRUNE_SHARED_DATA")
+    else:
+        reports = run_all(args.data, args.limit)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(reports))
+    print(markdown(reports))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""The front door's types (:mod:`selection.planning`): what a turn brings
+(:class:`TurnInput`), what the upstream is known to be (:class:`Upstream`), selection's
+reading of the request before any state is loaded (:class:`TurnReading`), and what it
+decides (:class:`Plan`, frozen). Plain data and the pure views of it an API adapter writes
+the upstream's request from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from selection.block_order import Selection
+from selection.catalog import Catalog, canonical_json
+from selection.client_deferral import compact_search_results
+from selection.deferral import Deferral
+from selection.group_ranking import GroupMatch
+from selection.history import ToolChoice
+from selection.meta_tools import MetaTools
+from selection.prefix import CacheExpectation
+from selection.ranking import Ranking
+from selection.state import ConversationState
+from selection.text_plan import TextPlan
+from selection.tool_search import ClientSearch
+
+#: Selection reasons of the block's head: the client's CORE, then toolprune's.
+_CORE = ("client", "core")
+
+
+@dataclass(frozen=True)
+class TurnInput:
+    """What a turn brings, whatever its API (read by its adapter).
+
+    ``body``: the request as the client sent it. ``native``: its function tools (None:
+    none). ``messages``: the conversation in Chat Completions shape, from which the query
+    and the tools called earlier are read. ``choice``: what its ``tool_choice`` means.
+    ``text_path``: a tool block in a system message may be pruned too (Chat Completions).
+    ``conversation``: an id the API itself gives the conversation (the Responses API's
+    ``conversation`` / ``previous_response_id``); None derives one from the messages.
+    ``llama_fields``: llama-server reads its own request fields (``n_cache_reuse``) on
+    this API's route (not on Messages: its Anthropic conversion drops them, and the
+    expectation is priced without chunk reuse). ``search``: the client's own search tool,
+    which the proxy emulates (the upstream is offered a function for it instead of
+    ``load_tools`` / ``search_tools``); None: none. ``client_runs_search``: the client
+    runs a search tool of its own: no toolprune meta-tool, its tools are its CORE
+    (:mod:`selection.deferral`). ``found``: tools earlier searches found, read from the
+    conversation (Anthropic ``tool_reference`` blocks, OpenAI ``tool_search_output``
+    items): kept loaded. ``reshaped``: the adapter writes the request for a plain server
+    in another shape than the client's beyond ``defer_loading`` (namespaces, search tools
+    or search items), so even forwarded whole it is translated."""
+
+    body: dict[str, Any]
+    native: Catalog | None
+    messages: list[Any]
+    choice: ToolChoice
+    text_path: bool = False
+    conversation: str | None = None
+    llama_fields: bool = True
+    search: ClientSearch | None = None
+    client_runs_search: bool = False
+    found: tuple[str, ...] = ()
+    reshaped: bool = False
+
+    @property
+    def needs_translation(self) -> bool:
+        """Whether the request, forwarded whole, must still be translated for a plain
+        server: it has function tools and defers some, brings a search tool the proxy
+        emulates, or its adapter reshapes it."""
+        native = self.native
+        return native is not None and (
+            bool(native.deferred) or self.search is not None or self.reshaped
+        )
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What the proxy knows of the upstream for one turn: ``context_tokens`` (its context
+    size, None: unknown), ``exact`` (exact prompt tokens per tool fingerprint, from its
+    tokenizer; None: estimated), ``shares_agent_block`` (it keeps one prompt per agent, so
+    conversations of one agent share its block: ``prefix_cache`` ``last_prompt``) and
+    ``cache_reuse`` (llama-server's ``n_cache_reuse`` the proxy sends; 0: none)."""
+
+    context_tokens: int | None = None
+    exact: Mapping[str, int] | None = None
+    shares_agent_block: bool = False
+    cache_reuse: int = 0
+
+
+@dataclass(frozen=True)
+class TurnReading:
+    """Selection's reading of a turn before any state: ``catalog`` (what it selects from:
+    the native tools, then a text block's entries; restricted to ``allowed_tools``),
+    ``native`` (restricted alike), ``text`` (the system-prompt tool block, or None),
+    ``deferral`` (the client's contract), ``choice`` (meta-tools off where the client's
+    search is the one discovery mechanism), ``preload`` (candidates are admitted by the
+    ranking), ``offered`` (tools the client sent), ``system`` (the leading system text)
+    and ``history`` (the messages after it). ``identity``: the fingerprint of the
+    catalogue's part that names the conversation; ``agent``: the agent it belongs to
+    (model, system prompt, that part), before the proxy scopes it by credential."""
+
+    request: TurnInput
+    catalog: Catalog
+    native: Catalog | None
+    text: TextPlan | None
+    deferral: Deferral
+    choice: ToolChoice
+    preload: bool
+    offered: int
+    system: str
+    history: list[Any]
+    agent: str
+
+    @property
+    def identity(self) -> str:
+        return self.deferral.identity
+
+    @property
+    def path(self) -> str:
+        """Which prompt parts are pruned: ``native``, ``text`` or ``both``."""
+        if self.native is not None and self.text is not None:
+            return "both"
+        return "native" if self.native is not None else "text"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What selection decided for one turn (or, after meta-calls, one round of it).
+
+    ``selection``: the forwarded tools in block order with their reasons, and the
+    conversation's next state (:attr:`state`); ``agent_state``: what the agent's record
+    becomes (the block its next conversation starts from); ``meta``: the meta-tools
+    offered (None: none); ``ranking``: the turn's scores (None: not ranked);
+    ``pinned``: the tools ``tool_choice`` and the history pin; ``expectation``: the
+    prompt tokens the upstream is expected to reuse and evaluate; ``block_start``:
+    ``adopted`` / ``shared`` when the block began as the agent's (None: its own);
+    ``top_k``: the request's override; ``cache_reuse``: llama-server's ``n_cache_reuse``
+    to send (0: none); ``whole``: a translate-only plan (every tool forwarded, nothing
+    selected or stored)."""
+
+    reading: TurnReading
+    selection: Selection
+    agent_state: ConversationState | None
+    meta: MetaTools | None
+    ranking: Ranking | None = None
+    pinned: tuple[str, ...] = ()
+    expectation: CacheExpectation | None = None
+    block_start: str | None = None
+    top_k: int | None = None
+    cache_reuse: int = 0
+    whole: bool = False
+
+    @property
+    def catalog(self) -> Catalog:
+        return self.reading.catalog
+
+    @property
+    def native(self) -> Catalog | None:
+        return self.reading.native
+
+    @property
+    def text(self) -> TextPlan | None:
+        return self.reading.text
+
+    @property
+    def state(self) -> ConversationState:
+        """The conversation's state after this plan."""
+        return self.selection.state
+
+    @property
+    def groups(self) -> GroupMatch | None:
+        return None if self.ranking is None else self.ranking.groups
+
+    def group_fields(self) -> dict[str, Any]:
+        """The decision log's and ``toolprune explain``'s group fields
+        (:meth:`selection.group_ranking.GroupMatch.report`): the groups that matched best
+        and the tools that came in through their group; none when not ranked by groups."""
+        groups = self.groups
+        if groups is None:
+            return {}
+        return groups.report(self.catalog, [(t.name, t.reason) for t in self.selection.tools])
+
+    def block_entries(self, meta: Sequence[Any]) -> list[Any]:
+        """The forwarded native tools in block order, as the client defined them (in its
+        API's shape, ``defer_loading`` removed): the client's CORE then toolprune's CORE
+        tools in catalogue order, then the loaded tools in admission order with ``meta``
+        (the meta-tools' entries, in that shape) after the first ``meta_at`` of them (the
+        tools of the block's first request: tools admitted later follow the meta-tool, so
+        its text stays in the upstream's cached prefix)."""
+        assert self.native is not None
+        definitions = {tool.name: tool.forwarded_definition for tool in self.native.tools}
+        selected = [t for t in self.selection.tools if t.name in definitions]
+        core = [definitions[t.name] for t in selected if t.reason in _CORE]
+        rest = [t.name for t in selected if t.reason not in _CORE]
+        state = self.selection.state
+        at = len(rest)
+        if state.meta_at is not None:
+            before = set(list(state.loaded)[: state.meta_at])
+            at = sum(name in before for name in rest)
+        return [
+            *core, *(definitions[name] for name in rest[:at]), *meta,
+            *(definitions[name] for name in rest[at:]),
+        ]
+
+    def upstream_messages(self, messages: list[Any]) -> list[Any]:
+        """``messages`` (Chat Completions shape) as the upstream gets them: a system-prompt
+        tool block keeps only the selected entries, and the results of the client's own
+        search function carry no definition of a tool the request forwards
+        (:func:`selection.client_deferral.compact_search_results`)."""
+        if self.text is not None:
+            messages = self.text.rewrite_messages(messages, set(self.selection.names))
+        finder = self.reading.deferral.finder
+        if finder is not None and self.native is not None:
+            forwarded = {t.name: tool for t in self.selection.tools
+                         if (tool := self.native.get(t.name)) is not None}
+            messages = compact_search_results(messages, finder, forwarded)
+        return messages
+
+    def schema_bytes_saved(self) -> int:
+        """Bytes of tool definitions (JSON, or block text) not forwarded, less the
+        meta-tools'."""
+        forwarded = set(self.selection.names)
+        dropped = sum(t.size_bytes for t in self.catalog.tools if t.name not in forwarded)
+        meta = self.meta.definitions if self.meta else ()
+        return dropped - sum(len(canonical_json(definition)) for definition in meta)

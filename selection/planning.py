@@ -1,0 +1,343 @@
+"""The front door of selection: one turn in, one frozen :class:`~selection.plan.Plan` out.
+
+A :class:`Selector` holds what selection needs across requests (the engine and its
+signals, the policy, the query's shape) and answers, for the proxy, ``toolprune
+explain`` and ``toolprune eval`` alike:
+
+1. :meth:`Selector.read`: the request's catalogue (native tools and a system-prompt tool
+   block), the client's deferral contract, whether it is pruned at all (``NothingToPrune``,
+   ``SmallCatalog``) and the keys its state lives under (what names the conversation and
+   its agent). No state, no I/O but a thread for a very long system prompt.
+2. :meth:`Selector.plan`: the turn's block start (its own block or its agent's, the record
+   read through the loader the caller gives), its ranking (:meth:`rank`, the engine: the
+   only I/O) and the choice (:meth:`choose`, pure): the tools in block order, the
+   meta-tools, the next states of the conversation and its agent, and the prompt tokens
+   the upstream is expected to reuse.
+3. :meth:`Selector.run_meta_calls`: ``load_tools``, ``search_tools`` and the client's own
+   search, answered, and the turn re-selected (:class:`MetaOutcome`).
+
+The caller keeps headers, upstream facts, metrics and every state read and write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from selection.block_order import SelectedTool, Selection
+from selection.blocks import BlockStart, agent_block, start_block
+from selection.catalog import Catalog
+from selection.deferral import read_deferral
+from selection.embedders import Embedder
+from selection.engine import SelectionEngine
+from selection.errors import NothingToPrune, SelectionError, SmallCatalog
+from selection.history import ToolChoice, called_tools
+from selection.index import ToolIndex
+from selection.meta_tools import LoadOutcome, execute_load, requested_names
+from selection.plan import Plan, TurnInput, TurnReading, Upstream
+from selection.planning_costs import expectation, meta_tools, token_cap
+from selection.policy import Policy, catalog_layout
+from selection.prefix import estimated_text_tokens, prefix_key, split_system, tool_token_cap
+from selection.query import query_parts
+from selection.query_embedding import QueryEmbeddingStats
+from selection.ranking import Ranking
+from selection.searches import Searches
+from selection.selector import TurnFacts, select
+from selection.state import ConversationState
+from selection.text_path import text_called_tools
+from selection.text_plan import search_text_plan, selection_catalog
+from selection.tool_search import SearchResult, search_meta_tools
+
+
+@dataclass(frozen=True)
+class SelectorSettings:
+    """What a selector reads of the settings besides its policy: the query's shape
+    (``query_user_messages`` user messages, ``query_chars`` characters, ``query_parts``
+    parts: :func:`selection.query.query_parts`), the share of the upstream's context the
+    forwarded tools may take (``tool_budget_share``), and the catalogue size above which
+    the meta-tool is ``search_tools`` rather than ``load_tools``."""
+
+    query_user_messages: int = 1
+    query_chars: int = 1000
+    query_parts: int = 6
+    tool_budget_share: float = 0.5
+    search_tools_min_catalog: int = 100
+
+
+class MetaCallLike(Protocol):
+    """A meta-tool call the model made: ``id``, ``name``, ``arguments`` (JSON text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class MetaOutcome:
+    """Meta-calls answered: ``plan`` re-selected (the same plan for a translate-only
+    turn), ``results`` one JSON text per call, ``labels`` what each call was
+    (``load_tools``, ``search_tools``, ``client_search``), ``events`` one decision-log
+    entry per call, ``searches`` the client-search results by call id (for its API to show
+    the client), ``late`` the selection errors met on the way (the answers went on
+    without the embedder)."""
+
+    plan: Plan
+    results: tuple[str, ...]
+    labels: tuple[str, ...]
+    events: tuple[dict[str, Any], ...]
+    searches: Mapping[str, SearchResult]
+    late: tuple[SelectionError, ...]
+
+
+class Selector:
+    """Plans turns for one engine (its embedder and signals) and policy (see the module
+    docstring). ``clock``: Unix seconds, stamping admissions."""
+
+    def __init__(
+        self, engine: SelectionEngine, policy: Policy, settings: SelectorSettings, *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.policy = policy
+        self.settings = settings
+        self.clock = clock
+
+    @property
+    def embedder(self) -> Embedder:
+        """The engine's embedder (loaded by the caller: :meth:`Embedder.load`)."""
+        return self.engine.embedder
+
+    def warm(self, catalog: Catalog) -> asyncio.Task[tuple[ToolIndex, float]] | None:
+        """Start indexing ``catalog`` in the background (``toolprune serve --warm``): the
+        build task (its result: the index and the seconds it took), or None when it is
+        indexed already."""
+        return self.engine.warm(catalog, self.policy.examples)
+
+    @property
+    def query_stats(self) -> QueryEmbeddingStats:
+        """The query embedder's counters (batches, cache hits), for the metrics."""
+        return self.engine.queries.stats
+
+    async def aclose(self) -> None:
+        """Stop the engine's builds and close its embedder and stores."""
+        await self.engine.aclose()
+
+    async def read(
+        self, request: TurnInput, *, top_k: int | None = None,
+        context_tokens: Callable[[], Awaitable[int | None]] | None = None,
+    ) -> TurnReading:
+        """Selection's reading of ``request`` (see :class:`~selection.plan.TurnReading`).
+        ``top_k``: the request's override; ``context_tokens``: reads the upstream's context
+        (None: unknown), only for a catalogue pruning might enlarge (the caller's I/O).
+
+        Raises: NothingToPrune (no tools and no tool block, or nothing ``allowed_tools``
+        names is known), SmallCatalog (forwarded whole: at most ``min_catalog_tools``
+        tools, or pruning would save less than ``min_saving``), CatalogError.
+
+        Deferral is the client's contract: its catalogue is planned whatever its size, the
+        tools it did not defer are forwarded every round, and toolprune admits from the
+        deferred ones by its ranking only with ``preload_deferred``."""
+        policy, native, messages = self.policy, request.native, request.messages
+        text = None
+        if request.text_path and policy.text_formats:
+            text = await search_text_plan(messages, policy.text_formats,
+                                          policy.min_catalog_tools + 1)
+        if native is None and text is None:
+            raise NothingToPrune()
+        catalog = selection_catalog(native, text)
+        deferral = read_deferral(
+            catalog, native, messages, found=request.found,
+            emulated_search=request.search is not None,
+            client_runs_search=request.client_runs_search,
+        )
+        path = "both" if native is not None and text is not None else "native" if native else "text"
+        if len(catalog) <= policy.min_catalog_tools and not deferral.active:
+            raise SmallCatalog(len(catalog), path, "tools")
+        if not deferral.active and policy.forwards_whole(catalog, top_k, None):
+            context = await context_tokens() if context_tokens is not None else None
+            whole_cap = tool_token_cap(context, self.settings.tool_budget_share, 0)
+            if policy.forwards_whole(catalog, top_k, whole_cap):
+                raise SmallCatalog(len(catalog), path, "saving")
+        choice, offered = request.choice, len(catalog)
+        if deferral.client_searches:  # the client's search is the one discovery mechanism
+            choice = replace(choice, offer_meta=False)
+        if choice.allowed is not None:
+            catalog = catalog.restricted_to(set(choice.allowed))
+            if not len(catalog):  # nothing allowed is known: the upstream judges the request
+                raise NothingToPrune()
+            native = native.restricted_to(set(choice.allowed)) if native else None
+        system, history = split_system(messages)
+        return TurnReading(
+            request, catalog, native, text, deferral, choice,
+            preload=policy.preload_deferred or not catalog.deferred, offered=offered,
+            system=system, history=history,
+            agent=prefix_key(request.body.get("model"), system, deferral.identity),
+        )
+
+    def whole(self, request: TurnInput) -> Plan:
+        """The translate-only plan of ``request``, forwarded whole (``fallback``,
+        ``small_catalog``, ``dry_run``) yet translated for a plain server
+        (:attr:`TurnInput.needs_translation`): every tool the client did not defer, then
+        the deferred ones (each group in the client's order), then the function standing
+        for its search tool; ``tool_choice`` as the client sent it. Nothing selected,
+        scored or stored."""
+        native = request.native
+        assert native is not None and request.needs_translation
+        deferral = read_deferral(
+            native, native, request.messages, found=request.found,
+            emulated_search=request.search is not None,
+            client_runs_search=request.client_runs_search,
+        )
+        selection = Selection(
+            tools=tuple(SelectedTool(tool.name, "whole" if tool.deferred else "client")
+                        for tool in native.tools),
+            admitted=(), evicted=(), left_out=(), state=ConversationState(),
+        )
+        search = request.search
+        meta = search_meta_tools(search, native) if search and request.choice.offer_meta else None
+        system, history = split_system(request.messages)
+        reading = TurnReading(
+            request, native, native, None, deferral,
+            ToolChoice(offer_meta=request.choice.offer_meta), preload=False,
+            offered=len(native), system=system, history=history,
+            agent=prefix_key(request.body.get("model"), system, deferral.identity),
+        )
+        return Plan(reading, selection, None, meta, whole=True)
+
+    async def plan(
+        self, reading: TurnReading, *, state: ConversationState, conversation: str,
+        load_agent: Callable[[], Awaitable[ConversationState]], upstream: Upstream,
+        top_k: int | None = None,
+    ) -> Plan:
+        """The turn's :class:`~selection.plan.Plan`: its block start (its own block or its
+        agent's, :func:`selection.blocks.start_block`), its ranking and the choice.
+        ``state``: the conversation's stored state (empty when new); ``conversation``: its
+        key (what the agent's record says holds the block); ``load_agent``: reads the
+        agent's record. Raises: SelectionError (EmbedderError, EmbedderTimeout,
+        StateStoreError from ``load_agent``)."""
+        start = await start_block(state, conversation, shared=upstream.shares_agent_block,
+                                  load_agent=load_agent)
+        ranking = await self.rank(reading)
+        return self.choose(reading, ranking, start, upstream, conversation=conversation,
+                           top_k=top_k)
+
+    async def rank(self, reading: TurnReading) -> Ranking | None:
+        """The turn's ranking: the conversation's last user messages and tool results as
+        the query's parts, scored by the engine's signals; None when there is no query or
+        the turn does not rank (the client defers and ``preload_deferred`` is off).
+        Raises: EmbedderError, EmbedderTimeout."""
+        settings = self.settings
+        parts = query_parts(reading.request.messages, settings.query_user_messages,
+                            settings.query_chars, settings.query_parts)
+        if not parts or not reading.preload:
+            return None
+        groups = catalog_layout(reading.catalog, self.policy).groups
+        return await self.engine.score(reading.catalog, self.policy.examples, parts, groups)
+
+    def choose(
+        self, reading: TurnReading, ranking: Ranking | None, start: BlockStart,
+        upstream: Upstream, *, conversation: str, top_k: int | None = None,
+    ) -> Plan:
+        """The turn's plan from its ranking, on the block it starts from (pure)."""
+        catalog, messages = reading.catalog, reading.request.messages
+        pinned = tuple(dict.fromkeys([
+            *([reading.choice.pinned] if reading.choice.pinned else []),
+            *called_tools(messages), *text_called_tools(messages, set(catalog.names)),
+        ]))
+        history = estimated_text_tokens(reading.history)
+        facts = TurnFacts(
+            now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
+            token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
+                                upstream.context_tokens, history),
+            history_tokens=history, found=reading.deferral.found, preload=reading.preload,
+            client_core=reading.deferral.client_core,
+        )
+        selection = select(catalog, ranking, self.policy, start.state, facts,
+                           self.engine.signals.expansions)
+        selection.state.turn = start.state.turn + 1
+        selection.state.history_tokens = history
+        meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog)
+        if meta is None:
+            selection.state.meta_at = None  # a meta-tool forwarded later starts at the end
+        reuse = upstream.cache_reuse if reading.request.llama_fields else 0
+        expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
+                               reuse=reuse > 0, history_tokens=history)
+        return Plan(
+            reading, selection, agent_block(selection.state, conversation), meta, ranking,
+            pinned, expected, start.kind, top_k, reuse,
+        )
+
+    async def run_meta_calls(
+        self, plan: Plan, calls: Sequence[MetaCallLike], state: ConversationState,
+        conversation: str,
+    ) -> MetaOutcome:
+        """Answer ``calls`` and re-select the turn on ``state`` (the conversation's latest
+        stored state: another request of it may have changed it since ``plan``, and its
+        loads are kept), what they loaded admitted first. With deferral, what they found is
+        kept for the conversation (``ConversationState.found``). A translate-only plan
+        only answers its searches: nothing to select, no state."""
+        searches = Searches(self.engine, self.policy, plan.catalog)
+        forwarded = set(plan.selection.names)
+        answers = [await self._answer(plan, searches, call, forwarded) for call in calls]
+        results = tuple(answer.outcome.content for answer in answers)
+        events = tuple(answer.event for answer in answers)
+        labels = tuple(answer.label for answer in answers)
+        found = {call.id: answer.search for call, answer in zip(calls, answers, strict=True)
+                 if answer.search is not None}
+        if plan.whole:
+            return MetaOutcome(plan, results, labels, events, found, tuple(searches.late))
+        admit = [name for answer in answers for name in answer.outcome.admit]
+        searched = [name for answer in answers for name in answer.found]
+        state.meta_calls += len(calls)
+        deferral = plan.reading.deferral
+        facts = TurnFacts(
+            now=self.clock(), pinned=plan.pinned, requested=admit, top_k=plan.top_k,
+            found=[*plan.state.found, *(searched if deferral.active else ())],
+            preload=plan.reading.preload, client_core=deferral.client_core,
+        )
+        selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
+                           self.engine.signals.expansions)
+        replanned = replace(plan, selection=selection,
+                            agent_state=agent_block(selection.state, conversation))
+        return MetaOutcome(replanned, results, labels, events, found, tuple(searches.late))
+
+    async def _answer(
+        self, plan: Plan, searches: Searches, call: MetaCallLike, forwarded: set[str]
+    ) -> _Answer:
+        """One meta-call answered; what it loads joins ``forwarded``."""
+        meta = plan.meta
+        assert meta is not None
+        if call.name == meta.client_search:
+            assert plan.reading.request.search is not None
+            result = await searches.client_search(plan.reading.request.search, call.arguments)
+            admit = () if plan.whole else tuple(n for n in result.found if n not in forwarded)
+            answer = _Answer(LoadOutcome(admit, result.content(plan.catalog)), "client_search",
+                             {"found": list(result.found), "error": result.error},
+                             result, result.found)
+        elif call.name == meta.load_name:
+            outcome = execute_load(requested_names(call.arguments), plan.catalog, forwarded)
+            answer = _Answer(outcome, "load_tools", {}, None, outcome.admit)
+        else:
+            outcome = await searches.search_tools(call.arguments, forwarded)
+            answer = _Answer(outcome, "search_tools", {}, None, outcome.admit)
+        forwarded.update(answer.outcome.admit)
+        return answer
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One meta-call answered: what it loads and its content, its label, its decision-log
+    fields, the client-search result (None: another call), what it found."""
+
+    outcome: LoadOutcome
+    label: str
+    fields: Mapping[str, Any]
+    search: SearchResult | None
+    found: tuple[str, ...]
+
+    @property
+    def event(self) -> dict[str, Any]:
+        return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}

@@ -1,0 +1,93 @@
+"""What a turn's plan costs the upstream's prompt, and the meta-tools it offers: the token
+cap of the forwarded tools, the meta-tools (the client's search function, ``load_tools``
+or ``search_tools``), and the prompt tokens the upstream is expected to reuse from its
+cache and evaluate (:mod:`selection.prefix`). Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from selection.block_order import Selection
+from selection.blocks import BlockStart
+from selection.catalog import Catalog
+from selection.meta_tools import MetaTools, build_meta_tools
+from selection.plan import TurnReading
+from selection.policy import Policy, catalog_layout
+from selection.prefix import (
+    CacheExpectation,
+    block_signature,
+    estimated_text_tokens,
+    expect_cache,
+    is_meta_entry,
+    meta_reserve_tokens,
+    tool_token_cap,
+)
+from selection.tokens import tool_tokens
+from selection.tool_search import search_meta_tools
+
+
+def token_cap(
+    catalog: Catalog, policy: Policy, share: float, context_tokens: int | None,
+    history_tokens: int,
+) -> int | None:
+    """Prompt tokens the forwarded tools may take: ``share`` of the upstream's context,
+    leaving room for the messages and the meta-tool's bound (None: the context is
+    unknown)."""
+    reserve = meta_reserve_tokens(catalog, policy.candidates.tier_size)
+    return tool_token_cap(context_tokens, share, history_tokens + reserve)
+
+
+def meta_tools(
+    reading: TurnReading, selection: Selection, policy: Policy, search_tools_min_catalog: int
+) -> MetaTools | None:
+    """The meta-tools offered with the turn: the function standing for the client's own
+    search tool (one discovery mechanism), else ``load_tools`` (``search_tools`` above
+    ``search_tools_min_catalog`` tools) when a native tool is left out and ``tool_choice``
+    allows them; None otherwise."""
+    native, choice = reading.native, reading.choice
+    if native is None or not choice.offer_meta:
+        return None
+    if reading.request.search is not None:
+        return search_meta_tools(reading.request.search, native)
+    forwarded = set(selection.names)
+    if not set(native.names) - forwarded:
+        return None
+    core = {t.name for t in selection.tools if t.reason in ("core", "client")}
+    return build_meta_tools(
+        native, core, catalog_layout(native, policy).groups.listed,
+        search=len(native) > search_tools_min_catalog,
+        tier=[name for name in selection.tier if native.get(name) is not None],
+    )
+
+
+def expectation(
+    reading: TurnReading, selection: Selection, meta: MetaTools | None, start: BlockStart,
+    policy: Policy, exact: Mapping[str, int] | None, *, reuse: bool, history_tokens: int,
+) -> CacheExpectation:
+    """The prompt tokens the upstream is expected to reuse and evaluate for the turn's
+    first round (:func:`selection.prefix.expect_cache`): the system prompt and CORE, the
+    block as the upstream last held it for this conversation or its agent, then the
+    history."""
+    catalog = reading.catalog
+    core_tokens = sum(
+        tool_tokens(tool, exact)
+        for name in catalog_layout(catalog, policy).core
+        if (tool := catalog.get(name)) is not None
+    )
+    meta_tokens = estimated_text_tokens(list(meta.definitions)) if meta else 0
+
+    def entry_tokens(entry: str) -> int:
+        if is_meta_entry(entry):
+            return meta_tokens
+        return tool_tokens(tool, exact) if (tool := catalog.get(entry)) else 0
+
+    state = selection.state
+    return expect_cache(
+        start.cached,
+        block_signature(state.loaded, selection.tier, state.meta_at),
+        entry_tokens,
+        head_tokens=estimated_text_tokens(reading.system) + core_tokens,
+        cached_history_tokens=start.cached_history,
+        history_tokens=history_tokens,
+        reuse=reuse,
+    )

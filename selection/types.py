@@ -1,0 +1,62 @@
+"""The types the proxy shares with selection, in one place: the catalogue and its tools
+(and parsing a request's ``tools`` into one), what ``tool_choice`` means, a conversation's
+state, the meta-tools, the client's search tool and its results, the plan and its parts.
+and every exception selection raises (:mod:`selection.errors`). The front door is
+:mod:`selection.planning`; learning from traffic is :mod:`selection.learning`; the offline
+evaluation is :mod:`selection.evaluation`. Everything here is defined in the module named
+beside it, and documented there."""
+
+from __future__ import annotations
+
+from selection.block_order import SelectedTool, Selection
+from selection.catalog import (
+    DEFER_LOADING,
+    Catalog,
+    DeclaredGroup,
+    Tool,
+    build_catalog,
+    canonical_json,
+    fingerprint,
+    name_words,
+    parse_flat_tools,
+    parse_function,
+    parse_tools,
+    without_deferral,
+)
+from selection.catalog_cache import CatalogCache
+from selection.embedders import Embedder
+from selection.errors import (
+    CatalogError,
+    EmbedderError,
+    EmbedderTimeout,
+    IndexPending,
+    NothingToPrune,
+    PolicyError,
+    SelectionError,
+    SmallCatalog,
+    StateStoreError,
+    UnexpectedSelectionError,
+    VectorStoreError,
+)
+from selection.history import KEEP, ToolChoice, called_tools, read_tool_choice
+from selection.meta_tools import MetaTools, free_name
+from selection.plan import Plan, TurnInput, TurnReading, Upstream
+from selection.prefix import CacheExpectation
+from selection.query import content_text
+from selection.state import ConversationState, LoadedTool
+from selection.text_path import text_called_tools
+from selection.text_plan import TextPlan
+from selection.tokens import estimated_tokens
+from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
+
+__all__ = [
+    "DEFER_LOADING", "KEEP", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
+    "CatalogError", "ClientSearch", "ConversationState", "DeclaredGroup", "Embedder",
+    "EmbedderError", "EmbedderTimeout", "IndexPending", "LoadedTool", "MetaTools",
+    "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",
+    "StateStoreError", "UnexpectedSelectionError", "VectorStoreError", "SearchResult", "SelectedTool", "Selection", "TextPlan", "Tool",
+    "ToolChoice", "TurnInput", "TurnReading", "Upstream", "build_catalog", "called_tools",
+    "canonical_json", "content_text", "estimated_tokens", "fingerprint", "free_name",
+    "name_words", "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
+    "text_called_tools", "without_deferral",
+]
