@@ -36,6 +36,10 @@ _SEPARATED = r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+"
 #: A word of a query that is written like an identifier (``get_me``, ``searchCode``,
 #: ``TaskList``, ``mcp__github__get_me``, ``browser.click``).
 _IDENTIFIER = re.compile(rf"{_SEPARATED}|[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+#: An identifier whose words are joined by separators or written in lower camel case
+#: (``search_code``, ``mcp__github__get_me``, ``searchCode``), not a capitalised word
+#: (``GitHub``, ``TaskList``: a name as people write it).
+_JOINED = re.compile(rf"\b(?:{_SEPARATED}|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)\b")
 _FORMS: LRUCache[str, dict[str, list[str]]] = LRUCache(32)
 
 
@@ -43,6 +47,14 @@ def name_form(text: str) -> str:
     """``text`` as name words, lower case: ``mcp__github__listPullRequests`` →
     ``mcp github list pull requests``."""
     return name_words(text).lower()
+
+
+def spelled_out(query: str) -> str:
+    """``query`` with each identifier written as words (``search_code`` → ``search code``,
+    ``searchCode`` → ``search Code``; ``GitHub`` kept): what a search ranks by, so a name
+    written as an identifier meets the name words the catalogue is indexed by (BM25
+    reads ``search_code`` as one word no tool text has)."""
+    return _JOINED.sub(lambda match: name_words(match.group()), query)
 
 
 def own_names(name: str, prefix: str | None = None) -> list[str]:

@@ -15,7 +15,7 @@ from benchmarks.support.client_catalogs import (
     opencode_tools,
 )
 from selection.catalog import Catalog, parse_tools
-from selection.name_search import name_form, named_tools, own_names
+from selection.name_search import name_form, named_tools, own_names, spelled_out
 
 GITHUB = [tool["function"]["name"] for tool in github_tools()]
 
@@ -108,3 +108,15 @@ def test_a_server_whose_tools_repeat_its_name_is_a_namespace() -> None:
                     "time_convert_time")
     assert named_tools(catalog, "git_status", limit=5) == ["git_git_status"]
     assert named_tools(catalog, "get_current_time", limit=5) == ["time_get_current_time"]
+
+
+@pytest.mark.parametrize(("query", "words"), [
+    ("search_code", "search code"),
+    ("where is search_code defined", "where is search code defined"),
+    ("mcp__github__get_me", "mcp github get me"),
+    ("searchCode", "search Code"),
+    ("GitHub issues", "GitHub issues"),  # a capitalised word is a word, not an identifier
+    ("list the open pull requests", "list the open pull requests"),
+])
+def test_a_searchs_identifiers_are_ranked_as_words(query: str, words: str) -> None:
+    assert spelled_out(query) == words
