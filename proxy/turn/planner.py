@@ -358,8 +358,8 @@ class Planner:
                 outcome = execute_load(requested_names(call.arguments), turn.catalog, forwarded)
                 label = "load_tools"
             else:
-                outcome = await search_tools(self.engine, self.policy, turn, call.arguments,
-                                             forwarded, late)
+                outcome = await search_tools(self.engine, self.policy, turn.catalog,
+                                             call.arguments, forwarded, late)
                 label = "search_tools"
             self.metrics.meta_calls.labels(label).inc()
             forwarded.update(outcome.admit)

@@ -18,6 +18,7 @@ import numpy as np
 
 from proxy.turn.turn import MetaCall, Turn
 from proxy.metrics import Metrics
+from selection.catalog import Catalog
 from selection.engine import SelectionEngine
 from selection.errors import SelectionError
 from selection.meta_tools import (
@@ -61,12 +62,13 @@ async def client_search(
             "query", None, error=INVALID_TOOL_INPUT,
             message='arguments must be {"query": "what the tool must do"}',
         )
-    scores, threshold = await _ranking(engine, policy, turn, argument, on_late_error)
+    scores, threshold = await _ranking(engine, policy, turn.catalog, argument, on_late_error)
     return ranked_search(turn.catalog, argument, scores, threshold=threshold)
 
 
 async def _ranking(
-    engine: SelectionEngine, policy: Policy, turn: Turn, query: str, on_late_error: LateError
+    engine: SelectionEngine, policy: Policy, catalog: Catalog, query: str,
+    on_late_error: LateError,
 ) -> tuple[np.ndarray, float]:
     """A search query's scores and the least score a tool it finds needs: the engine's
     and τ (:data:`LEXICAL_MATCH` when they are BM25 alone: the index is being built and
@@ -75,11 +77,11 @@ async def _ranking(
     query with its identifiers written as words (:func:`selection.name_search.spelled_out`)."""
     query = spelled_out(query)
     try:
-        groups = catalog_layout(turn.catalog, policy).groups
-        scored = await engine.score(turn.catalog, policy.examples, query, groups)
+        groups = catalog_layout(catalog, policy).groups
+        scored = await engine.score(catalog, policy.examples, query, groups)
     except SelectionError as error:
         on_late_error(error)
-        return (await engine.lexical_task(turn.catalog)).scores(query), LEXICAL_MATCH
+        return (await engine.lexical_task(catalog)).scores(query), LEXICAL_MATCH
     return scored.values, LEXICAL_MATCH if scored.lexical_only else policy.threshold
 
 
@@ -103,25 +105,26 @@ async def whole_searches(
 
 
 async def search_tools(
-    engine: SelectionEngine, policy: Policy, turn: Turn, arguments: str,
+    engine: SelectionEngine, policy: Policy, catalog: Catalog, arguments: str,
     forwarded: set[str], on_late_error: LateError,
 ) -> LoadOutcome:
-    """Answer toolprune's own ``search_tools(query, server?)``: at most
-    :data:`SEARCH_RESULTS` tools of the catalogue, those the query names first
+    """Answer toolprune's own ``search_tools(query, server?)`` over ``catalog`` (the
+    turn's): at most :data:`SEARCH_RESULTS` tools, those the query names first
     (:func:`selection.tool_search.found_tools`). With ``server``, only the tools of the
     group it names (:func:`selection.meta_tools.find_group`), best first whatever their
     score (the model chose the server); an unknown name is answered with the closest
-    group names and loads nothing. ``arguments``: the call's JSON text."""
+    group names and loads nothing. ``arguments``: the call's JSON text; ``forwarded``:
+    the tools the round had (found again, not loaded again)."""
     query, server = search_query(arguments), search_server(arguments)
     if query is None:
         return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
     group = None
     if server is not None:
-        groups = catalog_layout(turn.catalog, policy).groups.listed
+        groups = catalog_layout(catalog, policy).groups.listed
         if (group := find_group(server, groups)) is None:
             return LoadOutcome((), unknown_group(server, groups))
-    scores, threshold = await _ranking(engine, policy, turn, query, on_late_error)
-    outside = set() if group is None else set(turn.catalog.names).difference(group.members)
-    found = found_tools(turn.catalog, query, scores, limit=SEARCH_RESULTS,
+    scores, threshold = await _ranking(engine, policy, catalog, query, on_late_error)
+    outside = set() if group is None else set(catalog.names).difference(group.members)
+    found = found_tools(catalog, query, scores, limit=SEARCH_RESULTS,
                         threshold=threshold if group is None else -np.inf, exclude=outside)
-    return search_outcome(found, turn.catalog, forwarded, None if group is None else group.name)
+    return search_outcome(found, catalog, forwarded, None if group is None else group.name)
