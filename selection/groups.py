@@ -17,7 +17,11 @@ Agents that bring large catalogues bring them as servers: Claude Code names an M
 Each tool belongs to at most one group (the first source that places it); groups of one
 tool are dropped, and name-derived groups count only when the catalogue has at least two
 of them (one prefix shared by every tool says nothing). A catalogue with no group is
-ranked exactly as without this module. Pure functions, no I/O.
+ranked exactly as without this module.
+
+A tool's own name is its name without its server's (:func:`namespace_prefix`,
+:func:`server_prefixes`: also with one server only, and with ``-`` as the separator);
+finding a tool by name reads it (:mod:`selection.name_search`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -116,22 +120,27 @@ def toolkit_suffix(name: str) -> str | None:
     return toolkit if found and head and toolkit else None
 
 
-def _prefix_groups(names: Sequence[str]) -> dict[str, list[str]]:
-    """``<server>_<tool>`` groups: names by first ``_`` word, kept when that word is no
-    action word, starts at least two names, and occurs in no other name as a later word;
-    each named by its members' longest common ``_`` prefix (``Ant_Design_Components``)."""
-    tokens = {name: [t for t in name.split(_PREFIX_SEPARATOR) if t] for name in names}
-    inner: set[str] = set()
-    for parts in tokens.values():
-        inner.update(part.lower() for part in parts[1:])
+def shared_prefixes(
+    names: Sequence[str], separator: str = _PREFIX_SEPARATOR, *, own_repeats: bool = False
+) -> dict[str, list[str]]:
+    """``<server><separator><tool>`` groups: names by first ``separator`` word, kept when
+    that word is no action word, starts at least two names, and occurs in no other name
+    as a later word (``own_repeats``: in no name outside the group; a server whose tools
+    repeat its name, ``git_git_status``, is kept); each named by its members' longest
+    common ``separator`` prefix (``Ant_Design_Components``)."""
+    tokens = {name: [t for t in name.split(separator) if t] for name in names}
     by_first: dict[str, list[str]] = defaultdict(list)
+    later: dict[str, set[str]] = defaultdict(set)  # a later word → the first words using it
     for name, parts in tokens.items():
         if len(parts) >= 2:
             by_first[parts[0]].append(name)
+        for part in parts[1:]:
+            later[part.lower()].add(parts[0])
     groups: dict[str, list[str]] = {}
     for first, members in by_first.items():
         word = first.lower()
-        if len(members) < MIN_MEMBERS or word in ACTION_WORDS or word in inner:
+        users = later[word] - {first} if own_repeats else later[word]
+        if len(members) < MIN_MEMBERS or word in ACTION_WORDS or users:
             continue
         common = tokens[members[0]][:-1]
         for member in members[1:]:
@@ -140,8 +149,28 @@ def _prefix_groups(names: Sequence[str]) -> dict[str, list[str]]:
             while length < min(len(common), len(parts)) and common[length] == parts[length]:
                 length += 1
             common = common[:length]
-        groups[_PREFIX_SEPARATOR.join(common)] = members
+        groups[separator.join(common)] = members
     return groups
+
+
+def server_prefixes(names: Sequence[str]) -> dict[str, str]:
+    """Each name's ``<server><separator>`` prefix (``github_``, ``mcp-simple-arxiv_``), for
+    names with no explicit namespace separator (:func:`namespace_prefix`): the
+    :func:`shared_prefixes` of ``_`` (opencode's ``github_search_code``) or of ``-``
+    (``github-search_code``), whichever cover more names (a client joins server and tool
+    one way; ``_`` on a tie), a server whose tools repeat its name included. Empty when
+    they cover less than :data:`MIN_GROUPED_SHARE` of those names: a few shared prefixes
+    in a flat catalogue (GitHub's own ``actions_get``, ``projects_list``) are no servers.
+    Names without one are left out."""
+    rest = [name for name in names if namespace_prefix(name) is None]
+    best: dict[str, str] = {}
+    for separator in (_PREFIX_SEPARATOR, "-"):
+        found = {member: prefix + separator
+                 for prefix, members in shared_prefixes(rest, separator, own_repeats=True).items()
+                 for member in members if member.startswith(prefix + separator)}
+        if len(found) > len(best):
+            best = found
+    return best if len(best) >= MIN_GROUPED_SHARE * len(rest) else {}
 
 
 def _name_groups(names: Sequence[str]) -> list[tuple[str, list[str], GroupSource]]:
@@ -160,7 +189,7 @@ def _name_groups(names: Sequence[str]) -> list[tuple[str, list[str], GroupSource
             found.setdefault("tk:" + str(toolkit_suffix(name)), ([], "toolkit"))[0].append(name)
             placed.add(name)
         rest = [name for name in rest if name not in placed]
-    for prefix, members in _prefix_groups(rest).items():
+    for prefix, members in shared_prefixes(rest).items():
         found["px:" + prefix] = (members, "prefix")
     groups = [(key.split(":", 1)[1], members, source)
               for key, (members, source) in found.items() if len(members) >= MIN_MEMBERS]

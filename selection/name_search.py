@@ -3,13 +3,18 @@ or close to it, finds that tool whether or not the catalogue is indexed yet.
 
 A model that knows the tool it wants searches by its name (``search_tools`` invites it
 to; Claude Code's first request of a session did, and found nothing while the catalogue
-was being indexed, issue 32). Names are compared as words (:func:`selection.catalog.name_words`,
-lower case): ``list_pull_requests``, ``listPullRequests`` and "list pull requests" are one
-name, and a namespace a client puts in front (``mcp__github__``, ``github.``,
-``github/``) may be left out. A query *names* a tool when it, or one of its
-identifier-like words (``get_me``, ``searchCode``), is one of the tool's forms — exactly,
-or within :data:`CLOSE_RATIO` by rapidfuzz's normalised Indel similarity (``fuzz.ratio``:
-a typo, a singular for a plural, part of a namespace). Pure functions, no I/O.
+was being indexed, issue 32), often by the tool's own name whatever its client calls it
+(``search_code`` for opencode's ``github_search_code``, issue 43). Names are compared as
+words (:func:`selection.catalog.name_words`, lower case): ``list_pull_requests``,
+``listPullRequests`` and "list pull requests" are one name, and the namespace a client
+puts in front may be left out: after an explicit separator (``mcp__github__``,
+``github.``, ``github/``, ``github:``) or the server prefix the catalogue shows
+(``github_``, ``github-``: :func:`selection.groups.server_prefixes`). A query *names* a
+tool when it, or one of its identifier-like words (``get_me``, ``searchCode``), is one
+of the tool's forms — exactly, or within :data:`CLOSE_RATIO` by rapidfuzz's normalised
+Indel similarity (``fuzz.ratio``: a typo, a singular for a plural, part of a
+namespace). A form is a whole name or what follows one of its namespaces, never an
+arbitrary tail of it: "code" names no ``github_search_code``. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import re
 from collections.abc import Collection
 
 from selection.catalog import Catalog, name_words
+from selection.groups import server_prefixes
 from selection.index import LRUCache
 
 #: Least ``rapidfuzz.fuzz.ratio`` (0–100) of a close name: "list pull request" for
@@ -26,9 +32,14 @@ from selection.index import LRUCache
 CLOSE_RATIO = 90.0
 #: What separates a namespace from a tool's own name.
 _NAMESPACE = re.compile(r"__|[./:]")
+_SEPARATED = r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+"
 #: A word of a query that is written like an identifier (``get_me``, ``searchCode``,
 #: ``TaskList``, ``mcp__github__get_me``, ``browser.click``).
-_IDENTIFIER = re.compile(r"[A-Za-z0-9]+(?:(?:__|[_./:-])[A-Za-z0-9]+)+|[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+_IDENTIFIER = re.compile(rf"{_SEPARATED}|[A-Za-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+")
+#: An identifier whose words are joined by separators or written in lower camel case
+#: (``search_code``, ``mcp__github__get_me``, ``searchCode``), not a capitalised word
+#: (``GitHub``, ``TaskList``: a name as people write it).
+_JOINED = re.compile(rf"\b(?:{_SEPARATED}|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+)\b")
 _FORMS: LRUCache[str, dict[str, list[str]]] = LRUCache(32)
 
 
@@ -38,16 +49,35 @@ def name_form(text: str) -> str:
     return name_words(text).lower()
 
 
+def spelled_out(query: str) -> str:
+    """``query`` with each identifier written as words (``search_code`` → ``search code``,
+    ``searchCode`` → ``search Code``; ``GitHub`` kept): what a search ranks by, so a name
+    written as an identifier meets the name words the catalogue is indexed by (BM25
+    reads ``search_code`` as one word no tool text has)."""
+    return _JOINED.sub(lambda match: name_words(match.group()), query)
+
+
+def own_names(name: str, prefix: str | None = None) -> list[str]:
+    """``name`` and what follows each of its namespaces: each explicit separator
+    (``mcp__github__get_me`` → ``github__get_me``, ``get_me``) and each separator within
+    its server ``prefix`` (:func:`selection.groups.server_prefixes`: ``git_git_status``
+    with ``git_git_`` → ``git_status``, ``status``)."""
+    names = [name, *(name[match.end():] for match in _NAMESPACE.finditer(name))]
+    if prefix and name.startswith(prefix):
+        names += [name[cut + 1:] for cut, char in enumerate(prefix) if char == prefix[-1]]
+    return names
+
+
 def _forms(catalog: Catalog) -> dict[str, list[str]]:
-    """Each form of every tool's name (whole, and without each leading namespace) → the
+    """Each form of every tool's name (:func:`own_names`, as :func:`name_form`) → the
     tools that have it, in catalogue order (cached per catalogue)."""
 
     def build() -> dict[str, list[str]]:
         forms: dict[str, list[str]] = {}
+        prefixes = server_prefixes(catalog.names)
         for tool in catalog.tools:
-            pieces = _NAMESPACE.split(tool.name)
-            for start in range(len(pieces)):
-                form = name_form(" ".join(pieces[start:]))
+            for own in own_names(tool.name, prefixes.get(tool.name)):
+                form = name_form(own)
                 if form and tool.name not in forms.setdefault(form, []):
                     forms[form].append(tool.name)
         return forms

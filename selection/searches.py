@@ -1,7 +1,8 @@
 """Answering the meta-calls the proxy runs itself: ``load_tools``, toolprune's
 ``search_tools`` and the function that stands for the client's own search tool
 (:mod:`selection.tool_search`). Both searches find the tools the query names first (no
-embedder needed), then the ranking's best at or above τ. The embedder is the only I/O; a
+embedder needed; the client's namespace optional), then the ranking's best at or above τ
+(the query's identifiers read as words). The embedder is the only I/O; a
 failure of it is a late error (returned for the proxy to log and count), never raised:
 the search is then ranked by BM25 alone (the semantics of Anthropic's bm25 variant; no
 I/O), a tool sharing no word with the query never found. A search that finds nothing
@@ -25,6 +26,7 @@ from selection.meta_tools import (
     search_server,
     unknown_group,
 )
+from selection.name_search import spelled_out
 from selection.policy import Policy, catalog_layout
 from selection.tool_search import (
     INVALID_TOOL_INPUT,
@@ -93,7 +95,10 @@ class Searches:
         """A search query's scores and the least score a tool it finds needs: the engine's
         and τ (:data:`LEXICAL_MATCH` when they are BM25 alone: the index is being built and
         nothing of it was embedded in time); BM25 alone when the engine fails. Ranked with
-        the catalogue's groups (:mod:`selection.group_ranking`), as the turn's selection."""
+        the catalogue's groups (:mod:`selection.group_ranking`), as the turn's selection, by
+        the query with its identifiers written as words
+        (:func:`selection.name_search.spelled_out`)."""
+        query = spelled_out(query)
         try:
             groups = catalog_layout(self.catalog, self.policy).groups
             ranked = await self.engine.score(self.catalog, self.policy.examples, query, groups)

@@ -13,10 +13,10 @@
 4. Else it offers a search or loading tool (toolprune's ``load_tools``/``search_tools``,
    Claude Code's ``ToolSearch``, Qwen Code's ``tool_search``, a Responses
    ``{"type": "tool_search"}``, Anthropic's server search tools) and fewer than
-   ``Task.max_searches`` searches were made: call it. The query is ``select:<name>`` where
-   the tool's description offers that form and the request names the tool, the exact
-   name where the request names it, else the task's keywords (``load_tools`` gets the
-   name from its enum). An Anthropic server search is answered in the same message,
+   ``Task.max_searches`` searches were made: call it. The query is ``Task.query`` when
+   the task sets one, else ``select:<name>`` where the tool's description offers that
+   form and the request names the tool, the exact name where the request names it, else
+   the task's keywords (``load_tools`` gets the name from its enum). An Anthropic server search is answered in the same message,
    as Anthropic's API does: ``server_tool_use``, its ``tool_search_tool_result`` with a
    ``tool_reference``, then the call.
 5. Else: an answer saying no tool fits (what a model says when the tool is out of reach).
@@ -55,7 +55,10 @@ SIDE_ANSWER = "Open pull requests in octo/widgets"
 @dataclass(frozen=True)
 class Task:
     """What the scripted agent must do: call ``tool`` (matched as a name suffix) with
-    ``arguments`` (those its schema has), finding it by ``keywords`` when it is not offered."""
+    ``arguments`` (those its schema has), finding it by ``keywords`` when it is not offered.
+    ``query``: the query of every search when set (a model that knows the tool searches by
+    its own name, ``search_code``, whatever the client calls it); None: as the module
+    docstring says."""
 
     tool: str = "list_pull_requests"
     arguments: dict[str, Any] = field(
@@ -63,6 +66,7 @@ class Task:
     keywords: str = "list pull requests"
     answer_prefix: str = "The open pull requests in octo/widgets:"
     max_searches: int = 2
+    query: str | None = None
 
 
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -142,7 +146,9 @@ class AgentBehaviour:
 
     def _search_arguments(self, search: Offered, view: View) -> dict[str, Any]:
         names = _full_names(view.text, self.task.tool)
-        if names and "select:" in search.description:
+        if self.task.query is not None:
+            query = self.task.query
+        elif names and "select:" in search.description:
             query = f"select:{names[0]}"
         elif names:
             query = names[0]

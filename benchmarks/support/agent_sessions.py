@@ -33,6 +33,7 @@ import httpx
 from benchmarks.processes import Server, clean_env, free_port, start_server
 from benchmarks.support.agent_clients import (
     DEFAULT_TIMEOUT_S,
+    PROMPT,
     AgentRun,
     Mode,
     json_lines,
@@ -128,11 +129,11 @@ def cold_proxy(upstream_base_url: str, log_dir: Path,
 def run_session(
     mode: Mode, upstream_origin: str, out_dir: Path, *, via_proxy: bool, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, proxy_settings: Mapping[str, str] | None = None,
-    client_env: Mapping[str, str] | None = None,
+    client_env: Mapping[str, str] | None = None, prompt: str = PROMPT,
 ) -> Session:
-    """Run ``mode``'s CLI once against ``upstream_origin`` (``http://host:port``), through
-    a cold proxy when ``via_proxy``; write the captures (module docstring) to ``out_dir``.
-    ``client_env`` is added to the CLI's environment."""
+    """Run ``mode``'s CLI once against ``upstream_origin`` (``http://host:port``) with
+    ``prompt``, through a cold proxy when ``via_proxy``; write the captures (module
+    docstring) to ``out_dir``. ``client_env`` is added to the CLI's environment."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         upstream_relay = RecordingRelay(upstream_origin, keep_bodies=True)
@@ -144,7 +145,7 @@ def run_session(
         client_relay = RecordingRelay(target)
         client_origin = stack.enter_context(serve_in_thread(client_relay))
         run = run_client(mode, client_origin, out_dir / "client", model=model, timeout_s=timeout_s,
-                         env=client_env)
+                         prompt=prompt, env=client_env)
     client_requests = client_relay.requests
     upstream_requests = upstream_relay.requests
     proxy_log = _read_log(out_dir / "proxy.log") if via_proxy else []

@@ -2,7 +2,9 @@
 (no client's text): 24 built-in tools of its kind (names as the CLI's 2.1.197 sends them;
 descriptions and schemas our own) before the 117 GitHub MCP tools as ``mcp__github__<name>``,
 and a user message whose first content block is a ``<system-reminder>`` element (date and
-context, with words that point at the task-list tools) beside the prompt.
+context, with words that point at the task-list tools) beside the prompt. Also opencode's
+shape (its 10 built-ins as 1.18.33 names them, then the GitHub tools) under each namespace
+shape a client gives an MCP server's tools (:data:`NAMESPACE_SHAPES`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,32 @@ BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+#: How clients name an MCP server's tool: ``{server}`` and ``{tool}`` filled in.
+NAMESPACE_SHAPES = {
+    "mcp__server__tool": "mcp__{server}__{tool}",  # Claude Code, Codex, Qwen Code
+    "server_tool": "{server}_{tool}",  # opencode
+    "server.tool": "{server}.{tool}",
+    "server/tool": "{server}/{tool}",
+    "server-tool": "{server}-{tool}",
+}
+#: opencode's built-in tools, name → (description, required string arguments).
+OPENCODE_BUILTINS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "bash": ("Run a shell command in the project's folder and return its output.", ("command",)),
+    "edit": ("Replace one exact piece of text in a file with another.",
+             ("filePath", "oldString", "newString")),
+    "glob": ("Find the files whose paths match a glob pattern.", ("pattern",)),
+    "grep": ("Search the contents of files for a regular expression.", ("pattern",)),
+    "read": ("Read a file from the local disk, optionally a range of its lines.", ("filePath",)),
+    "skill": ("Load a named skill: extra instructions for a kind of job.", ("name",)),
+    "task": ("Start a helper agent that works on a sub-task on its own and reports back.",
+             ("prompt",)),
+    "todowrite": ("Write the session's to-do list, to keep track of the work.", ("todos",)),
+    "webfetch": ("Download a web page and return its content.", ("url",)),
+    "write": ("Write a whole file to the local disk, replacing what it held.",
+              ("filePath", "content")),
+}
+
+
 def reminder(date: str = "2026-06-14") -> str:
     """A ``<system-reminder>`` block of the kind a client puts before the prompt."""
     return (
@@ -88,6 +116,21 @@ def claude_code_tools() -> list[Schema]:
             "description": function.get("description", ""),
             "input_schema": function.get("parameters") or {"type": "object", "properties": {}},
         })
+    return tools
+
+
+def opencode_tools(shape: str = "server_tool", server: str = "github") -> list[Schema]:
+    """127 Chat Completions tools: opencode's built-ins, then the GitHub tools named
+    ``shape`` (a key of :data:`NAMESPACE_SHAPES`; opencode's own is ``server_tool``)."""
+    tools = []
+    for name, (description, required) in OPENCODE_BUILTINS.items():
+        parameters = {"type": "object", "properties": dict.fromkeys(required, _TEXT),
+                      "required": list(required)}
+        tools.append({"type": "function", "function": {
+            "name": name, "description": description, "parameters": parameters}})
+    for tool in github_tools():
+        name = NAMESPACE_SHAPES[shape].format(server=server, tool=tool["function"]["name"])
+        tools.append({**tool, "function": {**tool["function"], "name": name}})
     return tools
 
 

@@ -4,7 +4,8 @@
 Serves ``tests/data/real_catalogs/github_mcp_server.json`` (the tools' exact schemas) over
 MCP's stdio transport with the ``mcp`` SDK's low-level server, and answers every
 ``tools/call`` with a canned result instead of calling GitHub: ``list_pull_requests``
-gets :data:`PULL_REQUESTS` as text, any other tool a one-line acknowledgement. Each call is
+gets :data:`PULL_REQUESTS` as text, ``search_code`` :data:`CODE_MATCHES`, any other tool
+a one-line acknowledgement. Each call is
 appended to the file given by ``--calls`` as one JSON line ``{"tool", "arguments"}``,
 flushed before the result is sent, so a test can assert that the CLI really called the
 tool (the agent CLIs start this script themselves; run it as
@@ -32,6 +33,13 @@ PULL_REQUESTS = (
 )
 #: A phrase of :data:`PULL_REQUESTS` that survives any quoting (JSON strings, markdown).
 PULL_REQUESTS_MARKER = "Cache widget thumbnails between renders"
+#: The canned answer of ``search_code``.
+CODE_MATCHES = (
+    "octo/widgets src/widgets/thumbnails.py:42: def render_thumbnail(widget, size):\n"
+    "octo/widgets tests/test_thumbnails.py:7: from widgets.thumbnails import render_thumbnail"
+)
+#: A phrase of :data:`CODE_MATCHES` that survives any quoting.
+CODE_MATCHES_MARKER = "src/widgets/thumbnails.py:42"
 
 
 def catalog_tools() -> list[dict[str, Any]]:
@@ -48,6 +56,8 @@ def canned_result(tool: str, arguments: dict[str, Any]) -> str:
     """The text a call of ``tool`` returns."""
     if tool == "list_pull_requests":
         return PULL_REQUESTS
+    if tool == "search_code":
+        return CODE_MATCHES
     return f"{tool}: done ({len(arguments)} arguments)"
 
 

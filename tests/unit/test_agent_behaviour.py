@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.support.agent_behaviour import NO_TOOL_ANSWER, SIDE_ANSWER, AgentBehaviour
+from benchmarks.support.agent_behaviour import NO_TOOL_ANSWER, SIDE_ANSWER, AgentBehaviour, Task
 from benchmarks.support.api_replies import Message, Responses
 from benchmarks.support.upstream import Chat, Recorded
 
@@ -85,3 +85,22 @@ def test_searches_that_never_find_the_tool_end_in_a_no_tool_answer() -> None:
         history.append({"role": "tool", "tool_call_id": f"s{n}", "content": "nothing"})
     answer = reply("/v1/chat/completions", {"model": "m", "messages": history, "tools": [search]})
     assert isinstance(answer, Chat) and answer.content == NO_TOOL_ANSWER
+
+
+def test_a_task_with_a_query_searches_by_it_whatever_the_request_names() -> None:
+    """A model that knows the tool's own name searches by it (issue 43), even where the
+    request lists the client's full name."""
+    search = {"type": "function", "function": {
+        "name": "search_tools", "description": "Likely useful now:\n- github_search_code",
+        "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                       "required": ["query"]}}}
+    body = {"model": "m", "messages": [PROMPT], "tools": [search]}
+    task = Task(tool="search_code", query="search_code")
+    answer = AgentBehaviour(task)(Recorded("POST", "/v1/chat/completions", "", [],
+                                           json.dumps(body).encode()))
+    assert isinstance(answer, Chat) and answer.tool_calls is not None
+    assert json.loads(answer.tool_calls[0]["arguments"]) == {"query": "search_code"}
+    default = reply("/v1/chat/completions", {**body, "tools": [{**search, "function": {
+        **search["function"], "description": "- github_list_pull_requests"}}]})
+    assert isinstance(default, Chat) and default.tool_calls is not None
+    assert json.loads(default.tool_calls[0]["arguments"]) == {"query": "github_list_pull_requests"}

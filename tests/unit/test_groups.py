@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from selection.catalog import DeclaredGroup, build_catalog, parse_tools
-from selection.groups import Group, find_groups, namespace_prefix, toolkit_suffix
+from selection.groups import (
+    Group,
+    find_groups,
+    namespace_prefix,
+    server_prefixes,
+    shared_prefixes,
+    toolkit_suffix,
+)
 
 
 def catalog_of(*names: str, declared: tuple[DeclaredGroup, ...] = ()):
@@ -29,6 +36,31 @@ def grouping(catalog) -> dict[str, tuple[str, tuple[str, ...]]]:
 ])
 def test_namespace_prefix_reads_the_clients_separators(name: str, server: str | None) -> None:
     assert namespace_prefix(name) == server
+
+
+def test_server_prefixes_read_one_server_and_the_clients_separator() -> None:
+    opencode = ["bash", "read", "github_get_me", "github_search_code", "github_list_issues"]
+    assert server_prefixes(opencode) == dict.fromkeys(opencode[2:], "github_")
+    hyphen = ["bash", "github-get_me", "github-search_code", "github-actions_list",
+              "github-actions_get"]
+    assert server_prefixes(hyphen) == dict.fromkeys(hyphen[1:], "github-")
+    servers = ["mcp-simple-arxiv_search_papers", "mcp-simple-arxiv_get_paper",
+               "mcp-server-time_get_time", "mcp-server-time_convert_time"]
+    assert server_prefixes(servers) == {
+        servers[0]: "mcp-simple-arxiv_", servers[1]: "mcp-simple-arxiv_",
+        servers[2]: "mcp-server-time_", servers[3]: "mcp-server-time_"}
+    assert server_prefixes(["mcp__github__get_me", "mcp__github__create_issue"]) == {}
+
+
+def test_a_few_shared_first_words_of_a_flat_catalogue_are_no_server_prefixes() -> None:
+    flat = ["actions_get", "actions_list", "get_me", "list_issues", "search_code"]
+    assert server_prefixes(flat) == {}
+
+
+def test_a_server_repeating_its_name_is_a_prefix_only_where_asked() -> None:
+    names = ["time_get_current_time", "time_convert_time", "Bash"]
+    assert shared_prefixes(names) == {}  # the ranking's groups (measured as they are)
+    assert shared_prefixes(names, own_repeats=True) == {"time": names[:2]}
 
 
 def test_toolkit_suffix_reads_rapidapis_for_suffix() -> None:
