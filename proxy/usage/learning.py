@@ -10,13 +10,14 @@ catalogue holding the called tool with the same definition.
 
 Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS`
 slices; each slice in turn is held back, and a candidate learned from the other slices
-is replayed on its requests through the dense part of the proxy's scoring (the
-catalogue's index, centred and boosted by the candidate: :mod:`selection.learned_guard`)
-next to the state in use (none: the unlearned ranking), so every request is judged by a
-state that never saw it (cross-validation: a log of a few dozen requests still proves
-something). Only a candidate with a higher mean recall@k that spares the requests whose
-tools its slices never called is promoted, learned again from all the evidence with the
-gain and centering that won; otherwise the state in use stays (rolled back). The state
+is replayed on its requests through the proxy's ranking as the log keeps it
+(``requests.ranking``; re-centred and boosted by the candidate:
+:mod:`selection.learned_guard`) next to the state in use (none: the unlearned ranking),
+so every request is judged by a state that never saw it (cross-validation: a log of a
+few dozen requests still proves something). Only a candidate whose recall@k is surely
+higher (by two standard errors) and that spares the requests whose tools its slices
+never called is promoted, learned again from all the evidence with the gain and
+centering that won; otherwise the state in use stays (rolled back). The state
 in use was learned from the held-back requests too, so the comparison favours it: a
 candidate must beat it on requests only the state in use has seen. Each attempt is
 recorded in the ``learned`` table with its report.
@@ -34,7 +35,7 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from selection.learned import (
     learn,
 )
 from selection.learned_guard import Fold, HeldBack, judge
+from selection.logged_ranking import LoggedRanking, LoggedRankingError, decode_ranking
 
 logger = get_logger("learning")
 
@@ -106,8 +108,10 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
     """Evidence pairs by catalogue fingerprint (read-only). A call counts for every logged
     catalogue holding its tool with the same definition: a catalogue that changed keeps
     the evidence of its unchanged tools; a removed or redefined tool loses it, and a
-    renamed one is not guessed. An older log, or vectors of another embedder, give none
-    (one log line). Raises sqlite3.Error, FileNotFoundError."""
+    renamed one is not guessed. A pair carries its request's logged ranking for the
+    catalogue it was logged on only (positions are that catalogue's). An older log, or
+    vectors of another embedder, give none (one log line). Raises sqlite3.Error,
+    FileNotFoundError."""
     connection = connect_read_only(path)
     try:
         row = connection.execute(
@@ -121,8 +125,11 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
             )
             return {}
         statuses = tuple(STATUS_WEIGHTS)
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(requests)")}
+        ranking = "r.ranking" if "ranking" in columns else "NULL"  # logged before rankings
         rows = connection.execute(
-            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query "
+            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query, "
+            f"{ranking}, r.catalog "
             "FROM calls c JOIN requests r ON r.id = ("
             " SELECT MAX(id) FROM requests WHERE conversation = c.conversation"
             " AND turn = c.turn AND catalog = c.catalog AND query IS NOT NULL) "
@@ -143,15 +150,18 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
         return {}
     finally:
         connection.close()
-    by_tool: dict[tuple[str, str], list[Evidence]] = defaultdict(list)
-    for definition, conversation, tool, status, ts, request, blob in rows:
+    by_tool: dict[tuple[str, str], list[tuple[Evidence, str]]] = defaultdict(list)
+    for definition, conversation, tool, status, ts, request, blob, ranking, logged in rows:
         vector = np.frombuffer(blob, dtype=np.float16)
         by_tool[(tool, definition)].append(
-            Evidence(str(request), conversation, tool, status, vector, ts)
+            (Evidence(str(request), conversation, tool, status, vector, ts, ranking), logged)
         )
     evidence: dict[str, list[Evidence]] = defaultdict(list)
     for catalog, tool, definition in members:
-        evidence[catalog].extend(by_tool.get((tool, definition), ()))
+        evidence[catalog].extend(
+            pair if logged == catalog else replace(pair, ranking=None)
+            for pair, logged in by_tool.get((tool, definition), ())
+        )
     return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
 
 
@@ -228,16 +238,28 @@ def _catalog(path: Path | str, fingerprint: str) -> Catalog | None:
     return catalog if len(catalog) else None
 
 
-def _held_back(held: Sequence[Evidence], taught: set[str]) -> list[HeldBack]:
-    grouped: dict[str, tuple[np.ndarray, list[str]]] = {}
+def _held_back(held: Sequence[Evidence], taught: set[str], n_tools: int) -> list[HeldBack]:
+    grouped: dict[str, tuple[Evidence, list[str]]] = {}
     for pair in held:
-        grouped.setdefault(pair.request, (pair.vector, []))[1].append(pair.tool)
+        grouped.setdefault(pair.request, (pair, []))[1].append(pair.tool)
     requests = []
-    for vector, tools in grouped.values():
-        query = np.asarray(vector, dtype=np.float32)
+    for first, tools in grouped.values():
+        query = np.asarray(first.vector, dtype=np.float32)
         query = query / max(float(np.linalg.norm(query)), 1e-12)
-        requests.append(HeldBack(query, tuple(dict.fromkeys(tools)), not taught & set(tools)))
+        requests.append(HeldBack(query, tuple(dict.fromkeys(tools)), not taught & set(tools),
+                                 _logged_ranking(first.ranking, n_tools)))
     return requests
+
+
+def _logged_ranking(raw: bytes | None, n_tools: int) -> LoggedRanking | None:
+    """A request's logged ranking, or None (not logged, or unreadable: replayed through
+    the dense part)."""
+    if raw is None:
+        return None
+    try:
+        return decode_ranking(bytes(raw), n_tools)
+    except LoggedRankingError:
+        return None
 
 
 async def learn_catalog(
@@ -274,7 +296,7 @@ async def learn_catalog(
         taught = [p for p in pairs if p.request not in held_ids]
         candidate = learn(taught, catalog=fingerprint, embedder=embedder, version=version,
                           created=now)
-        judged.append(Fold(candidate, _held_back(held, {p.tool for p in taught})))
+        judged.append(Fold(candidate, _held_back(held, {p.tool for p in taught}, len(catalog))))
     verdict = await asyncio.to_thread(judge, judged, current, catalog, index.best_scores, k)
     base.update(before=verdict.before, after=verdict.after, untouched=verdict.untouched,
                 untouched_before=verdict.untouched_before,
