@@ -201,8 +201,6 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--control", default="metatool",
                         help="set whose cases are the control's traffic (another catalogue)")
-    parser.add_argument("--floor", type=float, default=learned.FLOOR,
-                        help="selection.learned.FLOOR for this run (a variant)")
     parser.add_argument("--gains", default=",".join(f"{g:g}" for g in learned_guard.GAINS),
                         help="selection.learned_guard.GAINS for this run (a variant)")
     parser.add_argument("--centerings",
@@ -211,8 +209,6 @@ def main() -> int:
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")
-    parser.add_argument("--floor-percentile", type=float, default=learned.FLOOR_PERCENTILE,
-                        help="selection.learned.FLOOR_PERCENTILE for this run (a variant)")
     parser.add_argument("--one-fold", action="store_true",
                         help="sets split in two: learn from one half and score the other only")
     parser.add_argument("--no-baseline", action="store_true",
@@ -230,10 +226,8 @@ def main() -> int:
             parser.error("--replot needs --plot")
         plot([r for path in args.replot for r in json.loads(path.read_text())], shares, args.plot)
         return 0
-    learned.FLOOR = args.floor
     learned_guard.GAINS = tuple(float(g) for g in args.gains.split(","))
     learned_guard.CENTERINGS = tuple(float(c) for c in args.centerings.split(","))
-    learned.FLOOR_PERCENTILE = args.floor_percentile
     EMBEDDER.cache = args.cache
     learned.STATUS_WEIGHTS = {**learned.STATUS_WEIGHTS, "forwarded": args.forwarded_weight}
     if args.data is None:

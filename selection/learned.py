@@ -12,9 +12,12 @@ query (``query_parts``' first part), so no user text is needed.
 A :class:`LearnedState` keeps, per tool, up to :data:`PER_TOOL` evidence vectors
 (float16, L2-normalised), near-duplicates (cosine ≥ :data:`DEDUPE_COSINE`) merged into
 one with the summed weight. Applied to a request (:meth:`LearnedIndex.boost`), each tool
-gains ``gain × weight × max(0, cos(part, evidence) − floor)`` for its best evidence
-vector against the best query part: requests like ones that led to a tool bring it, and a
-request like none of the traffic changes nothing (the floor). This is Tool2Vec's idea
+gains ``gain × weight × P(cos(query, evidence))`` for its best evidence vector against
+the request's whole query (what evidence vectors are), where P, the state's
+``calibration``, is how often a request of this agent's own traffic needed a tool whose
+best evidence was that alike (:mod:`selection.learned_calibration`): requests like
+ones that led to a tool bring it, by as much as alike requests of this traffic share
+tools, and a request like none of the traffic changes nothing. This is Tool2Vec's idea
 (tool vectors from the queries that used them; Moghaddam et al., 2024) kept as separate
 example vectors, as the policy file's example utterances are, rather than averaged into
 one centroid: the same tool serves unrelated tasks.
@@ -36,15 +39,17 @@ from __future__ import annotations
 import io
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from selection.catalog import Catalog
+from selection.learned_calibration import PRIOR, calibrate, likelihood
 
-#: Identifies the serialised form (:func:`encode_state`); another value is foreign.
-FORMAT = "toolprune-learned/1"
+#: Identifies the serialised form (:func:`encode_state`); another value is foreign (a
+#: state of ``toolprune-learned/1``, before the calibration, is learned again).
+FORMAT = "toolprune-learned/2"
 #: Weight of one evidence pair by the call's status in the usage log.
 STATUS_WEIGHTS: Mapping[str, float] = {"loaded": 1.0, "miss": 1.0, "forwarded": 0.5}
 #: Evidence vectors kept per tool (the highest weight, then the most recent).
@@ -54,17 +59,8 @@ PER_TOOL = 32
 MAX_VECTORS = 2048
 #: Evidence vectors this close (cosine) are merged.
 DEDUPE_COSINE = 0.95
-#: Query–evidence cosine below which evidence gives no boost: at least this, and at
-#: least the :data:`FLOOR_PERCENTILE` percentile of the cosines between the traffic's own
-#: requests (of up to :data:`FLOOR_SAMPLE` of them; repeats, cosine ≥ :data:`DEDUPE_COSINE`,
-#: left out), so "alike" means more alike than requests of this agent usually are to
-#: each other (an agent whose requests all share one phrasing gets a higher floor).
-#: ``FLOOR_PERCENTILE`` None: the fixed floor alone.
-FLOOR = 0.3
-FLOOR_PERCENTILE: float | None = 90.0
-FLOOR_SAMPLE = 512
-#: Boost per unit of (cosine − floor) × weight, added to the fused score, of a state
-#: learned without the guard's choice (:data:`selection.learned_guard.GAINS`).
+#: Boost per unit of P(needed) × weight, added to the fused score, of a state learned
+#: without the guard's choice (:data:`selection.learned_guard.GAINS`).
 GAIN = 1.0
 #: A weight counts at most this much (many repeats of one request do not dominate).
 MAX_WEIGHT = 2.0
@@ -79,7 +75,9 @@ class Evidence:
     """One (request, tool) pair: ``vector`` float (d,), the request's query vector;
     ``request``: an id grouping the pairs of one request (the held-back replay scores
     requests); ``conversation``: the conversation hash (the held-back split is by
-    conversation); ``ts``: Unix seconds."""
+    conversation); ``ts``: Unix seconds; ``ranking``: the request's logged ranking
+    (:func:`selection.logged_ranking.encode_ranking` bytes) when it was logged on the
+    catalogue the pair is evidence for, else None."""
 
     request: str
     conversation: str
@@ -87,6 +85,7 @@ class Evidence:
     status: str
     vector: np.ndarray
     ts: float = 0.0
+    ranking: bytes | None = None
 
     @property
     def weight(self) -> float:
@@ -109,14 +108,15 @@ class LearnedState:
     weights: np.ndarray
     evidence: Mapping[str, int] = field(default_factory=dict)
     measured: Mapping[str, float] = field(default_factory=dict)
-    #: The cosine below which evidence gives no boost (see :data:`FLOOR`).
-    floor: float = FLOOR
-    #: Boost per unit of (cosine − floor) × weight.
+    #: Boost per unit of P(needed) × weight.
     gain: float = GAIN
     #: Share of ``center`` taken off a query vector before the dense ranking.
     centering: float = 0.0
     #: The mean of the traffic's L2-normalised query vectors, float16 (d,); None: none.
     center: np.ndarray | None = None
+    #: P(a past request's tool is needed) at each cosine of
+    #: :data:`selection.learned_calibration.POINTS`, float32 (21,).
+    calibration: np.ndarray = field(default_factory=PRIOR.copy)
 
     @property
     def learned_tools(self) -> list[str]:
@@ -141,10 +141,13 @@ def learn(
     """A state from ``evidence`` (pairs of tools outside ``STATUS_WEIGHTS`` ignored):
     per tool, near-duplicate vectors merged, the :data:`PER_TOOL` heaviest kept, and at
     most :data:`MAX_VECTORS` in all (the heaviest, then the most recent); with ``gain``
-    0, no vectors (no boost). ``center``: the mean of every evidence request's vector."""
+    0, no vectors (no boost). ``center``: the mean of every evidence request's vector;
+    ``calibration``: :func:`~selection.learned_calibration.calibrate` of the requests."""
     by_tool: dict[str, list[tuple[np.ndarray, float, float]]] = defaultdict(list)
     counts: dict[str, int] = defaultdict(int)
     requests: dict[str, np.ndarray] = {}
+    used: dict[str, set[str]] = defaultdict(set)
+    conversations: dict[str, str] = {}
     for pair in evidence:
         weight = pair.weight
         if weight <= 0:
@@ -156,6 +159,8 @@ def learn(
         counts[pair.status] += 1
         by_tool[pair.tool].append((vector / norm, weight, pair.ts))
         requests.setdefault(pair.request, vector / norm)
+        used[pair.request].add(pair.tool)
+        conversations[pair.request] = pair.conversation
     kept_all: list[tuple[str, np.ndarray, float, float]] = []
     for tool in sorted(by_tool):
         kept: list[list] = []  # [vector, weight, ts]
@@ -188,22 +193,14 @@ def learn(
         weights=np.asarray(weights, dtype=np.float32),
         evidence=dict(counts),
         measured=dict(measured or {}),
-        floor=_floor(list(requests.values())[:FLOOR_SAMPLE]),
         gain=gain,
         centering=centering,
         center=None if center is None else center.astype(np.float16),
+        calibration=calibrate(
+            list(requests.values()), [frozenset(used[r]) for r in requests],
+            [conversations[r] for r in requests],
+        ),
     )
-
-
-def _floor(vectors: Sequence[np.ndarray]) -> float:
-    if FLOOR_PERCENTILE is None or len(vectors) < 2:
-        return FLOOR
-    matrix = np.vstack(vectors)
-    cosines = (matrix @ matrix.T)[np.triu_indices(len(vectors), k=1)]
-    cosines = cosines[cosines < DEDUPE_COSINE]  # repeats of one request are not "others"
-    if not len(cosines):
-        return FLOOR
-    return max(FLOOR, float(np.percentile(cosines, FLOOR_PERCENTILE)))
 
 
 def encode_state(state: LearnedState) -> bytes:
@@ -218,7 +215,6 @@ def encode_state(state: LearnedState) -> bytes:
         "tools": list(state.tools),
         "evidence": dict(state.evidence),
         "measured": dict(state.measured),
-        "floor": state.floor,
         "gain": state.gain,
         "centering": state.centering,
     }
@@ -229,6 +225,7 @@ def encode_state(state: LearnedState) -> bytes:
         header=np.frombuffer(json.dumps(header).encode("utf-8"), dtype=np.uint8),
         vectors=state.vectors.astype(np.float16),
         weights=state.weights.astype(np.float32),
+        calibration=state.calibration.astype(np.float32),
         **arrays,
     )
     return buffer.getvalue()
@@ -236,17 +233,18 @@ def encode_state(state: LearnedState) -> bytes:
 
 def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None = None) -> LearnedState:
     """Read :func:`encode_state`'s bytes. Raises LearnedStateError when they are corrupt,
-    of another format, or learned for another ``catalog`` / ``embedder`` (when given).
-    A state written before ``gain``/``centering`` existed reads as gain 1, no centering."""
+    of another format (an older one included), or learned for another ``catalog`` /
+    ``embedder`` (when given)."""
     try:
         with np.load(io.BytesIO(raw), allow_pickle=False) as archive:
             header = json.loads(bytes(archive["header"]).decode("utf-8"))
+            if not isinstance(header, dict) or header.get("format") != FORMAT:
+                raise LearnedStateError("not a toolprune learned state of this version")
             vectors = np.asarray(archive["vectors"], dtype=np.float16)
             weights = np.asarray(archive["weights"], dtype=np.float32)
+            calibration = np.asarray(archive["calibration"], dtype=np.float32)
             center = (np.asarray(archive["center"], dtype=np.float16)
                       if "center" in archive.files else None)
-        if not isinstance(header, dict) or header.get("format") != FORMAT:
-            raise LearnedStateError("not a toolprune learned state")
         tools = tuple(str(name) for name in header["tools"])
         state = LearnedState(
             catalog=str(header["catalog"]),
@@ -258,10 +256,10 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
             weights=weights,
             evidence={str(k): int(v) for k, v in dict(header.get("evidence", {})).items()},
             measured={str(k): float(v) for k, v in dict(header.get("measured", {})).items()},
-            floor=float(header.get("floor", FLOOR)),
-            gain=float(header.get("gain", GAIN)),
-            centering=float(header.get("centering", 0.0)) if center is not None else 0.0,
+            gain=float(header["gain"]),
+            centering=float(header["centering"]) if center is not None else 0.0,
             center=center,
+            calibration=calibration,
         )
     except LearnedStateError:
         raise
@@ -271,6 +269,8 @@ def decode_state(raw: bytes, *, catalog: str | None = None, embedder: str | None
         raise LearnedStateError("learned state arrays do not match its tools")
     if center is not None and (center.ndim != 1 or not np.isfinite(center).all()):
         raise LearnedStateError("learned state's mean query vector is malformed")
+    if calibration.shape != PRIOR.shape or not np.isfinite(calibration).all():
+        raise LearnedStateError("learned state's calibration is malformed")
     if catalog is not None and state.catalog != catalog:
         raise LearnedStateError("learned state of another catalogue")
     if embedder is not None and state.embedder != embedder:
@@ -323,15 +323,17 @@ class LearnedIndex:
 
     def boost(self, queries: np.ndarray) -> np.ndarray:
         """Per-tool boost, float32 ``(n_tools,)`` (0 for tools without evidence), for a
-        request's query parts ``queries`` (float32 (p, d), rows L2-normalised)."""
+        request's query parts ``queries`` (float32 (p, d), rows L2-normalised): its whole
+        query (the first part, :func:`selection.query.query_parts`) against the evidence,
+        which are whole queries too, as the calibration measured them."""
         out = np.zeros(self.n_tools, dtype=np.float32)
         if not len(self.positions) or queries.shape[0] == 0:
             return out
         if queries.shape[1] != self.vectors.shape[1]:
             return out
-        best = (np.asarray(queries, dtype=np.float32) @ self.vectors.T).max(axis=0)
-        floor = np.float32(self.state.floor)
-        gains = np.float32(self.state.gain) * self.weights * np.maximum(best - floor, 0)
+        cosines = self.vectors @ np.asarray(queries[0], dtype=np.float32)
+        chance = likelihood(cosines, self.state.calibration)
+        gains = np.float32(self.state.gain) * self.weights * chance
         np.maximum.at(out, self.positions, gains)
         return out
 

@@ -57,6 +57,15 @@ class Ranking:
         contribution = self.contributions.get(name)
         return None if contribution is None else contribution.detail
 
+    def without(self, name: str) -> np.ndarray:
+        """``values`` less signal ``name``'s contribution (float32 ``(len(catalog),)``):
+        the ranking the other signals give (a signal that transforms, as the group
+        signal does, is undone only as it added)."""
+        contribution = self.contributions.get(name)
+        if contribution is None:
+            return self.values
+        return (self.values - contribution.values).astype(np.float32)
+
     @property
     def dense(self) -> np.ndarray | None:
         """The dense signal's contribution (the cosines), float32 ``(len(catalog),)``."""

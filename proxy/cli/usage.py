@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from config.settings import Settings
 from proxy.cli.help import HelpFormatter, from_setting
 from proxy.usage.analysis import add_token_counts, analyse
-from proxy.usage.learning import read_embedder, read_reports, summarise
+from proxy.usage.learned_reads import read_embedder, read_reports, summarise
 from proxy.usage.learning_share import shared_report
 from proxy.usage.reader import parse_since, read_definitions, read_usage
 from proxy.usage.report import format_report

@@ -10,13 +10,14 @@ catalogue holding the called tool with the same definition.
 
 Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS`
 slices; each slice in turn is held back, and a candidate learned from the other slices
-is replayed on its requests through the dense part of the proxy's scoring (the
-catalogue's index, centred and boosted by the candidate: :mod:`selection.learned_guard`)
-next to the state in use (none: the unlearned ranking), so every request is judged by a
-state that never saw it (cross-validation: a log of a few dozen requests still proves
-something). Only a candidate with a higher mean recall@k that spares the requests whose
-tools its slices never called is promoted, learned again from all the evidence with the
-gain and centering that won; otherwise the state in use stays (rolled back). The state
+is replayed on its requests through the proxy's ranking as the log keeps it
+(``requests.ranking``; re-centred and boosted by the candidate:
+:mod:`selection.learned_guard`) next to the state in use (none: the unlearned ranking),
+so every request is judged by a state that never saw it (cross-validation: a log of a
+few dozen requests still proves something). Only a candidate whose recall@k is surely
+higher (by two standard errors) and that spares the requests whose tools its slices
+never called is promoted, learned again from all the evidence with the gain and
+centering that won; otherwise the state in use stays (rolled back). The state
 in use was learned from the held-back requests too, so the comparison favours it: a
 candidate must beat it on requests only the state in use has seen. Each attempt is
 recorded in the ``learned`` table with its report.
@@ -34,13 +35,14 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from proxy.log import get_logger
+from proxy.usage.learned_reads import read_states
 from proxy.usage.reader import connect_read_only, read_definitions
 from proxy.usage.schema import open_database
 from selection.learning import (
@@ -49,9 +51,10 @@ from selection.learning import (
     Fold,
     HeldBack,
     LearnedState,
-    LearnedStateError,
     LearnedStates,
-    decode_state,
+    LoggedRanking,
+    LoggedRankingError,
+    decode_ranking,
     encode_state,
     judge,
     learn,
@@ -120,8 +123,10 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
     """Evidence pairs by catalogue fingerprint (read-only). A call counts for every logged
     catalogue holding its tool with the same definition: a catalogue that changed keeps
     the evidence of its unchanged tools; a removed or redefined tool loses it, and a
-    renamed one is not guessed. An older log, or vectors of another embedder, give none
-    (one log line). Raises sqlite3.Error, FileNotFoundError."""
+    renamed one is not guessed. A pair carries its request's logged ranking for the
+    catalogue it was logged on only (positions are that catalogue's). An older log, or
+    vectors of another embedder, give none (one log line). Raises sqlite3.Error,
+    FileNotFoundError."""
     connection = connect_read_only(path)
     try:
         row = connection.execute(
@@ -135,8 +140,11 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
             )
             return {}
         statuses = tuple(STATUS_WEIGHTS)
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(requests)")}
+        ranking = "r.ranking" if "ranking" in columns else "NULL"  # logged before rankings
         rows = connection.execute(
-            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query "
+            "SELECT t.definition, c.conversation, c.tool, c.status, c.ts, r.id, r.query, "
+            f"{ranking}, r.catalog "
             "FROM calls c JOIN requests r ON r.id = ("
             " SELECT MAX(id) FROM requests WHERE conversation = c.conversation"
             " AND turn = c.turn AND catalog = c.catalog AND query IS NOT NULL) "
@@ -157,80 +165,19 @@ def read_evidence(path: Path | str, embedder: str) -> dict[str, list[Evidence]]:
         return {}
     finally:
         connection.close()
-    by_tool: dict[tuple[str, str], list[Evidence]] = defaultdict(list)
-    for definition, conversation, tool, status, ts, request, blob in rows:
+    by_tool: dict[tuple[str, str], list[tuple[Evidence, str]]] = defaultdict(list)
+    for definition, conversation, tool, status, ts, request, blob, ranking, logged in rows:
         vector = np.frombuffer(blob, dtype=np.float16)
         by_tool[(tool, definition)].append(
-            Evidence(str(request), conversation, tool, status, vector, ts)
+            (Evidence(str(request), conversation, tool, status, vector, ts, ranking), logged)
         )
     evidence: dict[str, list[Evidence]] = defaultdict(list)
     for catalog, tool, definition in members:
-        evidence[catalog].extend(by_tool.get((tool, definition), ()))
+        evidence[catalog].extend(
+            pair if logged == catalog else replace(pair, ranking=None)
+            for pair, logged in by_tool.get((tool, definition), ())
+        )
     return {catalog: pairs for catalog, pairs in evidence.items() if pairs}
-
-
-def read_embedder(path: Path | str) -> str | None:
-    """The id of the embedder whose query vectors the log holds (None: none, or an older
-    log). Raises sqlite3.Error, FileNotFoundError."""
-    connection = connect_read_only(path)
-    try:
-        row = connection.execute("SELECT value FROM meta WHERE key = 'query_embedder'").fetchone()
-    except sqlite3.OperationalError:
-        return None
-    finally:
-        connection.close()
-    return None if row is None else str(row[0])
-
-
-def read_states(path: Path | str, embedder: str) -> dict[str, LearnedState]:
-    """The promoted state in use per catalogue (its latest promotion). A corrupt or foreign
-    one is skipped with one log line; none for an older log."""
-    connection = connect_read_only(path)
-    try:
-        rows = connection.execute(
-            "SELECT catalog, state FROM learned l WHERE promoted = 1 AND version = "
-            "(SELECT MAX(version) FROM learned WHERE catalog = l.catalog AND promoted = 1)"
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return {}
-    finally:
-        connection.close()
-    states: dict[str, LearnedState] = {}
-    for catalog, blob in rows:
-        try:
-            states[catalog] = decode_state(bytes(blob), catalog=catalog, embedder=embedder)
-        except LearnedStateError as error:
-            logger.warning(
-                "learned_state_ignored",
-                extra={"fields": {"catalog": catalog, "reason": str(error), "db": str(path)}},
-            )
-    return states
-
-
-def read_reports(path: Path | str) -> list[dict]:
-    """Every learning attempt's report, newest first (empty for an older log)."""
-    connection = connect_read_only(path)
-    try:
-        rows = connection.execute(
-            "SELECT report FROM learned ORDER BY ts DESC, version DESC"
-        ).fetchall()
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        connection.close()
-    return [json.loads(row[0]) for row in rows]
-
-
-def summarise(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per catalogue (most recent first): the promotion in use (``in_use``, or None) and
-    the last attempt (``last``), from :func:`read_reports`' newest-first list."""
-    rows: dict[str, dict[str, Any]] = {}
-    for report in reports:
-        row = rows.setdefault(report["catalog"], {"catalog": report["catalog"], "in_use": None,
-                                                  "last": report})
-        if report.get("promoted") and row["in_use"] is None:
-            row["in_use"] = report
-    return list(rows.values())
 
 
 def _catalog(path: Path | str, fingerprint: str) -> Catalog | None:
@@ -242,16 +189,28 @@ def _catalog(path: Path | str, fingerprint: str) -> Catalog | None:
     return catalog if len(catalog) else None
 
 
-def _held_back(held: Sequence[Evidence], taught: set[str]) -> list[HeldBack]:
-    grouped: dict[str, tuple[np.ndarray, list[str]]] = {}
+def _held_back(held: Sequence[Evidence], taught: set[str], n_tools: int) -> list[HeldBack]:
+    grouped: dict[str, tuple[Evidence, list[str]]] = {}
     for pair in held:
-        grouped.setdefault(pair.request, (pair.vector, []))[1].append(pair.tool)
+        grouped.setdefault(pair.request, (pair, []))[1].append(pair.tool)
     requests = []
-    for vector, tools in grouped.values():
-        query = np.asarray(vector, dtype=np.float32)
+    for first, tools in grouped.values():
+        query = np.asarray(first.vector, dtype=np.float32)
         query = query / max(float(np.linalg.norm(query)), 1e-12)
-        requests.append(HeldBack(query, tuple(dict.fromkeys(tools)), not taught & set(tools)))
+        requests.append(HeldBack(query, tuple(dict.fromkeys(tools)), not taught & set(tools),
+                                 _logged_ranking(first.ranking, n_tools)))
     return requests
+
+
+def _logged_ranking(raw: bytes | None, n_tools: int) -> LoggedRanking | None:
+    """A request's logged ranking, or None (not logged, or unreadable: replayed through
+    the dense part)."""
+    if raw is None:
+        return None
+    try:
+        return decode_ranking(bytes(raw), n_tools)
+    except LoggedRankingError:
+        return None
 
 
 async def learn_catalog(
@@ -288,7 +247,7 @@ async def learn_catalog(
         taught = [p for p in pairs if p.request not in held_ids]
         candidate = learn(taught, catalog=fingerprint, embedder=embedder, version=version,
                           created=now)
-        judged.append(Fold(candidate, _held_back(held, {p.tool for p in taught})))
+        judged.append(Fold(candidate, _held_back(held, {p.tool for p in taught}, len(catalog))))
     verdict = await asyncio.to_thread(judge, judged, current, catalog, index.best_scores, k)
     base.update(before=verdict.before, after=verdict.after, untouched=verdict.untouched,
                 untouched_before=verdict.untouched_before,

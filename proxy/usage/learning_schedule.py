@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from proxy.log import get_logger
-from proxy.usage.learning import LearningEngine, learn_from_log, read_states
+from proxy.usage.learned_reads import read_states
+from proxy.usage.learning import LearningEngine, learn_from_log
 from proxy.usage.learning_share import SharedStates
 from selection.learning import LearnedStates
 from selection.planning import Selector

@@ -1,7 +1,8 @@
 """The rows one served acting request adds to the usage log (tables in
 :mod:`proxy.usage.writer`): the request, its catalogue's tool sizes (once per catalogue),
 every real tool call it shows (in its history or its response) with its status, only
-with ``store_vectors`` the query's vector (float16: what learning reads, instead of text),
+with ``store_vectors`` the query's vector (float16: what learning reads, instead of text)
+and the request's ranking (:mod:`selection.logged_ranking`: what learning's guard replays),
 and only with ``store_text`` example texts."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from proxy.turn.identity import log_id
 from proxy.turn.turn import Turn
 from proxy.usage.history import HistoryCall, history_calls, last_user_text
 from proxy.usage.records import FORWARDED, HISTORY, LOADED, MISS
+from selection.learning import encode_ranking
 from selection.types import Catalog, canonical_json
 
 
@@ -47,6 +49,7 @@ class ActingEvent:
     messages: int
     response_read: bool
     query: bytes | None = None  # float16 query vector, only with store_vectors
+    ranking: bytes | None = None  # selection.logged_ranking, only with store_vectors
 
     @classmethod
     def of(
@@ -54,7 +57,7 @@ class ActingEvent:
         store_vectors: bool = False,
     ) -> ActingEvent:
         """Extract ``turn``'s fields; ``written``: catalogue fingerprints already stored;
-        ``store_vectors``: keep the query's vector (float16 bytes)."""
+        ``store_vectors``: keep the query's vector (float16 bytes) and its ranking."""
         messages = turn.body.get("messages")
         messages = messages if isinstance(messages, list) else []
         text_names = set(turn.catalog.names) if turn.text is not None else None
@@ -85,7 +88,20 @@ class ActingEvent:
                 if store_vectors and turn.query_vector is not None
                 else None
             ),
+            ranking=_ranking(turn) if store_vectors and turn.query_vector is not None else None,
         )
+
+
+def _ranking(turn: Turn) -> bytes | None:
+    """The turn's unboosted scores as :func:`~selection.logged_ranking.encode_ranking`
+    keeps them, with the tools its response called; None when it was not ranked by its
+    whole index (still being built: not the ranking its catalogue gets)."""
+    ranking = turn.plan.ranking
+    if ranking is None or ranking.partial or ranking.lexical_only:
+        return None
+    values = ranking.without("learned")
+    called = [p for name in turn.response_calls if (p := turn.catalog.index_of(name)) is not None]
+    return encode_ranking(values, called)
 
 
 @dataclass(frozen=True)
@@ -136,8 +152,8 @@ def write_acting(
     ]
     db.execute(
         "INSERT INTO requests (ts, decision, conversation, catalog, turn, path, offered, "
-        "forwarded, schema_bytes_saved, meta_calls, meta_loaded, rounds, query) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "forwarded, schema_bytes_saved, meta_calls, meta_loaded, rounds, query, ranking) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             event.ts,
             event.decision,
@@ -152,6 +168,7 @@ def write_acting(
             json.dumps(loaded),
             event.rounds,
             event.query,
+            event.ranking,
         ),
     )
     forwarded = frozenset(event.forwarded)

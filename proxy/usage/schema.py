@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS requests (
@@ -25,7 +25,8 @@ CREATE TABLE IF NOT EXISTS requests (
     meta_calls INTEGER NOT NULL DEFAULT 0,
     meta_loaded TEXT,
     rounds INTEGER,
-    query BLOB
+    query BLOB,
+    ranking BLOB
 );
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 CREATE INDEX IF NOT EXISTS requests_turn ON requests (conversation, turn);
@@ -72,8 +73,9 @@ CREATE TABLE IF NOT EXISTS learned (
     PRIMARY KEY (catalog, version)
 );
 """
-#: Columns added since version 1 (``ALTER TABLE`` on an older file).
-_ADDED_COLUMNS = (("requests", "query", "BLOB"),)
+#: Columns added since version 1 (``ALTER TABLE`` on an older file): ``query`` in 2,
+#: ``ranking`` in 3.
+_ADDED_COLUMNS = (("requests", "query", "BLOB"), ("requests", "ranking", "BLOB"))
 
 
 def apply_retention(connection: sqlite3.Connection, cutoff: float) -> None:
@@ -110,12 +112,15 @@ def migrate(connection: sqlite3.Connection) -> None:
 
 def claim_query_vectors(connection: sqlite3.Connection, embedder: str) -> None:
     """Record that query vectors are ``embedder``'s; vectors of another embedder already
-    stored are erased (they cannot be compared with the new ones)."""
+    stored are erased (they cannot be compared with the new ones), and the rankings
+    logged beside them (they were ranked by it)."""
     row = connection.execute("SELECT value FROM meta WHERE key = 'query_embedder'").fetchone()
     if row is not None and row[0] == embedder:
         return
     if row is not None:
-        connection.execute("UPDATE requests SET query = NULL WHERE query IS NOT NULL")
+        connection.execute(
+            "UPDATE requests SET query = NULL, ranking = NULL WHERE query IS NOT NULL"
+        )
     connection.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('query_embedder', ?)", (embedder,)
     )

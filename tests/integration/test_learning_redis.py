@@ -25,7 +25,8 @@ import redis
 from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 from benchmarks.support.upstream import CHAT_PATH
 from proxy.cli.main import main
-from proxy.usage.learning import LearnOutcome, learn_from_log, read_evidence, read_states, record
+from proxy.usage.learned_reads import read_states
+from proxy.usage.learning import LearnOutcome, learn_from_log, read_evidence, record
 from proxy.usage.learning_schedule import load_states, refresh_periodically
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates
 from selection.learned import encode_state, learn

@@ -12,7 +12,7 @@ import pytest
 
 from selection.catalog import parse_tools
 from selection.learned import (
-    FLOOR,
+    FORMAT,
     GAIN,
     PER_TOOL,
     Evidence,
@@ -65,27 +65,37 @@ def test_learn_keeps_the_heaviest_vectors_per_tool() -> None:
     assert state.weights[0] == 1.0  # the miss survives the cut
 
 
-def test_boost_is_zero_below_the_floor_and_linear_above() -> None:
+def test_the_boost_is_the_calibrated_chance_of_the_whole_query() -> None:
+    # One request: nothing observed but itself, so the chance is the cosine.
     state = learn([pair("b", unit(1, 0))], catalog="fp", embedder="e", version=1, created=0.0)
     bound = LearnedIndex.bind(state, catalog_of("a", "b"))
     near = bound.boost(unit(1, 0).reshape(1, -1))
+    half = bound.boost(unit(1, 1).reshape(1, -1))
     far = bound.boost(unit(0, 1).reshape(1, -1))
-    assert near[0] == 0 and near[1] == pytest.approx(GAIN * (1 - FLOOR), abs=1e-3)
+    assert near[0] == 0 and near[1] == pytest.approx(GAIN, abs=1e-3)
+    assert half[1] == pytest.approx(GAIN * np.sqrt(0.5), abs=0.03)
     assert far.tolist() == [0.0, 0.0]
-    # the best part of a query counts
-    both = bound.boost(np.vstack([unit(0, 1), unit(1, 0)]))
-    assert both[1] == pytest.approx(near[1])
+    # the whole query (the first part) is matched: evidence vectors are whole queries
+    whole_far = bound.boost(np.vstack([unit(0, 1), unit(1, 0)]))
+    assert whole_far.tolist() == [0.0, 0.0]
 
 
-def test_the_floor_rises_with_how_alike_the_traffic_is() -> None:
-    spread = [pair("t", unit(*row), request=str(i)) for i, row in enumerate(np.eye(4))]
-    assert learn(spread, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
-    alike = [pair("t", unit(1, i, 0), request=str(i)) for i in range(4)]  # cosines 0.3–0.95
-    state = learn(alike, catalog="fp", embedder="e", version=1, created=0.0)
-    assert 0.9 < state.floor < 0.95
-    assert decode_state(encode_state(state)).floor == state.floor
-    repeats = [pair("t", unit(1, 0), request=str(i)) for i in range(4)]
-    assert learn(repeats, catalog="fp", embedder="e", version=1, created=0.0).floor == FLOOR
+def test_evidence_as_alike_as_unrelated_requests_of_the_traffic_gives_nothing() -> None:
+    # Pairs of requests at cosine 0.6 that never share a tool: a new request that alike
+    # to one of them gains nothing from its tool; a repeat of a request gains fully.
+    traffic = []
+    for i in range(6):
+        base = np.zeros(16, dtype=np.float32)
+        base[2 * i] = 1.0
+        other = base.copy()
+        other[2 * i], other[2 * i + 1] = 0.6, 0.8
+        traffic += [pair(f"t{i}", base, request=f"r{i}"), pair(f"u{i}", other, request=f"s{i}")]
+    state = learn(traffic, catalog="fp", embedder="e", version=1, created=0.0)
+    bound = LearnedIndex.bind(state, catalog_of("t0", "u0"))
+    alike = np.zeros((1, 16), dtype=np.float32)
+    alike[0, 0], alike[0, 1] = 0.6, 0.8
+    assert bound.boost(alike)[0] == 0.0  # t0's request is at 0.6: nothing
+    assert bound.boost(alike)[1] == pytest.approx(GAIN, abs=1e-3)  # u0's own request again
 
 
 def test_round_trip_and_bad_bytes() -> None:
@@ -171,13 +181,15 @@ def test_gain_and_centering_survive_the_serialised_form() -> None:
     assert np.array_equal(again.center, state.center)
 
 
-def test_a_state_written_before_centering_reads_as_boost_only() -> None:
-    state = learn([pair("t", unit(1, 2, 3))], catalog="fp", embedder="e", version=1, created=0.0)
-    buffer = io.BytesIO()
+def test_the_calibration_survives_the_serialised_form_and_older_states_are_foreign() -> None:
+    traffic = [pair("t", unit(1, i, 0), request=str(i)) for i in range(4)]
+    state = learn(traffic, catalog="fp", embedder="e", version=1, created=0.0)
+    assert np.array_equal(decode_state(encode_state(state)).calibration, state.calibration)
+    buffer = io.BytesIO()  # a state of the format before the calibration (a floor instead)
     header = json.loads(bytes(np.load(io.BytesIO(encode_state(state)))["header"]).decode())
-    for key in ("gain", "centering"):
-        del header[key]
+    header.update(format="toolprune-learned/1", floor=0.3)
     np.savez(buffer, header=np.frombuffer(json.dumps(header).encode(), dtype=np.uint8),
              vectors=state.vectors, weights=state.weights)
-    old = decode_state(buffer.getvalue())
-    assert (old.gain, old.centering, old.center) == (GAIN, 0.0, None)
+    assert header["format"] != FORMAT
+    with pytest.raises(LearnedStateError, match="of this version"):
+        decode_state(buffer.getvalue())

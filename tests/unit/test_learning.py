@@ -15,16 +15,8 @@ import numpy as np
 import pytest
 
 from proxy.turn.turn import Turn
-from proxy.usage.learning import (
-    KEPT_ATTEMPTS,
-    learn_catalog,
-    learn_from_log,
-    read_evidence,
-    read_reports,
-    read_states,
-    record,
-    summarise,
-)
+from proxy.usage.learned_reads import read_reports, read_states, summarise
+from proxy.usage.learning import KEPT_ATTEMPTS, learn_catalog, learn_from_log, read_evidence, record
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.schema import open_database
 from proxy.usage.writer import UsageLog
@@ -32,6 +24,7 @@ from selection.block_order import SelectedTool, Selection
 from selection.catalog import parse_tools
 from selection.learned import decode_state
 from selection.learned_states import LearnedStates
+from selection.logged_ranking import decode_ranking
 from selection.ranking import Ranking
 from selection.state import ConversationState
 from tests.support.turns import planned_turn
@@ -58,8 +51,9 @@ def served_turn(
         tools=tuple(SelectedTool(name, "semantic") for name in forwarded), admitted=(),
         evicted=(), left_out=(), state=state,
     )
-    vector = bag(query)
-    ranking = Ranking(np.zeros(len(catalog), np.float32), query_vector=vector)
+    # Ranked while its catalogue was being indexed: the usage log keeps no ranking of it
+    # (the guard replays the cosines), unless a test ranks it (:func:`ranked`).
+    ranking = Ranking(np.zeros(len(catalog), np.float32), partial=True, query_vector=bag(query))
     turn = planned_turn({"messages": [{"role": "user", "content": query}]}, catalog, selection,
                         ranking=ranking, conversation=conversation)
     turn.response_calls = calls
@@ -78,6 +72,15 @@ def write_log(path: Path, turns: list[Turn], embedder: str | None = "fake") -> N
 def alpha_traffic(n: int) -> list[Turn]:
     """Requests about "alpha" whose tool is gamma_tool (missed by the ranking)."""
     return [served_turn(f"c{i}", "alpha query", ["gamma_tool"], ["beta_tool"]) for i in range(n)]
+
+
+def ranked(turn: Turn, scores: list[float], boost: list[float] | None = None) -> Turn:
+    """``turn`` as ranked by the proxy: its fused scores, ``boost`` the learned part."""
+    learned = None if boost is None else np.asarray(boost, dtype=np.float32)
+    ranking = Ranking.of(np.asarray(scores, dtype=np.float32), boost=learned)
+    turn.plan = replace(turn.plan, ranking=replace(ranking, query_vector=turn.query_vector,
+                                                   partial=False))
+    return turn
 
 
 def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -104,9 +107,21 @@ def test_vectors_are_stored_as_float16_without_text(tmp_path: Path) -> None:
 
 def test_without_learning_no_vector_is_stored(tmp_path: Path) -> None:
     db = tmp_path / "usage.db"
-    write_log(db, alpha_traffic(1), embedder=None)
+    write_log(db, [ranked(turn, [0.9, 0.1, 0.5, 0.3]) for turn in alpha_traffic(1)],
+              embedder=None)
     with sqlite3.connect(db) as connection:
-        assert connection.execute("SELECT query FROM requests").fetchall() == [(None,)]
+        assert connection.execute("SELECT query, ranking FROM requests").fetchall() == [
+            (None, None)
+        ]
+
+
+def test_the_proxys_ranking_is_logged_without_its_boost_for_the_guard(tmp_path: Path) -> None:
+    db = tmp_path / "usage.db"
+    turn = ranked(alpha_traffic(1)[0], [0.9, 0.1, 0.5, 0.3], boost=[0.0, 0.0, 0.4, 0.0])
+    write_log(db, [turn])
+    (pair,) = read_evidence(db, "fake")[CATALOG.fingerprint]
+    ranking = decode_ranking(pair.ranking, len(CATALOG))
+    assert np.allclose(ranking.values(len(CATALOG)), [0.9, 0.1, 0.1, 0.3], atol=1e-3)
 
 
 def test_a_helpful_state_is_promoted_kept_in_the_log_and_applied(tmp_path: Path) -> None:
@@ -161,6 +176,17 @@ def test_vectors_of_another_embedder_are_not_used(tmp_path: Path, caplog: pytest
         assert connection.execute("SELECT COUNT(query) FROM requests").fetchone() == (0,)
 
 
+def test_a_log_of_the_version_before_rankings_is_still_learned_from(tmp_path: Path) -> None:
+    db = tmp_path / "usage.db"
+    write_log(db, [ranked(turn, [0.9, 0.1, 0.5, 0.3]) for turn in alpha_traffic(12)])
+    with sqlite3.connect(db) as connection:  # version 2: query vectors, no rankings
+        connection.execute("ALTER TABLE requests DROP COLUMN ranking")
+    evidence = read_evidence(db, "fake")[CATALOG.fingerprint]
+    assert len(evidence) == 12 and all(pair.ranking is None for pair in evidence)
+    (outcome,) = learn_once(db, engine_for(FakeEmbedder()))  # replayed by the cosine part
+    assert outcome.promoted
+
+
 def test_an_older_log_is_read_and_migrated(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     db = tmp_path / "usage.db"
     with sqlite3.connect(db) as connection:  # version 1's requests table: no query column
@@ -206,7 +232,7 @@ def test_a_corrupt_or_foreign_state_is_ignored_with_one_line(
 
 def test_a_changed_catalogue_keeps_the_evidence_of_its_unchanged_tools(tmp_path: Path) -> None:
     db = tmp_path / "usage.db"
-    write_log(db, alpha_traffic(2))
+    write_log(db, [ranked(turn, [0.9, 0.1, 0.5, 0.3]) for turn in alpha_traffic(2)])
     changed_catalog = parse_tools([
         {"type": "function", "function": {"name": "gamma_tool", "description": "delta"}},
         {"type": "function", "function": {"name": "beta_tool", "description": "beta now"}},
@@ -220,6 +246,9 @@ def test_a_changed_catalogue_keeps_the_evidence_of_its_unchanged_tools(tmp_path:
     assert sorted(e.tool for e in evidence[changed_catalog.fingerprint]) == [
         "beta_tool", "gamma_tool", "gamma_tool"
     ]
+    # a ranking is a catalogue's positions: it goes with the evidence of its own only
+    assert all(e.ranking is not None for e in evidence[CATALOG.fingerprint])
+    assert all(e.ranking is None for e in evidence[changed_catalog.fingerprint])
 
 
 def test_the_learned_table_stays_bounded(tmp_path: Path) -> None:
