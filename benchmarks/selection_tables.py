@@ -35,19 +35,23 @@ SAMPLED = ["bfcl_multi_turn", "bfcl_pooled", "metatool", "sealtools"]
 KS = "4,8,16,32"
 
 
-def eval_args(paths: list[Path], limit: int | None) -> argparse.Namespace:
+def eval_args(paths: list[Path], limit: int | None, options: list[str]) -> argparse.Namespace:
+    """``toolprune eval``'s arguments for ``paths`` with ``options``, as JSON."""
     parser = argparse.ArgumentParser()
     eval_cli.add_arguments(parser)
-    argv = [str(p) for p in paths] + ["--k", KS, "--json", "--no-progress"]
+    argv = [str(p) for p in paths] + [*options, "--json", "--no-progress"]
     if limit is not None:
         argv += ["--limit", str(limit)]
     return parser.parse_args(argv)
 
 
-def run_all(data: Path, limit: int) -> list[dict[str, Any]]:
+def run_all(data: Path, limit: int, options: list[str] | None = None) -> list[dict[str, Any]]:
+    """The eval reports of the whole sets, then of the sampled ones (``--limit``), with
+    ``options`` (default: the k sweep of :data:`KS`)."""
+    options = ["--k", KS] if options is None else options
     reports = []
     for names, set_limit in ((WHOLE, None), (SAMPLED, limit)):
-        args = eval_args([data / name / "cases.jsonl" for name in names], set_limit)
+        args = eval_args([data / name / "cases.jsonl" for name in names], set_limit, options)
         reports.append(asyncio.run(eval_cli.run_eval(args)))
     return reports
 

@@ -15,38 +15,21 @@ change against all signals, and the mean schema tokens forwarded.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.selection_tables import SAMPLED, WHOLE
+from benchmarks.selection_tables import run_all
 from benchmarks.support.data import EVALUATION_DATA_VARIABLE
-from proxy.cli import eval as eval_cli
 from selection.evaluation import ABLATIONS
 
 K = "8"
 
 
-def eval_args(paths: list[Path], limit: int | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    eval_cli.add_arguments(parser)
-    argv = [str(p) for p in paths] + ["--k", K, "--json", "--no-progress", "--no-bm25",
-                                      "--ablate", ",".join(ABLATIONS)]
-    if limit is not None:
-        argv += ["--limit", str(limit)]
-    return parser.parse_args(argv)
-
-
-def run_all(data: Path, limit: int) -> list[dict[str, Any]]:
-    """The eval reports of the whole sets, then of the sampled ones."""
-    reports = []
-    for names, set_limit in ((WHOLE, None), (SAMPLED, limit)):
-        args = eval_args([data / name / "cases.jsonl" for name in names], set_limit)
-        reports.append(asyncio.run(eval_cli.run_eval(args)))
-    return reports
+#: The options of each eval run: k = 8, every ablation, no BM25 anchor.
+OPTIONS = ["--k", K, "--no-bm25", "--ablate", ",".join(ABLATIONS)]
 
 
 def _row_at_k(method: dict[str, Any]) -> dict[str, Any]:
@@ -86,7 +69,7 @@ def main() -> int:
     elif args.data is None:
         parser.error("needs the evaluation data: --data PATH or $TOOLPRUNE_SHARED_DATA")
     else:
-        reports = run_all(args.data, args.limit)
+        reports = run_all(args.data, args.limit, OPTIONS)
     if args.json_out:
         args.json_out.write_text(json.dumps(reports))
     print(markdown(reports))

@@ -66,14 +66,11 @@ class Contribution:
 Need = Literal["dense", "lexical", "names", "groups", "learned"]
 
 
-class Signal(ABC):
-    """A ranking signal. Subclasses set :attr:`name` (its registry key and the name
-    ``toolprune eval --ablate`` takes), :attr:`needs` and a frozen dataclass
-    :attr:`Params` of their knobs, whose fields are named as the settings that set them
-    (``TOOLPRUNE_<FIELD>``); its first field switches the signal (0 or False: off)."""
+class Configured:
+    """What signals and expansions share: a frozen dataclass :attr:`Params` of their knobs,
+    whose fields are named as the settings that set them (``TOOLPRUNE_<FIELD>``); its
+    first field switches them (0 or False: off)."""
 
-    name: ClassVar[str]
-    needs: ClassVar[frozenset[Need]] = frozenset()
     Params: ClassVar[type]
 
     def __init__(self, params: Any) -> None:
@@ -81,16 +78,25 @@ class Signal(ABC):
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> Self:
-        """The signal with the knobs of ``values`` (setting name → value; a knob missing
-        from it keeps its default)."""
+        """Built with the knobs of ``values`` (setting name → value; a knob missing from it
+        keeps its default)."""
         known = {f.name: values[f.name] for f in fields(cls.Params) if f.name in values}
         return cls(cls.Params(**known))
 
     @classmethod
     def switched_on(cls, values: Mapping[str, Any]) -> bool:
-        """Whether ``values`` leave the signal on (its first knob is not 0 or False)."""
+        """Whether ``values`` leave it on (its first knob is not 0 or False)."""
         first = fields(cls.Params)[0]
         return bool(values.get(first.name, first.default))
+
+
+class Signal(Configured, ABC):
+    """A ranking signal. Subclasses set :attr:`name` (its registry key and the name
+    ``toolprune eval --ablate`` takes), :attr:`needs` and :attr:`Params`
+    (:class:`Configured`)."""
+
+    name: ClassVar[str]
+    needs: ClassVar[frozenset[Need]] = frozenset()
 
     @abstractmethod
     def score(self, inputs: SignalInputs, scores: np.ndarray) -> Contribution | None:

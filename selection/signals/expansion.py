@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Self
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from selection.catalog import Catalog
 from selection.groups import CatalogGroups
+from selection.signals.base import Configured
 
 
 @dataclass(frozen=True)
@@ -30,31 +31,15 @@ class ExpansionInputs:
     mates: Mapping[str, tuple[str, ...]]
 
 
-class Expansion(ABC):
+class Expansion(Configured, ABC):
     """An expansion. Subclasses set :attr:`name` (registry key, ``--ablate`` name),
     :attr:`budgeted` (True: its tools share the candidates' token budget and count,
     admitted right after their parent; False: admitted after every candidate, into
-    whatever room the caps leave) and a frozen dataclass :attr:`Params` whose fields are
-    named as the settings that set them; its first field switches it (0 or False: off)."""
+    whatever room the caps leave) and :attr:`Params`
+    (:class:`~selection.signals.base.Configured`)."""
 
     name: ClassVar[str]
     budgeted: ClassVar[bool]
-    Params: ClassVar[type]
-
-    def __init__(self, params: Any) -> None:
-        self.params = params
-
-    @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> Self:
-        """The expansion with the knobs of ``values`` (setting name → value)."""
-        known = {f.name: values[f.name] for f in fields(cls.Params) if f.name in values}
-        return cls(cls.Params(**known))
-
-    @classmethod
-    def switched_on(cls, values: Mapping[str, Any]) -> bool:
-        """Whether ``values`` leave the expansion on (its first knob is not 0 or False)."""
-        first = fields(cls.Params)[0]
-        return bool(values.get(first.name, first.default))
 
     @abstractmethod
     def expand(
