@@ -198,7 +198,7 @@ def _search_result(name: str, body: dict[str, Any]) -> Any:
 
 
 #: The APIs whose client search answers with the found tools themselves (not text).
-LOADING_RESULTS = [(name, stream) for name, stream in CASES if name in ("messages",)]
+LOADING_RESULTS = [(name, stream) for name, stream in CASES if name in ("messages", "responses")]
 
 
 @pytest.mark.parametrize(("name", "stream"), LOADING_RESULTS,
