@@ -220,3 +220,27 @@ def test_a_client_search_result_repeats_nothing_the_forwarded_tools_carry(
     body = sent.json()
     assert FOUND["name"] in api.offered(body)
     assert not _search_result(name, body)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_messages_clients_menu_goes_ahead_of_the_tools(
+    servers: tuple[Upstream, str], request: pytest.FixtureRequest, stream: bool
+) -> None:
+    """Messages: the deferred-tool menu the client sends as a system message inside
+    ``messages`` reaches the upstream at the end of ``system`` (rendered before the tools,
+    so a tool its search adds leaves it in the upstream's cached prefix)."""
+    upstream, proxy = servers
+    api = APIS["messages"]
+    upstream.drain(api.suffix)
+    since = len(upstream.requests)
+    sent_bodies = []
+    for found in (False, True):
+        client_body = _messages(stream, found=found)
+        _post(proxy, "messages", client_body, request.node.name)
+        sent_bodies.append(api.sent(upstream, since)[-1].json())
+    menu = client_body["messages"][1]["content"]
+    for body in sent_bodies:
+        assert body["system"] == [{"type": "text", "text": "You are a coding agent."},
+                                  {"type": "text", "text": menu}]
+        assert [m["role"] for m in body["messages"]].count("system") == 0
+        assert body["messages"][0] == client_body["messages"][0]
