@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.agent_session_runs import SessionResult
+from benchmarks.agent_session_runs import Ratio, SessionResult
 from benchmarks.ttft_llama import n, table
 
-Rows = list[tuple[SessionResult, float | None]]
-
-
-def _ratio(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
+Rows = list[tuple[SessionResult, Ratio]]
 
 
 def render(rows: Rows, markdown: bool = False) -> str:
@@ -26,10 +22,10 @@ def render(rows: Rows, markdown: bool = False) -> str:
         row = [result.mode, result.via, "yes" if result.done else f"no: {result.why}",
                str(result.requests)]
         if counted:
-            row += [n(result.prompt), n(result.evaluated), _ratio(ratio), n(result.breaks),
+            row += [n(result.prompt), n(result.evaluated), str(ratio), n(result.breaks),
                     n(result.refused), f"{result.wall_s:,.0f}"]
         else:
-            row += [n(result.body_tokens), _ratio(ratio), f"{result.cli_s:.0f}"]
+            row += [n(result.body_tokens), str(ratio), f"{result.cli_s:.0f}"]
         body.append(row)
     if not markdown:
         return table(headers, body, left=3)
@@ -59,7 +55,8 @@ def plot(rows: Rows, path: Path) -> None:
             result, ratio = found[0]
             xs.append(index + (offset - (len(vias) - 1) / 2) * width)
             heights.append(result.evaluated)
-            labels.append(f"{ratio:.2f}×" if via == "toolprune" and ratio is not None else "")
+            labels.append("" if via != "toolprune" or ratio.value is None else
+                          f"{ratio.value:.2f}×" + ("" if ratio.basis == "evaluated" else " sent"))
         bars = axes.bar(xs, heights, width, label=via)
         axes.bar_label(bars, labels=labels, fontsize=8)
     axes.set_xticks(range(len(modes)), modes, rotation=20, ha="right")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -16,6 +17,7 @@ from benchmarks.support.agent_clients import Mode
 from benchmarks.support.agent_sessions import Session, run_session
 from benchmarks.support.body_tokens import body_tokens
 from benchmarks.support.github_mcp import canned_result
+from benchmarks.support.llama_facts import LlamaFacts
 from benchmarks.support.llama_replay import Counted, fresh_llama, replay
 from benchmarks.support.plain_responses import flat_request, has_namespaces
 from benchmarks.support.servers import serve_in_thread
@@ -123,38 +125,76 @@ def _summary(mode: Mode, via: str, session: Session, bodies: list[tuple[str, dic
 
 def measure_session(mode: Mode, via_proxy: bool, out: Path, ctx: int | None) -> list[SessionResult]:
     """Run ``mode``'s scripted session (captures in ``out/<mode>/<via>``) and count its
-    requests on a fresh llama-server of ``ctx`` tokens (None: not counted); Codex's
-    default mode directly also as :data:`FLATTENED`."""
+    requests on a fresh llama-server of ``ctx`` tokens (None: not counted), the one whose
+    ``/props`` and ``/tokenize`` the proxy read during the session
+    (:class:`~benchmarks.support.llama_facts.LlamaFacts`); Codex's default mode directly
+    also as :data:`FLATTENED`, on another fresh llama-server."""
     via = "toolprune" if via_proxy else "direct"
     folder = out / mode.name / via
-    work = out / "client"  # one path for every session: the same paths in the prompts
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        llama = None if ctx is None else stack.enter_context(
+            fresh_llama(folder, _llama_name(via), ctx))
+        facts = LlamaFacts(AgentBehaviour(SESSION), llama, ctx or DEFAULT_CTX)
+        session = _scripted(mode, via_proxy, out, folder, facts)
+        done = task_done(session)
+        requests = [exchange.request for exchange in session.model_exchanges()]
+        variants = [(via, [(r.path, r.json()) for r in requests])]
+        if not via_proxy and any(has_namespaces(r.json()) for r in requests):
+            variants.append((FLATTENED, [
+                (r.path, flat_request(r.json()) if has_namespaces(r.json()) else r.json())
+                for r in requests]))
+        results = []
+        for index, (label, bodies) in enumerate(variants):
+            counted = None
+            if llama is not None and ctx is not None:
+                origin = llama if index == 0 else stack.enter_context(
+                    fresh_llama(folder, _llama_name(label), ctx))
+                counted = replay(origin, requests, [body for _, body in bodies])
+            results.append(_summary(mode, label, session, bodies, counted, done))
+    return results
+
+
+def _llama_name(label: str) -> str:
+    return "llama-" + re.sub(r"\W+", "-", label).strip("-")
+
+
+def _scripted(mode: Mode, via_proxy: bool, out: Path, folder: Path,
+              behaviour: LlamaFacts) -> Session:
+    """The CLI's session against the scripted upstream playing ``behaviour``, its client
+    folder at one path for every session (the same paths in the prompts), moved into
+    ``folder`` afterwards."""
+    work = out / "client"
     shutil.rmtree(work, ignore_errors=True)
     upstream = Upstream()
-    upstream.behaviour = AgentBehaviour(SESSION)
+    upstream.behaviour = behaviour
     with serve_in_thread(upstream.app) as origin:
         session = run_session(mode, origin, folder, via_proxy=via_proxy, timeout_s=RUN_TIMEOUT_S,
                               prompts=[turn.prompt for turn in SESSION.turns], client_dir=work)
     shutil.move(str(work), str(folder / "client"))
-    done = task_done(session)
-    requests = [exchange.request for exchange in session.model_exchanges()]
-    variants = [(via, [(r.path, r.json()) for r in requests])]
-    if not via_proxy and any(has_namespaces(r.json()) for r in requests):
-        variants.append((FLATTENED, [(r.path, flat_request(r.json()) if has_namespaces(r.json())
-                                      else r.json()) for r in requests]))
-    results = []
-    for label, bodies in variants:
-        counted = None
-        if ctx is not None:
-            name = "llama-" + re.sub(r"\W+", "-", label).strip("-")
-            with fresh_llama(folder, name, ctx) as llama:
-                counted = replay(llama, requests, [body for _, body in bodies])
-        results.append(_summary(mode, label, session, bodies, counted, done))
-    return results
+    return session
 
 
-def ratios(results: list[SessionResult]) -> list[tuple[SessionResult, float | None]]:
-    """Each result with its evaluated tokens against its mode's direct session's (the
-    flattened one where there is one; None: not measured)."""
+@dataclass(frozen=True)
+class Ratio:
+    """A session's tokens against its mode's direct session's: ``value`` (None: no
+    reference) of ``basis``: ``evaluated`` (llama-server's counts) or ``sent`` (prompt
+    tokens counted from the request bodies: nothing was counted, or llama-server refused
+    part of the direct session, so its count is not the session's)."""
+
+    value: float | None
+    basis: str = "evaluated"
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return "–"
+        return f"{self.value:.2f}" + ("" if self.basis == "evaluated" else " (sent)")
+
+
+def ratios(results: list[SessionResult]) -> list[tuple[SessionResult, Ratio]]:
+    """Each result with its tokens against its mode's direct session's (the flattened one
+    where there is one): evaluated tokens where both were counted and llama-server served
+    the whole direct session, else the prompt tokens sent (:class:`Ratio`)."""
     reference: dict[str, SessionResult] = {}
     for result in results:
         if result.via == FLATTENED or (result.via == "direct" and result.mode not in reference):
@@ -162,10 +202,10 @@ def ratios(results: list[SessionResult]) -> list[tuple[SessionResult, float | No
     rows = []
     for result in results:
         base = reference.get(result.mode)
-        ratio = None
-        if base is not None and base.evaluated and result.evaluated is not None:
-            ratio = result.evaluated / base.evaluated
-        elif base is not None and base.evaluated is None and base.body_tokens:
-            ratio = result.body_tokens / base.body_tokens
+        ratio = Ratio(None)
+        if base is not None and base.evaluated and not base.refused and result.evaluated is not None:
+            ratio = Ratio(result.evaluated / base.evaluated)
+        elif base is not None and base.body_tokens:
+            ratio = Ratio(result.body_tokens / base.body_tokens, "sent")
         rows.append((result, ratio))
     return rows

@@ -22,7 +22,10 @@ model turns: four calls and two answers, plus the searches of a client that defe
 1. **Scripted.** The CLI runs against the scripted agent upstream
    (:mod:`benchmarks.support.agent_behaviour`: no small local model calls tools reliably),
    which decides each call and answer; directly, then through a fresh proxy (default
-   settings, no ``--warm``) that serves both user turns. Both runs use one client folder
+   settings, no ``--warm``) that serves both user turns. The upstream answers what the
+   proxy asks llama-server about itself (``/props``, ``/tokenize``) from the llama-server
+   that then counts the session (:mod:`benchmarks.support.llama_facts`), so the proxy
+   plans as it does in front of llama-server. Both runs use one client folder
    path, so the paths in the clients' prompts are the same. "Task done": every run exited
    0, the MCP server got the four calls with the task's arguments, and each turn's final
    answer quotes its last tool's result; with llama-server, also no request refused.
