@@ -3,7 +3,11 @@
 share of the upstream's context). At a cap, the least recently used tool not selected this
 turn is evicted; when nothing is evictable, the lowest-priority candidates are not
 admitted. A loaded set over a cap (a pin ended, the cap was lowered) is brought back
-under it first. Pure: no I/O; times are the turn's ``now`` (Unix seconds).
+under it first. Where an eviction costs the upstream every tool after it (a prefix cache
+without chunk reuse: ``count_evicts`` False), ``max_tools`` evicts nothing: a tool that
+must come in grows the block at its end, and only free room below ``max_tools`` takes
+insurance; the token cap still evicts. Pure: no I/O; times are the turn's ``now`` (Unix
+seconds).
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ class LoadedSet:
     by one turn. ``pinned``: loaded tools outside the caps; ``selected``: what the turn
     selected (never evicted for room); ``cost``: a tool's prompt tokens; ``score``: a
     tool's score this turn (None: unscored), which decides what goes when the prompt
-    would not fit the context and nothing else is evictable."""
+    would not fit the context and nothing else is evictable; ``count_evicts``: whether
+    ``max_tools`` evicts (module docstring)."""
 
     def __init__(
         self, loaded: dict[str, LoadedTool], *, max_tools: int, token_cap: int | None,
         pinned: frozenset[str], selected: frozenset[str], cost: Callable[[str], int],
-        score: Callable[[str], float | None],
+        score: Callable[[str], float | None], count_evicts: bool = True,
     ) -> None:
         self.loaded = loaded
         self.max_tools = max_tools
+        #: The count above which tools are evicted for room.
+        self.count_cap: float = max_tools if count_evicts else math.inf
         self.cap = token_cap if token_cap is not None else math.inf
         self.pinned = pinned
         self.selected = selected
@@ -42,6 +49,10 @@ class LoadedSet:
     def full(self, cost: int) -> bool:
         """Whether one more tool of ``cost`` tokens would pass a cap."""
         return self.count + 1 > self.max_tools or self.spent + cost > self.cap
+
+    def _over(self, cost: int) -> bool:
+        """Whether one more tool of ``cost`` tokens needs an eviction first."""
+        return self.count + 1 > self.count_cap or self.spent + cost > self.cap
 
     def evict(self, over_context: bool) -> bool:
         """Evict the least recently used tool not selected this turn; past the token cap
@@ -68,14 +79,14 @@ class LoadedSet:
 
     def fit(self) -> None:
         """Bring a loaded set over a cap back under it."""
-        while (self.count > self.max_tools or self.spent > self.cap) and self.evict(
+        while (self.count > self.count_cap or self.spent > self.cap) and self.evict(
             over_context=self.spent > self.cap
         ):
             pass
 
     def make_room(self, cost: int) -> bool:
-        """Evict until one more tool of ``cost`` tokens fits both caps."""
-        while self.full(cost):
+        """Evict until one more tool of ``cost`` tokens fits the caps that evict."""
+        while self._over(cost):
             if not self.evict(over_context=False):
                 return False
         return True

@@ -78,13 +78,16 @@ class Upstream:
     """What the proxy knows of the upstream for one turn: ``context_tokens`` (its context
     size, None: unknown), ``exact`` (exact prompt tokens per tool fingerprint, from its
     tokenizer; None: estimated), ``shares_agent_block`` (it keeps one prompt per agent, so
-    conversations of one agent share its block: ``prefix_cache`` ``last_prompt``) and
-    ``cache_reuse`` (llama-server's ``n_cache_reuse`` the proxy sends; 0: none)."""
+    conversations of one agent share its block: ``prefix_cache`` ``last_prompt``),
+    ``cache_reuse`` (llama-server's ``n_cache_reuse`` the proxy sends; 0: none) and
+    ``caches_prefix`` (it is known to cache the prompt's prefix, llama-server: a tool
+    removed from the block costs every tool after it, unless chunks are reused)."""
 
     context_tokens: int | None = None
     exact: Mapping[str, int] | None = None
     shares_agent_block: bool = False
     cache_reuse: int = 0
+    caches_prefix: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,7 +139,8 @@ class Plan:
     ``adopted`` / ``shared`` when the block began as the agent's (None: its own);
     ``top_k``: the request's override; ``cache_reuse``: llama-server's ``n_cache_reuse``
     to send (0: none); ``whole``: a translate-only plan (every tool forwarded, nothing
-    selected or stored)."""
+    selected or stored); ``count_evicts``: ``max_tools`` evicts (False where an eviction
+    costs the upstream every tool after it: :mod:`selection.admission`)."""
 
     reading: TurnReading
     selection: Selection
@@ -149,6 +153,7 @@ class Plan:
     top_k: int | None = None
     cache_reuse: int = 0
     whole: bool = False
+    count_evicts: bool = True
 
     @property
     def catalog(self) -> Catalog:

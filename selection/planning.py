@@ -248,12 +248,14 @@ class Selector:
             *called_tools(messages), *text_called_tools(messages, set(catalog.names)),
         ]))
         history = estimated_text_tokens(reading.history)
+        reuse = upstream.cache_reuse if reading.request.llama_fields else 0
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
                                 upstream.context_tokens, history),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
             client_core=reading.deferral.client_core,
+            count_evicts=reuse > 0 or not upstream.caches_prefix,
         )
         selection = select(catalog, ranking, self.policy, start.state, facts,
                            self.engine.signals.expansions)
@@ -262,12 +264,11 @@ class Selector:
         meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog)
         if meta is None:
             selection.state.meta_at = None  # a meta-tool forwarded later starts at the end
-        reuse = upstream.cache_reuse if reading.request.llama_fields else 0
         expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
                                reuse=reuse > 0, history_tokens=history)
         return Plan(
             reading, selection, agent_block(selection.state, conversation), meta, ranking,
-            pinned, expected, start.kind, top_k, reuse,
+            pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
         )
 
     async def run_meta_calls(
@@ -297,6 +298,7 @@ class Selector:
             now=self.clock(), pinned=plan.pinned, requested=admit, top_k=plan.top_k,
             found=[*plan.state.found, *(searched if deferral.active else ())],
             preload=plan.reading.preload, client_core=deferral.client_core,
+            count_evicts=plan.count_evicts,
         )
         selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
                            self.engine.signals.expansions)

@@ -56,7 +56,9 @@ class TurnFacts:
     search found in the conversation (with ``state.found``): kept loaded like pins.
     ``preload``: whether semantic candidates are admitted (False: the client deferred
     tools and ``Policy.preload_deferred`` is off). ``client_core``: the client's CORE in
-    forwarding order when it runs its own deferral (None: ``catalog.kept``)."""
+    forwarding order when it runs its own deferral (None: ``catalog.kept``).
+    ``count_evicts``: whether ``policy.max_tools`` evicts (False where an eviction costs
+    the upstream every tool after it: :mod:`selection.admission`)."""
 
     now: float
     pinned: Sequence[str] = ()
@@ -68,6 +70,7 @@ class TurnFacts:
     found: Sequence[str] = ()
     preload: bool = True
     client_core: Sequence[str] | None = None
+    count_evicts: bool = True
 
 
 def select(
@@ -165,7 +168,7 @@ def _admitted(
     loaded_set = LoadedSet(
         loaded, max_tools=policy.max_tools, token_cap=facts.token_cap,
         pinned=contract.pinned_set, selected=frozenset(reasons), cost=cost,
-        score=score_of.get,
+        score=score_of.get, count_evicts=facts.count_evicts,
     )
     loaded_set.fit()
     admit(loaded_set, reasons, facts.now, spare=wants.spare, room_only=wants.room_only,

@@ -24,6 +24,7 @@ from selection.catalog import (
     without_deferral,
 )
 from selection.catalog_cache import CatalogCache
+from selection.client_deferral import deferred_menu
 from selection.embedders import Embedder
 from selection.errors import (
     CatalogError,
@@ -56,7 +57,7 @@ __all__ = [
     "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",
     "StateStoreError", "UnexpectedSelectionError", "VectorStoreError", "SearchResult", "SelectedTool", "Selection", "TextPlan", "Tool",
     "ToolChoice", "TurnInput", "TurnReading", "Upstream", "build_catalog", "called_tools",
-    "canonical_json", "content_text", "estimated_tokens", "fingerprint", "free_name",
+    "canonical_json", "content_text", "deferred_menu", "estimated_tokens", "fingerprint", "free_name",
     "name_words", "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
     "text_called_tools", "without_deferral",
 ]

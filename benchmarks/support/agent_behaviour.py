@@ -1,22 +1,30 @@
 """A scripted model that acts like an agent, for the scripted upstream
-(``Upstream.behaviour``): it calls the tool a task needs, or searches for it, then answers.
+(``Upstream.behaviour``): it calls the tools a task needs, one after another, or searches
+for them, then answers.
 
-:class:`AgentBehaviour` reads each request on ``/chat/completions``, ``/messages`` and
-``/responses`` and answers in that API's shape, streamed when the request streams:
+A :class:`Task` is one or more user turns (:class:`UserTurn`: its prompt, the tools it
+needs in order, each a :class:`Step`); the default is one turn, "List the open pull requests
+in octo/widgets", needing ``list_pull_requests``. :data:`SESSION` is the longer task of
+``benchmarks.agent_sessions``: two user turns, four tools. :class:`AgentBehaviour` reads
+each request on ``/chat/completions``, ``/messages`` and ``/responses``, takes the last
+user turn whose prompt the request carries (the first when none) and its first step whose
+tool has no result in the history yet, and answers in that API's shape, streamed when the
+request streams:
 
-1. The needed tool's result is in the history: answer with text quoting it.
+1. Every step of the turn has its result in the history: answer with text quoting them.
 2. The request offers no tool (a title, a summary, a side request): a short answer.
-3. The request offers the needed tool, under whatever name the client gives it
+3. The request offers the step's tool, under whatever name the client gives it
    (``list_pull_requests``, ``mcp__github__list_pull_requests``,
    ``github_list_pull_requests``, a member of a Responses ``namespace`` …): call it with
    arguments that fit its schema.
 4. Else it offers a search or loading tool (toolprune's ``load_tools``/``search_tools``,
    Claude Code's ``ToolSearch``, Qwen Code's ``tool_search``, a Responses
-   ``{"type": "tool_search"}``, Anthropic's server search tools) and fewer than
-   ``Task.max_searches`` searches were made: call it. The query is ``Task.query`` when
-   the task sets one, else ``select:<name>`` where the tool's description offers that
-   form and the request names the tool, the exact name where the request names it, else
-   the task's keywords (``load_tools`` gets the name from its enum). An Anthropic server search is answered in the same message,
+   ``{"type": "tool_search"}``, Anthropic's server search tools) and the history holds
+   fewer than ``Task.max_searches`` searches per step so far (this one included): call
+   it. The query is ``Step.query`` when the step sets one, else ``select:<name>`` where
+   the tool's description offers that form and the request names the tool, the exact
+   name where the request names it, else the step's keywords (``load_tools`` gets the
+   name from its enum). An Anthropic server search is answered in the same message,
    as Anthropic's API does: ``server_tool_use``, its ``tool_search_tool_result`` with a
    ``tool_reference``, then the call.
 5. Else: an answer saying no tool fits (what a model says when the tool is out of reach).
@@ -53,20 +61,63 @@ SIDE_ANSWER = "Open pull requests in octo/widgets"
 
 
 @dataclass(frozen=True)
-class Task:
-    """What the scripted agent must do: call ``tool`` (matched as a name suffix) with
-    ``arguments`` (those its schema has), finding it by ``keywords`` when it is not offered.
-    ``query``: the query of every search when set (a model that knows the tool searches by
-    its own name, ``search_code``, whatever the client calls it); None: as the module
-    docstring says."""
+class Step:
+    """One tool call of a user turn: ``tool`` (matched as a name suffix) with ``arguments``
+    (those its schema has), found by ``keywords`` when it is not offered. ``query``: the
+    query of every search for it when set (a model that knows the tool searches by its own
+    name, ``search_code``, whatever the client calls it); None: as the module docstring
+    says."""
 
     tool: str = "list_pull_requests"
     arguments: dict[str, Any] = field(
         default_factory=lambda: {"owner": "octo", "repo": "widgets", "state": "open"})
     keywords: str = "list pull requests"
-    answer_prefix: str = "The open pull requests in octo/widgets:"
-    max_searches: int = 2
     query: str | None = None
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """A user's ``prompt`` and the ``steps`` it needs, in order; the final answer starts
+    with ``answer_prefix``."""
+
+    prompt: str = "List the open pull requests in octo/widgets"
+    steps: tuple[Step, ...] = (Step(),)
+    answer_prefix: str = "The open pull requests in octo/widgets:"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What the scripted agent must do: each of ``turns``; at most ``max_searches``
+    searches per step."""
+
+    turns: tuple[UserTurn, ...] = (UserTurn(),)
+    max_searches: int = 2
+
+    def steps(self) -> list[Step]:
+        """Every step of every turn, in order."""
+        return [step for turn in self.turns for step in turn.steps]
+
+
+#: The multi-turn session of ``benchmarks.agent_sessions``: the second turn is a follow-up
+#: the user types after the first answer, and needs tools the first did not.
+SESSION = Task(turns=(
+    UserTurn(
+        "List the open pull requests in octo/widgets, then show the files changed in "
+        "pull request 4711.",
+        (Step(),
+         Step("pull_request_read", {"method": "get_files", "owner": "octo", "repo": "widgets",
+                                    "pullNumber": 4711}, "pull request files")),
+        "The open pull requests in octo/widgets, and the files of #4711:"),
+    UserTurn(
+        "Check whether octo/widgets already has an issue about the sprocket tooltip "
+        "overflow; if not, open one.",
+        (Step("search_issues", {"query": "repo:octo/widgets sprocket tooltip overflow"},
+              "search issues"),
+         Step("create_issue", {"owner": "octo", "repo": "widgets",
+                               "title": "Sprocket tooltip overflows on narrow screens"},
+              "create issue")),
+        "No issue about it existed, so I opened one:"),
+))
 
 
 KEEP_ALIVE = b": keep-alive\n\n"
@@ -123,38 +174,45 @@ class AgentBehaviour:
 
     def _act(self, view: View) -> Action:
         task = self.task
-        found = [text for name, text in view.results if _is_tool(name, task.tool)]
-        if found:
-            return Action(text=f"{task.answer_prefix}\n{found[-1]}")
+        turn = next((turn for turn in reversed(task.turns) if turn.prompt in view.text),
+                    task.turns[0])
+        results = [[text for name, text in view.results if _is_tool(name, step.tool)]
+                   for step in turn.steps]
+        pending = next((step for step, found in zip(turn.steps, results, strict=True)
+                        if not found), None)
+        if pending is None:
+            quoted = "\n".join(found[-1] for found in results)
+            return Action(text=f"{turn.answer_prefix}\n{quoted}")
         if not view.tools:
             return Action(text=SIDE_ANSWER)
         needed = [tool for tool in view.tools if tool.kind == "function"
-                  and _is_tool(tool.name, task.tool)]
+                  and _is_tool(tool.name, pending.tool)]
         if needed:
-            return Action(call=needed[0], arguments=_fit(needed[0].schema, task.arguments, ""))
+            return Action(call=needed[0], arguments=_fit(needed[0].schema, pending.arguments, ""))
         searches = [tool for tool in view.tools if is_search(tool)]
-        if searches and view.searches < task.max_searches:
+        allowed = task.max_searches * (task.steps().index(pending) + 1)
+        if searches and view.searches < allowed:
             search = _preferred(searches)
-            action = Action(call=search, arguments=self._search_arguments(search, view))
+            action = Action(call=search, arguments=self._search_arguments(search, view, pending))
             if search.kind == "server_search":  # the server runs it and the model goes on
                 action.found = next((tool for tool in view.deferred
-                                     if _is_tool(tool.name, task.tool)), None)
+                                     if _is_tool(tool.name, pending.tool)), None)
                 if action.found is not None:
-                    action.found_arguments = _fit(action.found.schema, task.arguments, "")
+                    action.found_arguments = _fit(action.found.schema, pending.arguments, "")
             return action
         return Action(text=NO_TOOL_ANSWER)
 
-    def _search_arguments(self, search: Offered, view: View) -> dict[str, Any]:
-        names = _full_names(view.text, self.task.tool)
-        if self.task.query is not None:
-            query = self.task.query
+    def _search_arguments(self, search: Offered, view: View, step: Step) -> dict[str, Any]:
+        names = _full_names(view.text, step.tool)
+        if step.query is not None:
+            query = step.query
         elif names and "select:" in search.description:
             query = f"select:{names[0]}"
         elif names:
             query = names[0]
         else:
-            query = self.task.keywords
-        return _fit(search.schema, {"query": query}, query, enum_pick=self.task.tool)
+            query = step.keywords
+        return _fit(search.schema, {"query": query}, query, enum_pick=step.tool)
 
 
 @dataclass

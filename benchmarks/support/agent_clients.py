@@ -4,7 +4,11 @@ One run = one CLI process (:mod:`deploy.agent_clis` installs it) with a throw-aw
 one stdio MCP server (:mod:`benchmarks.support.github_mcp`, the 117 GitHub tools, calls
 recorded), the prompt :data:`PROMPT`, everything that would reach the internet switched
 off, and a bounded time. :func:`run_client` writes the client's configuration, runs it and
-returns its exit code, output, final answer and the MCP calls it made.
+returns its exit code, output, final answer and the MCP calls it made. With ``follow_up``
+it continues the client's most recent session in the same folder instead, as a user does
+with the CLI's own switch: ``claude -p --continue``, ``codex exec resume --last``,
+``qwen --continue``, ``opencode run --continue`` (each reloads the session it saved under
+its ``HOME`` and sends the new prompt after its history).
 
 The settings per client (base URL, provider configuration, tool-search switches) are the
 ones ``docs/clients/`` documents; the facts behind them come from running the pinned
@@ -115,10 +119,11 @@ def mcp_server_command(calls: Path) -> list[str]:
 def run_client(
     mode: Mode, origin: str, workdir: Path, *, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, prompt: str = PROMPT,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, follow_up: bool = False,
 ) -> AgentRun:
     """Run ``mode``'s CLI once against ``origin`` (``http://host:port``, no ``/v1``), with
-    ``env`` added to its environment.
+    ``env`` added to its environment; ``follow_up``: continue the session an earlier run
+    in ``workdir`` saved, ``prompt`` its next user turn.
 
     ``workdir`` gets the throw-away home, the client's configuration, the MCP call log
     (``mcp_calls.jsonl``) and the CLI's output (``stdout.txt``, ``stderr.txt``). Raises
@@ -132,7 +137,8 @@ def run_client(
     calls = workdir / "mcp_calls.jsonl"
     full_env = _base_env(home)
     setup = _SETUPS[mode.client]
-    argv, client_env = setup(mode, origin, home, model, prompt, mcp_server_command(calls))
+    argv, client_env = setup(mode, origin, home, model, prompt, mcp_server_command(calls),
+                             follow_up)
     full_env.update(client_env)
     full_env.update(env or {})
     started = time.monotonic()
@@ -170,7 +176,7 @@ Setup = tuple[list[str], dict[str, str]]
 
 
 def _claude(mode: Mode, origin: str, home: Path, model: str, prompt: str,
-            mcp: list[str]) -> Setup:
+            mcp: list[str], follow_up: bool) -> Setup:
     config = home / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"github": {"command": mcp[0], "args": mcp[1:]}}}))
     env = {
@@ -187,6 +193,8 @@ def _claude(mode: Mode, origin: str, home: Path, model: str, prompt: str,
     argv = ["-p", prompt, "--mcp-config", str(config), "--strict-mcp-config",
             "--output-format", "json", "--model", model, "--max-turns", str(MAX_TURNS),
             "--allowedTools", "mcp__github"]
+    if follow_up:  # the most recent conversation in this folder
+        argv.append("--continue")
     return argv, env
 
 
@@ -223,7 +231,7 @@ def _toml_string(value: str) -> str:
 
 
 def _codex(mode: Mode, origin: str, home: Path, model: str, prompt: str,
-           mcp: list[str]) -> Setup:
+           mcp: list[str], follow_up: bool) -> Setup:
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -256,7 +264,8 @@ def _codex(mode: Mode, origin: str, home: Path, model: str, prompt: str,
         "required = true",
     ]
     (codex_home / "config.toml").write_text("\n".join(lines) + "\n")
-    argv = ["exec", "--skip-git-repo-check", "--json", prompt]
+    resume = ["resume", "--last"] if follow_up else []  # the newest session it recorded
+    argv = ["exec", "--skip-git-repo-check", "--json", *resume, prompt]
     return argv, {"CODEX_HOME": str(codex_home)}
 
 
@@ -282,7 +291,7 @@ def _codex_answer(stdout: str) -> str | None:
 
 
 def _qwen(mode: Mode, origin: str, home: Path, model: str, prompt: str,
-          mcp: list[str]) -> Setup:
+          mcp: list[str], follow_up: bool) -> Setup:
     settings = {
         "security": {"auth": {"selectedType": "openai"}},
         "mcpServers": {"github": {"command": mcp[0], "args": mcp[1:], "trust": True}},
@@ -295,6 +304,8 @@ def _qwen(mode: Mode, origin: str, home: Path, model: str, prompt: str,
     (folder / "settings.json").write_text(json.dumps(settings, indent=2))
     env = {"OPENAI_BASE_URL": origin + "/v1", "OPENAI_API_KEY": API_KEY, "OPENAI_MODEL": model}
     argv = ["-p", prompt, "--approval-mode", "yolo", "--output-format", "json"]
+    if follow_up:  # the most recent session of this project folder
+        argv.append("--continue")
     return argv, env
 
 
@@ -313,7 +324,7 @@ def _qwen_answer(stdout: str) -> str | None:
 
 
 def _opencode(mode: Mode, origin: str, home: Path, model: str, prompt: str,
-              mcp: list[str]) -> Setup:
+              mcp: list[str], follow_up: bool) -> Setup:
     config = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {"local": {
@@ -330,7 +341,8 @@ def _opencode(mode: Mode, origin: str, home: Path, model: str, prompt: str,
     }
     path = home / "opencode.json"
     path.write_text(json.dumps(config, indent=2))
-    argv = ["run", "--model", f"local/{model}", "--format", "json", prompt]
+    resume = ["--continue"] if follow_up else []  # the last session
+    argv = ["run", *resume, "--model", f"local/{model}", "--format", "json", prompt]
     return argv, {"OPENCODE_CONFIG": str(path)}
 
 

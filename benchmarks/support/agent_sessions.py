@@ -1,5 +1,8 @@
 """One agent CLI session, directly against an upstream or through a cold ``toolprune
-serve``, with what crossed each hop recorded and written out.
+serve``, with what crossed each hop recorded and written out. A session is one CLI run per
+user prompt: the first starts it, each later one continues it with the CLI's own switch
+(:func:`benchmarks.support.agent_clients.run_client`, ``follow_up``), through the same
+relays and proxy.
 
 Layout: CLI → recording relay → [``toolprune serve`` →] recording relay → upstream (the
 second relay keeps the upstream's answers too, for their ``usage``). The proxy is a fresh process with default settings (no ``--warm``: every catalogue is new to
@@ -11,6 +14,7 @@ folder::
     proxy.log                the proxy's JSON log lines (its ``pruning_decision`` lines
     decisions.jsonl          and ``request`` lines, also on their own)
     client/                  the CLI's home, configuration, stdout, stderr, MCP calls
+                             (elsewhere when ``client_dir`` is given)
 
 Requests are written as JSON lines ``{"method", "path", "query", "headers", "body"}``
 (``body`` parsed when it is JSON) without credential headers. These files hold the
@@ -22,7 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,15 +57,21 @@ _SECRET_HEADERS = {"authorization", "x-api-key", "proxy-authorization", "cookie"
 
 @dataclass
 class Session:
-    """A finished session: the CLI's run and what each hop received."""
+    """A finished session: the CLI's runs (one per prompt) and what each hop received."""
 
-    run: AgentRun
+    runs: list[AgentRun]
     via_proxy: bool
     client_exchanges: list[Exchange]
     #: What reached the upstream, with the upstream's response bodies.
     upstream_exchanges: list[Exchange]
     proxy_log: list[dict[str, Any]] = field(default_factory=list)
     out_dir: Path = Path()
+
+    @property
+    def run(self) -> AgentRun:
+        """The last run (the only one of a one-prompt session): its MCP calls are the
+        session's, its answer the last."""
+        return self.runs[-1]
 
     @property
     def client_requests(self) -> list[Recorded]:
@@ -93,7 +103,7 @@ class Session:
 
     def describe(self) -> str:
         """The run's summary and where its captures are, for assertion messages."""
-        return f"{self.run.summary()}\ncaptures: {self.out_dir}"
+        return "\n".join([*(run.summary() for run in self.runs), f"captures: {self.out_dir}"])
 
 
 @contextmanager
@@ -129,11 +139,15 @@ def cold_proxy(upstream_base_url: str, log_dir: Path,
 def run_session(
     mode: Mode, upstream_origin: str, out_dir: Path, *, via_proxy: bool, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, proxy_settings: Mapping[str, str] | None = None,
-    client_env: Mapping[str, str] | None = None, prompt: str = PROMPT,
+    client_env: Mapping[str, str] | None = None, prompts: Sequence[str] = (PROMPT,),
+    client_dir: Path | None = None,
 ) -> Session:
-    """Run ``mode``'s CLI once against ``upstream_origin`` (``http://host:port``) with
-    ``prompt``, through a cold proxy when ``via_proxy``; write the captures (module
-    docstring) to ``out_dir``. ``client_env`` is added to the CLI's environment."""
+    """Run ``mode``'s CLI against ``upstream_origin`` (``http://host:port``), through a
+    cold proxy when ``via_proxy``, once per prompt of ``prompts`` (the later ones continue
+    the session; none after a run that failed); write the captures (module docstring) to
+    ``out_dir``. ``client_env`` is added to the CLI's environment; ``client_dir``: the
+    CLI's folder (its home and project; default ``out_dir/client``): the same path for
+    two sessions makes the paths in their prompts the same."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         upstream_relay = RecordingRelay(upstream_origin, keep_bodies=True)
@@ -144,8 +158,13 @@ def run_session(
             target = proxy.origin
         client_relay = RecordingRelay(target)
         client_origin = stack.enter_context(serve_in_thread(client_relay))
-        run = run_client(mode, client_origin, out_dir / "client", model=model, timeout_s=timeout_s,
-                         prompt=prompt, env=client_env)
+        runs: list[AgentRun] = []
+        for index, prompt in enumerate(prompts):
+            runs.append(run_client(mode, client_origin, client_dir or out_dir / "client",
+                                   model=model, timeout_s=timeout_s, prompt=prompt,
+                                   env=client_env, follow_up=index > 0))
+            if runs[-1].returncode != 0:
+                break
     client_requests = client_relay.requests
     upstream_requests = upstream_relay.requests
     proxy_log = _read_log(out_dir / "proxy.log") if via_proxy else []
@@ -156,7 +175,7 @@ def run_session(
             for line in proxy_log:
                 if line.get("event") in DECISION_EVENTS:
                     out.write(json.dumps(line) + "\n")
-    return Session(run, via_proxy, client_relay.exchanges, upstream_relay.exchanges, proxy_log,
+    return Session(runs, via_proxy, client_relay.exchanges, upstream_relay.exchanges, proxy_log,
                    out_dir)
 
 

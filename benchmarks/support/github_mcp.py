@@ -4,11 +4,11 @@
 Serves ``tests/data/real_catalogs/github_mcp_server.json`` (the tools' exact schemas) over
 MCP's stdio transport with the ``mcp`` SDK's low-level server, and answers every
 ``tools/call`` with a canned result instead of calling GitHub: ``list_pull_requests``
-gets :data:`PULL_REQUESTS` as text, ``search_code`` :data:`CODE_MATCHES`, any other tool
-a one-line acknowledgement. Each call is
-appended to the file given by ``--calls`` as one JSON line ``{"tool", "arguments"}``,
-flushed before the result is sent, so a test can assert that the CLI really called the
-tool (the agent CLIs start this script themselves; run it as
+gets :data:`PULL_REQUESTS` as text, ``search_code`` :data:`CODE_MATCHES`, the other tools
+of the scripted session (:data:`CANNED`) theirs, any other tool a one-line acknowledgement.
+Each call is appended to the file given by ``--calls`` as one JSON line ``{"tool",
+"arguments"}``, flushed before the result is sent, so a test can assert that the CLI really
+called the tool (the agent CLIs start this script themselves; run it as
 ``python benchmarks/support/github_mcp.py --calls FILE``).
 
 Protocol: Model Context Protocol, ``tools/list`` and ``tools/call``
@@ -40,6 +40,17 @@ CODE_MATCHES = (
 )
 #: A phrase of :data:`CODE_MATCHES` that survives any quoting.
 CODE_MATCHES_MARKER = "src/widgets/thumbnails.py:42"
+#: Results of the other tools the scripted multi-turn session calls
+#: (``benchmarks.support.agent_behaviour.SESSION``).
+CANNED = {
+    "pull_request_read": (
+        "src/widgets/thumbnail_cache.py (added, +84)\n"
+        "src/widgets/render.py (modified, +12 -3)\n"
+        "tests/test_thumbnail_cache.py (added, +41)"
+    ),
+    "search_issues": "0 issues match repo:octo/widgets sprocket tooltip overflow",
+    "create_issue": "Created issue #4720 in octo/widgets: Sprocket tooltip overflows on narrow screens",
+}
 
 
 def catalog_tools() -> list[dict[str, Any]]:
@@ -58,6 +69,8 @@ def canned_result(tool: str, arguments: dict[str, Any]) -> str:
         return PULL_REQUESTS
     if tool == "search_code":
         return CODE_MATCHES
+    if tool in CANNED:
+        return CANNED[tool]
     return f"{tool}: done ({len(arguments)} arguments)"
 
 

@@ -104,7 +104,8 @@ class Planner:
         """What is known of the upstream now: its context (``/props``, else the setting),
         exact token counts, whether conversations of one agent share its block
         (``prefix_cache``; ``auto``: when the upstream is llama-server, it answered
-        ``/props``) and the ``n_cache_reuse`` to send."""
+        ``/props``), the ``n_cache_reuse`` to send and whether it caches the prompt's prefix
+        (llama-server)."""
         info, settings = self.upstream, self.settings
         context = await self._context()
         llama = info is not None and info.answers_props
@@ -113,7 +114,7 @@ class Planner:
             context_tokens=context,
             exact=info.exact_tokens if info else None,
             shares_agent_block=llama if mode == "auto" else mode == "last_prompt",
-            cache_reuse=settings.cache_reuse_tokens if llama else 0,
+            cache_reuse=settings.cache_reuse_tokens if llama else 0, caches_prefix=llama,
         )
 
     async def _save(self, plan: Plan, conversation: str, agent: str | None) -> None:

@@ -152,6 +152,12 @@ class Turn:
         return self.plan.reading.deferral.active
 
     @property
+    def finder(self) -> str | None:
+        """The plain function the client finds its deferred tools with (a search it runs
+        itself: :mod:`selection.client_deferral`), or None."""
+        return self.plan.reading.deferral.finder
+
+    @property
     def expectation(self) -> CacheExpectation | None:
         """Prompt tokens the upstream is expected to reuse and evaluate for the first round."""
         return self.plan.expectation

@@ -7,7 +7,10 @@ requests in octo/widgets"; the upstream calls the tool the prompt needs, or the 
 is offered, then answers quoting the tool's result. A session passes when the CLI exits 0,
 the MCP server got the ``list_pull_requests`` call, and the CLI's final answer carries the
 tool's result. Through the proxy, the requests that a client's own tool search grows keep
-their conversation, and no request offers two discovery tools.
+their conversation, and no request offers two discovery tools. A client that defers its
+own tools plays the longer session of ``benchmarks/agent_sessions.py`` (two user turns,
+four tools) directly and through the proxy: through it, the requests send no more prompt
+tokens than the client's own (counted from their bodies).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.support.agent_behaviour import SlowPrefill
+from benchmarks.support.agent_behaviour import SESSION, SlowPrefill
 from benchmarks.support.agent_clients import MODES
 from benchmarks.support.agent_requests import is_search, read_request
-from benchmarks.support.agent_sessions import Session
+from benchmarks.support.agent_sessions import MODEL_PATHS, Session
+from benchmarks.support.body_tokens import body_tokens
 from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
+from benchmarks.support.recording_relay import Exchange
 from tests.agents.conftest import SessionFactory
 
 ALL_MODES = list(MODES)
@@ -104,3 +109,33 @@ def test_qwen_code_waits_through_a_slow_prefill_with_keep_alives(
     assert len(bodies) == len(set(bodies)), (
         f"the client resent a request ({len(bodies) - len(set(bodies))} times)\n{session.describe()}")
     assert_task_done(session)
+
+
+def model_tokens(exchanges: list[Exchange]) -> list[int]:
+    """The prompt tokens of each model request of ``exchanges``, from its body."""
+    return [body_tokens(e.request.path, e.request.json()) for e in exchanges
+            if e.request.method == "POST" and e.request.path.endswith(MODEL_PATHS)]
+
+
+@pytest.mark.parametrize("mode", CLIENT_SEARCH_MODES)
+def test_a_deferring_clients_session_through_the_proxy_sends_no_more_prompt_tokens(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    """Two user turns (the second continues the session with the CLI's own switch), four
+    MCP calls and the searches the client makes for them, directly (the control: the
+    task is done) and through the proxy. What the client sent the proxy is what it sends
+    directly, request for request (the same scripted answers came back; a separate direct
+    session is no exact match: Codex's own search breaks ties at random): what reached
+    the upstream holds no more prompt tokens over the session."""
+    sessions = [agent_sessions(mode, via_proxy=via, label="session", task=SESSION)
+                for via in (False, True)]
+    for session in sessions:
+        assert [run.returncode for run in session.runs] == [0] * len(SESSION.turns), (
+            session.describe())
+        assert [call["tool"] for call in session.run.calls] == [
+            step.tool for step in SESSION.steps()], session.describe()
+    proxied = sessions[1]
+    sent, direct = model_tokens(proxied.upstream_exchanges), model_tokens(proxied.client_exchanges)
+    assert sum(sent) <= sum(direct), (
+        f"through the proxy {sum(sent):,} tokens, the client's own requests {sum(direct):,}\n"
+        f"per request: {sent}\n         vs {direct}\n{proxied.describe()}")

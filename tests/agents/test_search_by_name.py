@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from benchmarks.support.agent_behaviour import AgentBehaviour, Task
+from benchmarks.support.agent_behaviour import AgentBehaviour, Step, Task, UserTurn
 from benchmarks.support.agent_requests import read_request
 from benchmarks.support.agent_sessions import Session
 from benchmarks.support.github_mcp import CODE_MATCHES_MARKER
@@ -25,9 +25,10 @@ from tests.agents.conftest import SessionFactory
 
 PROMPT = "Find where the function render_thumbnail is defined in the octo/widgets repository"
 #: What the scripted model does: search once, by the tool's bare name, then call it.
-TASK = Task(tool="search_code", arguments={"query": "render_thumbnail repo:octo/widgets"},
-            keywords="search code", query="search_code",
-            answer_prefix="render_thumbnail is defined here:", max_searches=1)
+TASK = Task(turns=(UserTurn(
+    PROMPT, (Step("search_code", {"query": "render_thumbnail repo:octo/widgets"},
+                  "search code", query="search_code"),),
+    "render_thumbnail is defined here:"),), max_searches=1)
 #: The proxy's wait for a cold catalogue's index (seconds): it is still being built.
 INDEX_WAIT_S = "0.01"
 
@@ -54,7 +55,7 @@ def test_opencode_finds_a_tool_by_its_bare_name(
     agent_sessions: SessionFactory, via_proxy: bool
 ) -> None:
     session = agent_sessions(
-        "opencode-default", via_proxy=via_proxy, label="search-by-name", prompt=PROMPT,
+        "opencode-default", via_proxy=via_proxy, label="search-by-name", prompts=[PROMPT],
         upstream_behaviour=lambda _: AgentBehaviour(TASK),
         proxy_settings={"index_timeout_s": INDEX_WAIT_S})
     run = session.run

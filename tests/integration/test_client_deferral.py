@@ -186,3 +186,61 @@ def test_a_search_result_does_not_repeat_a_forwarded_definition(
     assert result == f"<functions><function>{json.dumps(short)}</function></functions>"
     (definition,) = [t for t in body["tools"] if t["function"]["name"] == FOUND["name"]]
     assert definition["function"]["parameters"] == FOUND["parameters"]
+
+
+def _search_result(name: str, body: dict[str, Any]) -> Any:
+    """What the forwarded history holds as the result of the client's search."""
+    if name == "messages":
+        (block,) = body["messages"][-1]["content"]
+        return block["content"]
+    (output,) = [item for item in body["input"] if item.get("type") == "function_call_output"]
+    return output["output"]
+
+
+#: The APIs whose client search answers with the found tools themselves (not text).
+LOADING_RESULTS = [(name, stream) for name, stream in CASES if name in ("messages", "responses")]
+
+
+@pytest.mark.parametrize(("name", "stream"), LOADING_RESULTS,
+                         ids=[f"{n}-{'streamed' if s else 'plain'}" for n, s in LOADING_RESULTS])
+def test_a_client_search_result_repeats_nothing_the_forwarded_tools_carry(
+    servers: tuple[Upstream, str], request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    """Messages (a ``tool_reference``) and Responses (a client-executed
+    ``tool_search_output``): the found tool's definition goes in the upstream's ``tools``,
+    and its result in the history says nothing more (no name, no purpose, nothing every
+    later request would send again); llama-server renders a ``tool_reference`` sent
+    directly as nothing too."""
+    upstream, proxy = servers
+    api = APIS[name]
+    upstream.drain(api.suffix)
+    since = len(upstream.requests)
+    _post(proxy, name, REQUESTS[name](stream, found=True), request.node.name)
+    (sent,) = api.sent(upstream, since)
+    body = sent.json()
+    assert FOUND["name"] in api.offered(body)
+    assert not _search_result(name, body)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_messages_clients_menu_goes_ahead_of_the_tools(
+    servers: tuple[Upstream, str], request: pytest.FixtureRequest, stream: bool
+) -> None:
+    """Messages: the deferred-tool menu the client sends as a system message inside
+    ``messages`` reaches the upstream at the end of ``system`` (rendered before the tools,
+    so a tool its search adds leaves it in the upstream's cached prefix)."""
+    upstream, proxy = servers
+    api = APIS["messages"]
+    upstream.drain(api.suffix)
+    since = len(upstream.requests)
+    sent_bodies = []
+    for found in (False, True):
+        client_body = _messages(stream, found=found)
+        _post(proxy, "messages", client_body, request.node.name)
+        sent_bodies.append(api.sent(upstream, since)[-1].json())
+    menu = client_body["messages"][1]["content"]
+    for body in sent_bodies:
+        assert body["system"] == [{"type": "text", "text": "You are a coding agent."},
+                                  {"type": "text", "text": menu}]
+        assert [m["role"] for m in body["messages"]].count("system") == 0
+        assert body["messages"][0] == client_body["messages"][0]

@@ -76,3 +76,20 @@ def test_a_restarted_proxy_reads_the_catalogues_vectors_back_and_embeds_only_the
     second = start_proxy(**settings)  # another process's worth: the same store, empty memory
     assert INDEX_HEADER not in send(second).headers
     assert embedded_texts(upstream)[indexed:] == [PROMPT]
+
+
+
+def test_a_cold_proxys_first_request_forwards_what_a_warm_one_does(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    """A session through a proxy started cold (nothing in memory, no ``--warm``: the
+    sessions of ``benchmarks/agent_sessions.py``) on a catalogue whose vectors a proxy
+    stored before starts from the block a warm proxy forwards: its first request waits
+    for no embedding but the query's and forwards the same tools in the same order, so
+    the requests after it, ranked alike, keep the upstream's cached prefix."""
+    warm = start_proxy(index_timeout_s=300.0)  # the whole index, as any later request has it
+    send(warm)
+    warm_names = tool_names(upstream_requests(upstream)[-1])
+    answer = send(start_proxy())  # the shipped wait
+    assert INDEX_HEADER not in answer.headers
+    assert tool_names(upstream_requests(upstream)[-1]) == warm_names

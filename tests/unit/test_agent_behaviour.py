@@ -7,7 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from benchmarks.support.agent_behaviour import NO_TOOL_ANSWER, SIDE_ANSWER, AgentBehaviour, Task
+from benchmarks.support.agent_behaviour import (
+    NO_TOOL_ANSWER,
+    SIDE_ANSWER,
+    AgentBehaviour,
+    Step,
+    Task,
+    UserTurn,
+)
 from benchmarks.support.api_replies import Message, Responses
 from benchmarks.support.upstream import Chat, Recorded
 
@@ -95,7 +102,7 @@ def test_a_task_with_a_query_searches_by_it_whatever_the_request_names() -> None
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
                        "required": ["query"]}}}
     body = {"model": "m", "messages": [PROMPT], "tools": [search]}
-    task = Task(tool="search_code", query="search_code")
+    task = Task(turns=(UserTurn(steps=(Step("search_code", query="search_code"),)),))
     answer = AgentBehaviour(task)(Recorded("POST", "/v1/chat/completions", "", [],
                                            json.dumps(body).encode()))
     assert isinstance(answer, Chat) and answer.tool_calls is not None

@@ -121,15 +121,17 @@ def test_an_error_result_is_rewritten_as_the_model_read_it() -> None:
     assert rewritten[2]["content"][0]["content"] == error.content(tools)
 
 
-def test_tool_references_in_a_tool_result_become_the_search_text() -> None:
+def test_the_tool_references_of_a_client_search_are_taken_out_and_nothing_replaces_them() -> None:
+    """The found tool is in the upstream's ``tools``: the result repeats none of it (as
+    llama-server, which renders a ``tool_reference`` as nothing)."""
     tools = catalog()
     history = client_search_history()
     history[2]["content"][0]["content"].insert(0, {"type": "text", "text": "1 match"})
     rewritten = upstream_history(history, tools)
     (result,) = rewritten[2]["content"]
-    kept, text = result["content"]
-    assert kept == {"type": "text", "text": "1 match"}
-    assert json.loads(text["text"])["found"][0]["name"] == PR_TOOL
+    assert result["content"] == [{"type": "text", "text": "1 match"}]
+    alone = upstream_history(client_search_history(), tools)
+    assert alone[2]["content"][0]["content"] == []
 
 
 def test_server_ids_keep_the_models_suffix() -> None:

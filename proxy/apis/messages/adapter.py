@@ -16,7 +16,9 @@ upstream gets a function, the client ``server_tool_use`` + ``tool_search_tool_re
 blocks); a request that defers tools without one runs its own search (``tool_reference``
 blocks in a ``tool_result``), so toolprune offers no meta-tool of its own; the history's
 search blocks and references are rewritten for the upstream and what they found stays
-loaded; ``defer_loading`` never reaches the upstream.
+loaded; ``defer_loading`` never reaches the upstream. The deferred-tool menu of a client
+that runs its own search moves from ``messages`` to the end of ``system``
+(:mod:`proxy.apis.messages.menus`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.apis.messages.menus import menus_in_system
 from proxy.apis.messages.search import (
     client_output,
     client_search_id,
@@ -133,6 +136,10 @@ class MessagesRequest:
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
         messages = upstream_history(body["messages"], turn.catalog)
+        if turn.finder is not None:  # the client runs its own search: its menu goes first
+            system, messages = menus_in_system(body.get("system"), messages, turn.catalog.names)
+            if system is not None:
+                body["system"] = system
         body["messages"] = [*messages, *self.appended]
         return json_bytes(body)
 

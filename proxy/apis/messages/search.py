@@ -18,10 +18,14 @@ never a silent drop), the tools the history's references found (:func:`found_in_
 kept loaded), and rewrites the history for the upstream (:func:`upstream_history`): a
 ``server_tool_use`` becomes a ``tool_use`` of the function that stands for the search
 tool, its result a ``tool_result`` in the next user turn holding the same text the model
-read when the search ran (:meth:`selection.tool_search.SearchResult.content`), and
-``tool_reference`` blocks become that text too; so the prompt is the same round to round
-and turn to turn. :func:`client_output` writes what the client sees of a search the
-proxy ran.
+read when the search ran (:meth:`selection.tool_search.SearchResult.content`); so the
+prompt is the same round to round and turn to turn. The ``tool_reference`` blocks of a
+search the client ran itself (its own function's ``tool_result``) are taken out and
+nothing is written in their place: a reference loads the tool, which the upstream's
+``tools`` now carry (the client sends it, ``defer_loading``), and llama-server, sent the
+client's request directly, renders a ``tool_reference`` as nothing too; a text naming or
+describing the found tools would repeat what ``tools`` holds, in every later request.
+:func:`client_output` writes what the client sees of a search the proxy ran.
 """
 
 from __future__ import annotations
@@ -190,7 +194,7 @@ def upstream_history(messages: list[Any], catalog: Catalog) -> list[Any]:
             out.extend(_flush(pending, message))
             continue
         if message.get("role") != "assistant":
-            out.extend(_flush(pending, {**message, "content": _user_blocks(content, catalog)}))
+            out.extend(_flush(pending, {**message, "content": _user_blocks(content)}))
             continue
         segment: list[Any] = []
         for block in content:
@@ -230,18 +234,16 @@ def _flush(pending: list[dict[str, Any]], message: Any) -> list[Any]:
     return [{"role": "user", "content": owed}, *([] if message is None else [message])]
 
 
-def _user_blocks(content: list[Any], catalog: Catalog) -> list[Any]:
-    """A user turn's blocks with each ``tool_result``'s ``tool_reference``s replaced by
-    the text of the search result they report (other blocks of the result kept)."""
+def _user_blocks(content: list[Any]) -> list[Any]:
+    """A user turn's blocks, each ``tool_result`` without its ``tool_reference`` blocks
+    (its other blocks kept)."""
     out = []
     for block in content:
-        is_result = isinstance(block, Mapping) and block.get("type") == "tool_result"
-        names = _references(_content(block)) if is_result else []
-        if names:
+        if isinstance(block, Mapping) and block.get("type") == "tool_result" \
+                and _references(_content(block)):
             kept = [b for b in block["content"]
                     if not (isinstance(b, Mapping) and b.get("type") == TOOL_REFERENCE)]
-            text = SearchResult("query", None, tuple(names)).content(catalog)
-            block = {**block, "content": [*kept, {"type": "text", "text": text}]}
+            block = {**block, "content": kept}
         out.append(block)
     return out
 

@@ -10,10 +10,13 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
   ``call_id`` null: its id is read from the item ``id`` the proxy gave it
   (:func:`upstream_search_id`), else numbered by its place among the input's hosted calls.
 * ``tool_search_output`` ``{"call_id", "tools": [definitions]}`` → the
-  ``function_call_output`` of that call: the found tools' names and purposes, the text
-  the proxy answered the live call with (:meth:`selection.tool_search.SearchResult.content`).
-  Its ``tools`` are loaded for the conversation (:attr:`Loaded.found`); a definition the
-  request's ``tools`` lack (a client-executed search may return any) joins the catalogue.
+  ``function_call_output`` of that call. A hosted search's: the found tools' names and
+  purposes, the text the proxy answered the live call with
+  (:meth:`selection.tool_search.SearchResult.content`). A client-executed search's
+  (``execution: "client"``): empty, since the upstream's ``tools`` carry what it found (a
+  text naming or describing them would repeat it in every later request). Its ``tools``
+  are loaded for the conversation (:attr:`Loaded.found`); a definition the request's
+  ``tools`` lack (a client-executed search may return any) joins the catalogue.
 * ``additional_tools`` ``{"tools": [definitions]}`` → removed; its tools are loaded the
   same way.
 * ``function_call`` / ``custom_tool_call`` with a ``namespace`` → the flattened name
@@ -140,8 +143,10 @@ class _Translator:
             return [{"type": "function_call", "call_id": self.call_id(item), "name": name,
                      "arguments": arguments}]
         if kind == SEARCH_OUTPUT:
-            names = tuple(name for name, _, _ in _definitions(item.get("tools")))
-            content = SearchResult("query", None, names).content(self.catalog)
+            content = ""
+            if item.get("execution") != "client":
+                names = tuple(name for name, _, _ in _definitions(item.get("tools")))
+                content = SearchResult("query", None, names).content(self.catalog)
             return [{"type": "function_call_output", "call_id": self.output_call_id(item),
                      "output": content}]
         if kind == ADDITIONAL_TOOLS:

@@ -1,0 +1,116 @@
+"""Whole agent sessions of the four real CLIs, every client mode, directly and through a
+cold ``toolprune serve``: what llama-server evaluates over a session, side by side.
+
+Run from the repository root::
+
+    python -m benchmarks.agent_sessions --out DIR      # all modes: hours on 2 busy cores
+    python -m benchmarks.agent_sessions --out DIR --vias toolprune   # after a proxy change
+    python -m benchmarks.agent_sessions --no-llama     # minutes: the scripted part alone
+    python -m benchmarks.agent_sessions --help
+
+Each mode of :data:`benchmarks.support.agent_clients.MODES` (Claude Code default and with
+``ENABLE_TOOL_SEARCH=true``, Codex default and with its client ``tool_search``, Qwen Code,
+opencode) runs the task :data:`benchmarks.support.agent_behaviour.SESSION` with the
+117-tool GitHub MCP server: the prompt "List the open pull requests in octo/widgets, then
+show the files changed in pull request 4711." (``list_pull_requests``, then
+``pull_request_read``), then a follow-up user turn typed into the same session with the
+CLI's own continue switch (``claude -p --continue``, ``codex exec resume --last``,
+``qwen --continue``, ``opencode run --continue``) asking to check for an issue and open
+one (``search_issues``, ``create_issue``: tools the first turn did not need). At least six
+model turns: four calls and two answers, plus the searches of a client that defers.
+
+1. **Scripted.** The CLI runs against the scripted agent upstream
+   (:mod:`benchmarks.support.agent_behaviour`: no small local model calls tools reliably),
+   which decides each call and answer; directly, then through a fresh proxy (default
+   settings, no ``--warm``) that serves both user turns. The upstream answers what the
+   proxy asks llama-server about itself (``/props``, ``/tokenize``) from the llama-server
+   that then counts the session (:mod:`benchmarks.support.llama_facts`), so the proxy
+   plans as it does in front of llama-server. Both runs use one client folder
+   path, so the paths in the clients' prompts are the same. "Task done": every run exited
+   0, the MCP server got the four calls with the task's arguments, and each turn's final
+   answer quotes its last tool's result; with llama-server, also no request refused.
+2. **llama-server.** Every model request that reached the upstream is sent again, in the
+   session's order, to a fresh llama-server (:mod:`benchmarks.support.llama_replay`:
+   SmolLM2-135M, one slot of ``--ctx`` tokens, prompt cache on, one generated token):
+   its own count of the prompt tokens and of those it evaluated (``timings.prompt_n``,
+   not served from its cache). Codex's default mode also runs "direct, namespaces
+   flattened" (:mod:`benchmarks.support.plain_responses`): llama-server skips the
+   ``namespace`` tool type, so sent as it is the MCP tools never reach the prompt.
+
+Per session: the task, the model requests, the prompt tokens and those evaluated (their
+sum over the session), evaluated against direct's (against the flattened run for Codex's
+default mode), prefix breaks (requests whose cached prefix is shorter than the request
+before them: llama-server evaluated part of that request again), requests llama-server
+refused, and the wall time (the CLI runs against the scripted upstream plus each
+request's time on llama-server: the session's time on this server, generation aside).
+``--no-llama`` reports the prompt tokens counted from the request bodies instead
+(:mod:`benchmarks.support.body_tokens`).
+
+Each session's captures and figures go to ``--out`` (default: a temporary folder): per
+mode and via, the requests of each hop and ``result.json``. Sessions of a via not in
+``--vias`` are read from there (a change to the proxy re-runs ``--vias toolprune`` alone,
+beside the direct sessions measured before); ``--reuse`` also keeps those of ``--vias``
+already there. The captures hold the clients' prompts: never commit them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.agent_session_report import plot, render
+from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
+from benchmarks.support.agent_clients import MODES
+from benchmarks.ttft_llama import load_str
+
+VIAS = ("direct", "toolprune")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--vias", nargs="+", choices=VIAS, default=list(VIAS),
+                        help="run these; the others are read from --out")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for captures and results (default: a temporary folder)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the sessions of --vias whose result.json is in --out")
+    parser.add_argument("--no-llama", action="store_true",
+                        help="scripted sessions only; prompt tokens from the request bodies")
+    parser.add_argument("--ctx", type=int, default=DEFAULT_CTX,
+                        help="llama-server's context, one slot (tokens)")
+    parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    args = parser.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="agent-sessions-"))
+    print(f"captures: {out}\n{load_str()}", flush=True)
+    results: list[SessionResult] = []
+    for name in args.modes:
+        for via in VIAS:
+            saved = out / name / via / "result.json"
+            if via not in args.vias or (args.reuse and saved.exists()):
+                if saved.exists():
+                    results += [SessionResult.from_json(item)
+                                for item in json.loads(saved.read_text())]
+                continue
+            print(f"  {name} {via} …", file=sys.stderr, flush=True)
+            shutil.rmtree(out / name / via, ignore_errors=True)
+            measured = measure_session(MODES[name], via == "toolprune", out,
+                                       ctx=None if args.no_llama else args.ctx)
+            saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
+            results += measured
+    rows = ratios(results)
+    print(f"\n{load_str()}\n\n{render(rows, markdown=args.markdown)}\n", flush=True)
+    (out / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=1))
+    if args.plot is not None:
+        plot(rows, args.plot)
+        print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
