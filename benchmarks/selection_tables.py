@@ -85,13 +85,20 @@ def markdown(reports: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def data_parser(description: str) -> argparse.ArgumentParser:
+    """The options every table over the shared sets takes: ``--data``, ``--limit``,
+    ``--json-out``."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
                         help="the evaluation data folder ($TOOLPRUNE_SHARED_DATA)")
     parser.add_argument("--limit", type=int, default=800, help="cases sampled from each large set")
-    parser.add_argument("--plot", type=Path, help="also draw the plot into this file")
     parser.add_argument("--json-out", type=Path, help="also save the eval reports as JSON")
+    return parser
+
+
+def main() -> int:
+    parser = data_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--plot", type=Path, help="also draw the plot into this file")
     parser.add_argument("--from-json", type=Path, nargs="+", help="render saved `toolprune eval --json` reports")
     args = parser.parse_args()
     if args.data is None and not getattr(args, "from_json", None):

@@ -14,15 +14,12 @@ change against all signals, and the mean schema tokens forwarded.
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.selection_tables import run_all
-from benchmarks.support.data import EVALUATION_DATA_VARIABLE
+from benchmarks.selection_tables import data_parser, run_all
 from selection.evaluation import ABLATIONS
 
 K = "8"
@@ -57,11 +54,7 @@ def markdown(reports: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data", type=Path, default=os.environ.get(EVALUATION_DATA_VARIABLE),
-                        help="the evaluation data folder ($TOOLPRUNE_SHARED_DATA)")
-    parser.add_argument("--limit", type=int, default=800, help="cases sampled from each large set")
-    parser.add_argument("--json-out", type=Path, help="also save the eval reports as JSON")
+    parser = data_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--from-json", type=Path, help="render saved reports instead")
     args = parser.parse_args()
     if args.from_json is not None:
