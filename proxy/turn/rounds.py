@@ -45,18 +45,24 @@ from proxy.turn.sender import plain_body, send_round
 from proxy.turn.turn import Turn
 
 
-def empty_answer_note(rounds: int, ending: Ending) -> str:
+def empty_answer_note(rounds: int, ending: Ending, loaded: bool) -> str:
     """The content of a response that would be empty once its meta-calls are removed (an
-    assistant message without content nor calls is invalid when replayed)."""
+    assistant message without content nor calls is invalid when replayed). ``loaded``:
+    whether the last round's meta-calls loaded a tool not offered yet."""
     if ending is Ending.CUT:
         return (
             "[toolprune] The answer was cut off by the output token limit inside a "
             "tool-loading call, which was not run. Allow more output tokens."
         )
+    outcome = (
+        "The tools it loaded are offered from the next request on."
+        if loaded else
+        "It loaded no new tool: the names it asked for are offered already or match no "
+        "tool, or its arguments could not be read."
+    )
     return (
         f"[toolprune] The model asked to load more tools after {rounds} tool-loading "
-        "round(s) and wrote no answer. The tools it asked for are available from the next "
-        "request on."
+        f"round(s) and wrote no answer. {outcome}"
     )
 
 
@@ -117,8 +123,11 @@ class _TurnServer:
                 "reason or terminal event); the tool-loading call in it was not run"
             ))
             return False
+        loaded = False
         if reply.meta and reply.ending is Ending.COMPLETE:
+            events_before = len(turn.meta_events)
             results = await self.services.run_meta_calls(turn, reply.meta)
+            loaded = any(event.get("loaded") for event in turn.meta_events[events_before:])
             await view.answered(reply)
             if not reply.real_calls and offered:
                 self.request.append_exchange(turn, reply, results)
@@ -127,7 +136,7 @@ class _TurnServer:
             # mixed, or rounds exhausted: the loads take effect next turn
         only_meta = bool(reply.meta) and not reply.real_calls
         if only_meta and not view.shown_output:
-            await view.note(empty_answer_note(turn.rounds, reply.ending))
+            await view.note(empty_answer_note(turn.rounds, reply.ending, loaded))
         elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
             self.services.suspicious_stop(self.client.request_id)
         turn.response_calls = reply.real_calls

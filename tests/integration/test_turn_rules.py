@@ -2,11 +2,11 @@
 Completions, Responses, Messages), plain and streamed: a rule that holds on one API only
 fails here.
 
-Meta rounds are hidden and re-issued; the round limit ends the turn with a note; a
-meta-call mixed with a real call loads for the next turn; a round cut by the output limit
-never runs its meta-call; unreadable meta-call arguments are explained to the model; the
-decision log admits every tool of the turn; a dry run changes nothing a later request
-sees. Real servers on loopback, shared by the module (one embedder load, one index): the
+Meta rounds are hidden and re-issued; the round limit ends the turn with a note that
+says whether the last round loaded anything; a meta-call mixed with a real call loads for
+the next turn; a round cut by the output limit never runs its meta-call; unreadable
+meta-call arguments are explained to the model; the decision log admits every tool of the
+turn; a dry run changes nothing a later request sees. Real servers on loopback, shared by the module (one embedder load, one index): the
 proxy under uvicorn in front of the scripted upstream (``benchmarks/support/upstream.py``);
 each test has a credential of its own, so no state crosses tests.
 """
@@ -83,11 +83,25 @@ def test_after_the_last_meta_round_the_loads_wait_for_the_next_turn(limited: Ben
     answer = run.post(headers)
     assert answer.status == 200 and answer.calls == [] and answer.ending == "stop"
     assert "after 1 tool-loading round(s)" in answer.text  # an empty answer says why
+    assert "The tools it loaded are offered from the next request on." in answer.text
     hidden(answer.raw)
     assert len(run.sent()) == 2  # no third round
     assert "load_tools" not in run.api.offered(run.bodies()[1])  # the limit: not offered
     run.post(headers)
     assert LOADED_LATER in run.api.offered(run.bodies()[2])
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_last_meta_round_that_loads_nothing_is_not_said_to_load(limited: Bench) -> None:
+    run = limited
+    run.script(
+        run.api.reply(calls=(load(LOADED),)),
+        run.api.reply(calls=(load("no_such_tool", call_id="meta_2"),)),  # past the limit
+    )
+    answer = run.post()
+    assert answer.status == 200 and answer.calls == [] and answer.ending == "stop"
+    assert "It loaded no new tool" in answer.text
+    assert "offered from the next request on" not in answer.text
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
