@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from selection.block_order import SelectedTool, Selection
 from selection.blocks import BlockStart, agent_block, start_block
 from selection.catalog import Catalog
-from selection.deferral import read_deferral
+from selection.deferral import Deferral, read_deferral
 from selection.embedders import Embedder
 from selection.engine import SelectionEngine
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
@@ -148,11 +148,7 @@ class Selector:
         if native is None and text is None:
             raise NothingToPrune()
         catalog = selection_catalog(native, text)
-        deferral = read_deferral(
-            catalog, native, messages, found=request.found,
-            emulated_search=request.search is not None,
-            client_runs_search=request.client_runs_search,
-        )
+        deferral = _deferral(request, catalog, native)
         path = "both" if native is not None and text is not None else "native" if native else "text"
         if len(catalog) <= policy.min_catalog_tools and not deferral.active:
             raise SmallCatalog(len(catalog), path, "tools")
@@ -186,11 +182,7 @@ class Selector:
         scored or stored."""
         native = request.native
         assert native is not None and request.needs_translation
-        deferral = read_deferral(
-            native, native, request.messages, found=request.found,
-            emulated_search=request.search is not None,
-            client_runs_search=request.client_runs_search,
-        )
+        deferral = _deferral(request, native, native)
         selection = Selection(
             tools=tuple(SelectedTool(tool.name, "whole" if tool.deferred else "client")
                         for tool in native.tools),
@@ -343,3 +335,12 @@ class _Answer:
     @property
     def event(self) -> dict[str, Any]:
         return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}
+
+
+def _deferral(request: TurnInput, catalog: Catalog, native: Catalog | None) -> Deferral:
+    """What ``request`` defers, read from its messages (:func:`selection.deferral.read_deferral`)."""
+    return read_deferral(
+        catalog, native, request.messages, found=request.found,
+        emulated_search=request.search is not None,
+        client_runs_search=request.client_runs_search,
+    )
