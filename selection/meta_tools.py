@@ -296,21 +296,29 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
 
 
 def search_outcome(
-    matches: Sequence[str], catalog: Catalog, forwarded: set[str], server: str | None = None
+    matches: Sequence[str], catalog: Catalog, forwarded: set[str], server: str | None = None,
+    listed: Sequence[str] = (),
 ) -> LoadOutcome:
     """Answer ``search_tools`` with the tools retrieval found for the model's query (none:
     nothing is loaded, and the model is told to search with other terms; ``server``: the
-    group the search was limited to, named in the answer)."""
+    group the search was limited to, named in the answer; ``listed``: more finds, named
+    with their purpose but not loaded)."""
     new = [name for name in matches if name not in forwarded]
-    found = [
-        {"name": name, "purpose": short_purpose(tool)}
-        for name in matches
-        if (tool := catalog.get(name)) is not None
-    ]
+    found, more = _purposes(matches, catalog), _purposes(listed, catalog)
     result: dict[str, Any] = {"loaded": new, "found": found}
+    if more:
+        result["not_loaded"] = more
     if server is not None:
         result["server"] = server
     result["note"] = "Call the found tools directly." if found else (
         "No tool matched: search again with other terms, or a tool's name."
     )
+    if more:
+        result["note"] += " To load one that is not loaded, search for its name."
     return LoadOutcome(tuple(new), json.dumps(result))
+
+
+def _purposes(names: Sequence[str], catalog: Catalog) -> list[dict[str, str]]:
+    """Each known name of ``names`` with its :func:`short_purpose`."""
+    return [{"name": name, "purpose": short_purpose(tool)}
+            for name in names if (tool := catalog.get(name)) is not None]

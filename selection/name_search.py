@@ -25,6 +25,7 @@ from collections.abc import Collection
 from selection.catalog import Catalog, name_words
 from selection.groups import server_prefixes
 from selection.index import LRUCache
+from selection.name_match import MIN_NAMED_WORDS
 
 #: Least ``rapidfuzz.fuzz.ratio`` (0–100) of a close name: "list pull request" for
 #: ``list_pull_requests`` is 97, "list the open pull requests" 80, "list issues" for
@@ -85,6 +86,24 @@ def _forms(catalog: Catalog) -> dict[str, list[str]]:
     return _FORMS.get_or_build(catalog.fingerprint, build)
 
 
+def _asked(query: str) -> list[str]:
+    """The name forms ``query`` may be: the whole query and each identifier-like word."""
+    asked = [name_form(query), *(name_form(word) for word in _IDENTIFIER.findall(query))]
+    return [form for form in dict.fromkeys(asked) if form]
+
+
+def exactly_named(catalog: Catalog, query: str, *, exclude: Collection[str] = ()) -> list[str]:
+    """The tools ``query`` names exactly by a form of
+    :data:`~selection.name_match.MIN_NAMED_WORDS` or more words (the whole query, or one
+    of its identifiers, is that form), in catalogue order; none of ``exclude``. "search
+    issues" and ``search_issues`` name ``github_search_issues``; "search" names no
+    ``jira__search`` here (one word singles out no tool)."""
+    forms = _forms(catalog)
+    named = {name for form in _asked(query) if len(form.split()) >= MIN_NAMED_WORDS
+             for name in forms.get(form, ())}
+    return [name for name in catalog.names if name in named and name not in exclude]
+
+
 def named_tools(
     catalog: Catalog, query: str, *, limit: int, exclude: Collection[str] = ()
 ) -> list[str]:
@@ -94,8 +113,7 @@ def named_tools(
     from rapidfuzz import fuzz, process  # loaded on the first search, kept off idle memory
 
     forms = _forms(catalog)
-    asked = [name_form(query), *(name_form(word) for word in _IDENTIFIER.findall(query))]
-    asked = [form for form in dict.fromkeys(asked) if form]
+    asked = _asked(query)
     found: dict[str, float] = {}
     for form in asked:
         for name in forms.get(form, ()):

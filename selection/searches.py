@@ -26,7 +26,7 @@ from selection.meta_tools import (
     search_server,
     unknown_group,
 )
-from selection.name_search import spelled_out
+from selection.name_search import exactly_named, spelled_out
 from selection.policy import Policy, catalog_layout
 from selection.tool_search import (
     INVALID_TOOL_INPUT,
@@ -75,7 +75,11 @@ class Searches:
         (:func:`selection.tool_search.found_tools`). With ``server``, only the tools of the
         group it names (:func:`selection.meta_tools.find_group`), best first whatever their
         score (the model chose the server); an unknown name is answered with the closest
-        group names and loads nothing. ``arguments``: the call's JSON text."""
+        group names and loads nothing. A query that is a tool's name
+        (:func:`selection.name_search.exactly_named`: "create issue", ``create_issue``)
+        loads what it names; the other finds are listed by name and purpose, not loaded
+        (each would cost its schema's prefill, and a change of the block later costs
+        everything after it). ``arguments``: the call's JSON text."""
         query, server = search_query(arguments), search_server(arguments)
         if query is None:
             return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
@@ -88,8 +92,11 @@ class Searches:
         outside = set() if group is None else set(self.catalog.names).difference(group.members)
         found = found_tools(self.catalog, query, scores, limit=SEARCH_RESULTS,
                             threshold=threshold if group is None else -np.inf, exclude=outside)
-        return search_outcome(found, self.catalog, forwarded,
-                              None if group is None else group.name)
+        named = set(exactly_named(self.catalog, query, exclude=outside))
+        loads = [name for name in found if name in named] or found
+        return search_outcome(loads, self.catalog, forwarded,
+                              None if group is None else group.name,
+                              listed=[name for name in found if name not in loads])
 
     async def _ranking(self, query: str) -> tuple[np.ndarray, float]:
         """A search query's scores and the least score a tool it finds needs: the engine's

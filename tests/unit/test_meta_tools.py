@@ -235,6 +235,16 @@ def test_search_outcome_loads_new_matches_and_describes_all() -> None:
     ]
 
 
+def test_search_outcome_lists_what_it_does_not_load() -> None:
+    outcome = search_outcome(["get_me"], CATALOG, set(), listed=["merge_pull_request"])
+    assert outcome.admit == ("get_me",)
+    body = json.loads(outcome.content)
+    assert body["found"] == [{"name": "get_me", "purpose": "Who is logged in"}]
+    assert body["not_loaded"] == [{"name": "merge_pull_request", "purpose": "Merge a pull request"}]
+    assert "search for its name" in body["note"]
+    assert "not_loaded" not in json.loads(search_outcome(["get_me"], CATALOG, set()).content)
+
+
 # --------------------------------------------------------------------------- short purpose
 
 

@@ -15,7 +15,7 @@ from benchmarks.support.client_catalogs import (
     opencode_tools,
 )
 from selection.catalog import Catalog, parse_tools
-from selection.name_search import name_form, named_tools, own_names, spelled_out
+from selection.name_search import exactly_named, name_form, named_tools, own_names, spelled_out
 
 GITHUB = [tool["function"]["name"] for tool in github_tools()]
 
@@ -85,6 +85,16 @@ def test_the_issue_43_search_finds_opencodes_github_search_code() -> None:
     assert named_tools(catalog, "search_code", limit=5) == ["github_search_code"]
     assert named_tools(catalog, "search code", limit=5) == ["github_search_code"]
     assert named_tools(catalog, "searchCode", limit=5) == ["github_search_code"]
+
+
+def test_a_query_that_is_a_name_of_two_words_or_more_names_it_exactly() -> None:
+    catalog = parse_tools(opencode_tools())
+    assert exactly_named(catalog, "search issues") == ["github_search_issues"]
+    assert exactly_named(catalog, "load create_issue and get_me") == [
+        "github_create_issue", "github_get_me"]  # catalogue order
+    assert exactly_named(catalog, "create issue", exclude={"github_create_issue"}) == []
+    for query in ("read", "search", "create an issue", "search_issue", "issues about tooltips"):
+        assert exactly_named(catalog, query) == [], query  # one word, not the name, or close only
 
 
 def test_a_flat_catalogues_shared_first_words_are_no_namespace() -> None:
