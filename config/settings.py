@@ -16,6 +16,10 @@ from pydantic_settings import NoDecode
 
 from config.signal_settings import SignalSettings
 
+#: Largest top-k one request may ask for (``X-Tool-Pruning-Top-K``, ``toolprune explain
+#: --top-k``); ``max_tools`` caps what is forwarded anyway.
+MAX_TOP_K = 10_000
+
 
 class Settings(SignalSettings):
     """All configuration of one proxy process: the server's and the upstream's

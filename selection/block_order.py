@@ -8,7 +8,7 @@ first request. Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -68,6 +68,21 @@ class Selection:
     @property
     def names(self) -> list[str]:
         return [tool.name for tool in self.tools]
+
+    def keeping_reasons(self, earlier: Selection) -> Selection:
+        """This re-selection with the reasons and dependency parents ``earlier`` (the same
+        request's previous round) gave the tools it forwarded: after meta-calls the turn is
+        selected again on the state the first round stored, which holds that round's tools
+        as loaded and would call each of them ``sticky``."""
+        before = {tool.name: tool for tool in earlier.tools}
+        tools = tuple(
+            before[tool.name] if tool.reason == "sticky" and tool.name in before else tool
+            for tool in self.tools
+        )
+        forwarded = set(self.names)
+        parents = {**dict(self.parents), **dict(earlier.parents)}
+        return replace(self, tools=tools, parents=tuple(
+            (name, parent) for name, parent in parents.items() if name in forwarded))
 
     @property
     def provenance(self) -> dict[str, Origin]:

@@ -293,7 +293,7 @@ class Selector:
             count_evicts=plan.count_evicts,
         )
         selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
-                           self.engine.signals.expansions)
+                           self.engine.signals.expansions).keeping_reasons(plan.selection)
         replanned = replace(plan, selection=selection,
                             agent_state=agent_block(selection.state, conversation))
         return MetaOutcome(replanned, results, labels, events, found, tuple(searches.late))

@@ -18,7 +18,7 @@ from typing import Any
 from tabulate import tabulate
 
 from config.selector import build_embedder, build_selector
-from config.settings import Settings
+from config.settings import MAX_TOP_K, Settings
 from proxy.apis.chat.adapter import ChatApi
 from proxy.apis.messages.adapter import MessagesApi
 from proxy.apis.responses.adapter import ResponsesApi
@@ -70,14 +70,26 @@ def request_api(body: dict[str, Any]) -> str:
 
 DESCRIPTION = """\
 Show what the proxy would do with one request (chat completions, Responses API or
-Anthropic Messages API), without sending it anywhere: the tools it would forward and why (core, pinned, sticky, or the semantic
-score), the best-scored tools it would leave out, and the estimated prompt saving. The
-request is planned as the first turn of a new conversation, with the settings of
-TOOLPRUNE_* variables and the policy file.
+Anthropic Messages API), without sending it anywhere: the tools it would forward and why
+(core, pinned, sticky, or the semantic score), the best-scored tools it would leave out,
+and the estimated prompt saving. The request is planned as the first turn of a new
+conversation, with the settings of TOOLPRUNE_* variables and the policy file.
 
 example:
   toolprune explain request.json --top-k 4
 """
+
+
+def top_k(text: str) -> int:
+    """``--top-k``: an integer from 0 to ``MAX_TOP_K``, as ``X-Tool-Pruning-Top-K`` takes.
+    Raises argparse.ArgumentTypeError (argparse's one-line usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= MAX_TOP_K:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {MAX_TOP_K}")
+    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "/v1/messages")
     parser.add_argument("--api", choices=APIS, default="auto",
                         help="the request's API; auto: guessed from the body")
-    parser.add_argument("--top-k", type=int, metavar="K",
+    parser.add_argument("--top-k", type=top_k, metavar="K",
                         help=f"semantic matches admitted, as X-Tool-Pruning-Top-K would set "
                         f"{from_setting('top_k')}")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -11,6 +11,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable
 
+from config.settings import MAX_TOP_K
 from proxy.http.errors import InvalidHeader
 
 Headers = list[tuple[bytes, bytes]]
@@ -92,8 +93,6 @@ def control_header(headers: Headers, name: bytes, label: str) -> bytes | None:
 
 
 PRUNING_MODES = ("on", "off", "dry-run")
-#: Largest ``X-Tool-Pruning-Top-K`` accepted (the cap ``max_tools`` applies anyway).
-MAX_TOP_K = 10_000
 
 
 def pruning_mode(headers: Headers) -> str:

@@ -248,7 +248,9 @@ class Upstream:
                         extra={"fields": {"error": type(exc).__name__}},
                     )
                     continue
-                raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
+                raise UpstreamUnavailable(
+                    f"upstream closed the connection before answering: {type(exc).__name__}"
+                ) from exc
             except aiohttp.ClientError as exc:
                 raise UpstreamUnavailable(f"upstream unreachable: {type(exc).__name__}") from exc
             return UpstreamResponse(response, started), time.perf_counter() - started

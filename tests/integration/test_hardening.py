@@ -259,6 +259,7 @@ def test_a_fresh_connection_closed_unanswered_is_not_retried(method: str) -> Non
             response = httpx.request(method, proxy + "/v1/models", content=b"{}", timeout=30)
             assert response.status_code == 502
             assert error_of(response)["code"] == "upstream_unavailable"
+            assert "closed the connection before answering" in error_of(response)["message"]
             assert closing.requests == 1
     finally:
         closing.close()

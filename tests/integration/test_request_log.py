@@ -59,6 +59,25 @@ def test_a_pruned_stream_logs_one_line_with_its_upstream_times(
         assert f'{name}_count{{route="chat_completions"}} 2.0' in metrics
 
 
+def test_a_decision_after_a_load_tools_round_keeps_each_tools_first_reason(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    """The line describes the last round's tools; those the first round chose keep its
+    reasons (the re-selection finds them stored as loaded), the loaded one is
+    ``requested``. A new conversation on a fresh proxy: no tool of it is ``sticky``."""
+    load = json.dumps({"names": ["browser_cookie_set"]})
+    upstream.upstream.script(Chat(content=None, tool_calls=[{"id": "m", "name": "load_tools", "arguments": load}]),
+                             Chat(content="done"))
+    response = httpx.post(proxy + PATHS["chat"], json=request_body("chat"), timeout=300,
+                          headers={"X-Request-Id": "req-reasons-1"})
+    assert response.status_code == 200
+    decision = log_lines.wait_for("pruning_decision", "req-reasons-1")
+    assert decision["rounds"] == 1 and decision["turn"] == 1
+    reasons = decision["reasons"]
+    assert reasons["browser_cookie_set"] == "requested"
+    assert len(reasons) > 1 and "sticky" not in reasons.values(), reasons
+
+
 @pytest.mark.parametrize(
     ("headers", "path", "method", "decision", "route"),
     [

@@ -78,6 +78,16 @@ def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> Non
     assert main(["explain", write(tmp_path, [1, 2])]) == 2
 
 
+@pytest.mark.parametrize("top_k", ["-1", "10001", "four"])
+def test_explain_refuses_a_top_k_the_header_would_refuse(
+    tmp_path: Path, top_k: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["explain", write(tmp_path, {"model": "m", "messages": []}), "--top-k", top_k])
+    assert exited.value.code == 2
+    assert "--top-k: must be an integer from 0 to 10000" in capsys.readouterr().err
+
+
 RESPONSES_TOOLS = [{"type": "function", **tool["function"]} for tool in PLAYWRIGHT]
 MESSAGES_TOOLS = [
     {"name": t["function"]["name"], "description": t["function"].get("description", ""),

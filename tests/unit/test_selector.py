@@ -221,6 +221,19 @@ def test_scores_none_admits_nothing_semantically() -> None:
     assert all(tool.score is None for tool in chosen.tools)
 
 
+def test_a_reselection_after_meta_calls_keeps_the_first_rounds_reasons() -> None:
+    catalog = catalog_of("a", "b", "c", "d")
+    ranking = ranked(scores_for(catalog, a=0.9))
+    first = select(catalog, ranking, policy(), state_of(("b", 1, 1)), TurnFacts(now=2))
+    assert reasons(first) == {"b": "sticky", "a": "semantic"}
+    again = select(catalog, ranking, policy(), first.state, TurnFacts(now=2, requested=["c"]))
+    assert reasons(again) == {"b": "sticky", "a": "sticky", "c": "requested"}  # as stored
+    kept = again.keeping_reasons(first)
+    assert reasons(kept) == {"b": "sticky", "a": "semantic", "c": "requested"}
+    assert kept.names == again.names and kept.state == again.state
+    assert [t.score for t in kept.tools] == [t.score for t in again.tools]
+
+
 def test_semantic_candidates_skip_excluded_names_without_losing_a_slot() -> None:
     catalog = catalog_of("a", "b", "c")
     found = semantic_candidates(
