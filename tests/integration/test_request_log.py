@@ -36,15 +36,22 @@ def line_of(lines: Lines, request_id: str) -> dict[str, Any]:
     return line
 
 
-def test_a_pruned_stream_logs_one_line_with_its_upstream_times(
-    upstream: RunningUpstream, proxy: str, log_lines: Lines
-) -> None:
+def stream_with_a_load_round(upstream: RunningUpstream, proxy: str, request_id: str) -> httpx.Response:
+    """A streamed chat request whose first upstream round calls ``load_tools`` (loading
+    ``browser_cookie_set``) and whose second answers "done"."""
     load = json.dumps({"names": ["browser_cookie_set"]})
     upstream.upstream.script(Chat(content=None, tool_calls=[{"id": "m", "name": "load_tools", "arguments": load}]),
                              Chat(content="done"))
     response = httpx.post(proxy + PATHS["chat"], json=request_body("chat"), timeout=300,
-                          headers={"X-Request-Id": "req-pruned-1"})
+                          headers={"X-Request-Id": request_id})
     assert response.status_code == 200
+    return response
+
+
+def test_a_pruned_stream_logs_one_line_with_its_upstream_times(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    response = stream_with_a_load_round(upstream, proxy, "req-pruned-1")
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chat_chunks(response.content) if c["choices"]) == "done"
     line = line_of(log_lines, "req-pruned-1")
     assert (line["method"], line["route"], line["decision"], line["status"], line["complete"]) == (
@@ -65,12 +72,7 @@ def test_a_decision_after_a_load_tools_round_keeps_each_tools_first_reason(
     """The line describes the last round's tools; those the first round chose keep its
     reasons (the re-selection finds them stored as loaded), the loaded one is
     ``requested``. A new conversation on a fresh proxy: no tool of it is ``sticky``."""
-    load = json.dumps({"names": ["browser_cookie_set"]})
-    upstream.upstream.script(Chat(content=None, tool_calls=[{"id": "m", "name": "load_tools", "arguments": load}]),
-                             Chat(content="done"))
-    response = httpx.post(proxy + PATHS["chat"], json=request_body("chat"), timeout=300,
-                          headers={"X-Request-Id": "req-reasons-1"})
-    assert response.status_code == 200
+    stream_with_a_load_round(upstream, proxy, "req-reasons-1")
     decision = log_lines.wait_for("pruning_decision", "req-reasons-1")
     assert decision["rounds"] == 1 and decision["turn"] == 1
     reasons = decision["reasons"]
