@@ -21,6 +21,19 @@ from config.signal_settings import SignalSettings
 MAX_TOP_K = 10_000
 
 
+def request_top_k(text: str) -> int:
+    """The top-k one request asks for (``X-Tool-Pruning-Top-K``, ``toolprune explain
+    --top-k``): ASCII digits, 0 to :data:`MAX_TOP_K`, surrounding spaces ignored.
+    Raises ValueError ("must be an integer from 0 to …")."""
+    text = text.strip()
+    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_TOP_K)) or (
+        int(text) > MAX_TOP_K
+    ):
+        raise ValueError(f"must be an integer from 0 to {MAX_TOP_K}")
+    return int(text)
+
+
 class Settings(SignalSettings):
     """All configuration of one proxy process: the server's and the upstream's
     (:class:`~config.server_settings.ServerSettings`, listed first), the ranking signals

@@ -18,7 +18,7 @@ from typing import Any
 from tabulate import tabulate
 
 from config.selector import build_embedder, build_selector
-from config.settings import MAX_TOP_K, Settings
+from config.settings import Settings, request_top_k
 from proxy.apis.chat.adapter import ChatApi
 from proxy.apis.messages.adapter import MessagesApi
 from proxy.apis.responses.adapter import ResponsesApi
@@ -81,15 +81,12 @@ example:
 
 
 def top_k(text: str) -> int:
-    """``--top-k``: an integer from 0 to ``MAX_TOP_K``, as ``X-Tool-Pruning-Top-K`` takes.
+    """``--top-k``: what ``X-Tool-Pruning-Top-K`` takes (:func:`config.settings.request_top_k`).
     Raises argparse.ArgumentTypeError (argparse's one-line usage error, exit 2)."""
     try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value <= MAX_TOP_K:
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {MAX_TOP_K}")
-    return value
+        return request_top_k(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

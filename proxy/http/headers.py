@@ -11,7 +11,7 @@ import hashlib
 import uuid
 from collections.abc import Iterable
 
-from config.settings import MAX_TOP_K
+from config.settings import request_top_k
 from proxy.http.errors import InvalidHeader
 
 Headers = list[tuple[bytes, bytes]]
@@ -111,13 +111,10 @@ def top_k_override(headers: Headers) -> int | None:
     value = control_header(headers, b"x-tool-pruning-top-k", "X-Tool-Pruning-Top-K")
     if value is None:
         return None
-    text = value.decode("latin-1").strip()
-    # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
-    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_TOP_K)) or (
-        int(text) > MAX_TOP_K
-    ):
-        raise InvalidHeader(f"X-Tool-Pruning-Top-K must be an integer from 0 to {MAX_TOP_K}")
-    return int(text)
+    try:
+        return request_top_k(value.decode("latin-1"))
+    except ValueError as exc:
+        raise InvalidHeader(f"X-Tool-Pruning-Top-K {exc}") from None
 
 
 #: Request headers that carry the client's credential, in the order they are looked for.
