@@ -30,7 +30,14 @@ from proxy.turn.planner import Planner
 from proxy.turn.turn import Turn
 from proxy.usage.learning_schedule import load_states
 from selection.learning import LearnedStates
-from selection.types import CatalogCache, NothingToPrune, PolicyError, SelectionError, SmallCatalog
+from selection.types import (
+    CatalogCache,
+    CatalogError,
+    NothingToPrune,
+    PolicyError,
+    SelectionError,
+    SmallCatalog,
+)
 
 #: Bytes per token of the saving estimate (JSON tool schemas; labelled an estimate).
 BYTES_PER_TOKEN_ESTIMATE = 4
@@ -191,6 +198,9 @@ async def explain(
         except SmallCatalog as small:
             return {"api": api, "decision": "small_catalog", "offered": small.size,
                     "reason": SMALL_CATALOG_REASONS[small.reason]}
+        except CatalogError as unreadable:  # the proxy forwards such a request unchanged
+            return {"api": api, "decision": "fallback", "reason": unreadable.reason,
+                    "detail": str(unreadable)}
         finally:
             await selector.aclose()
 

@@ -74,6 +74,19 @@ def test_explain_says_when_pruning_would_save_too_little(
     }
 
 
+def test_explain_says_the_proxy_would_forward_an_unreadable_catalogue_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server forwards a request whose ``tools`` it cannot read unchanged
+    (``fallback``, ``catalog_error``); explain says so instead of failing."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": "all of them"}
+    assert main(["explain", write(tmp_path, body)]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    assert explained["decision"] == "fallback"
+    assert explained["reason"] == "catalog_error"
+    assert "array" in explained["detail"]
+
+
 def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> None:
     assert main(["explain", write(tmp_path, [1, 2])]) == 2
 
