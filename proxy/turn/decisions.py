@@ -66,6 +66,9 @@ logger = get_logger("decision")
 #: Response header of a turn ranked by BM25 alone (value ``building``): the catalogue's
 #: dense index was still being built when the request came.
 INDEX_HEADER = b"x-tool-pruning-index"
+#: On a request forwarded whole because selection failed (``fallback``): why, the
+#: ``SelectionError`` reason its log line names (``catalog_error``…).
+FALLBACK_HEADER = b"x-tool-pruning-fallback"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
@@ -183,8 +186,10 @@ class DecisionFlow:
             if planned is Decision.PASSTHROUGH:
                 await self.forwarder.forward(request, await unchanged(send))
             else:
+                reason = request.log.fallback_reason if planned is Decision.FALLBACK else None
+                report = [] if reason is None else [(FALLBACK_HEADER, reason.encode())]
                 await self.forward_whole(
-                    planned, request, send, body, translate, serve, [], started
+                    planned, request, send, body, translate, serve, report, started
                 )
             return
         turn = planned

@@ -126,11 +126,15 @@ def test_tools_entries_that_are_not_objects_are_forwarded_as_a_fallback_on_every
 ) -> None:
     request_id = f"req-n-{api}"
     body = {**request_body(api), "tools": [1, "x"], "stream": False}
-    httpx.post(proxy + PATHS[api], json=body, timeout=300, headers={"X-Request-Id": request_id})
+    response = httpx.post(proxy + PATHS[api], json=body, timeout=300,
+                          headers={"X-Request-Id": request_id})
     forwarded = json.loads(upstream.upstream.requests[-1].body)
     assert forwarded["tools"] == [1, "x"]  # unchanged
     line = line_of(log_lines, request_id)
     assert (line["decision"], line["fallback_reason"]) == ("fallback", "catalog_error")
+    # The client sees why too, and no count of a pruning that did not happen.
+    assert response.headers["x-tool-pruning-fallback"] == "catalog_error"
+    assert "x-tool-pruning-tools" not in response.headers
 
 
 def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(

@@ -176,19 +176,21 @@ def whole(decision: str) -> Turn:
     return turn
 
 
-@pytest.mark.parametrize(("failure", "decision"), [
-    (EmbedderError("down"), "fallback"),
-    (RuntimeError("a defect in planning"), "fallback"),
-    (SmallCatalog(3, "native", "tools"), "small_catalog"),
+@pytest.mark.parametrize(("failure", "decision", "report"), [
+    (EmbedderError("down"), "fallback", [(b"x-tool-pruning-fallback", b"embedder_error")]),
+    (RuntimeError("a defect in planning"), "fallback",
+     [(b"x-tool-pruning-fallback", b"internal_error")]),
+    (SmallCatalog(3, "native", "tools"), "small_catalog", []),
 ])
 async def test_a_request_not_pruned_is_served_as_its_translate_only_turn(
-    failure: Exception, decision: str
+    failure: Exception, decision: str, report: list[tuple[bytes, bytes]]
 ) -> None:
+    """Served with its translation; a fallback's response says why (its log's reason)."""
     ladder = Ladder(failure, whole(decision))
     await ladder.run()
     assert ladder.translations == [decision]
-    ((turn, report),) = ladder.served
-    assert turn.whole == decision and report == []
+    ((turn, served_report),) = ladder.served
+    assert turn.whole == decision and served_report == report
     assert ladder.forwarder.forwarded == []
 
 
@@ -196,7 +198,7 @@ async def test_without_a_translation_the_bytes_go_as_sent() -> None:
     ladder = Ladder(EmbedderError("down"), None)
     await ladder.run()
     assert ladder.translations == ["fallback"] and ladder.served == []
-    assert ladder.forwarder.forwarded == [[]]
+    assert ladder.forwarder.forwarded == [[(b"x-tool-pruning-fallback", b"embedder_error")]]
 
 
 async def test_a_translation_that_fails_sends_the_bytes_and_is_logged(log_lines: Lines) -> None:
