@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.agent_session_runs import Ratio, SessionResult
-from benchmarks.ttft_llama import n, table
+from benchmarks.support.text_tables import n, table
 
 Rows = list[tuple[SessionResult, Ratio]]
 

@@ -65,7 +65,7 @@ from pathlib import Path
 from benchmarks.agent_session_report import plot, render
 from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
 from benchmarks.support.agent_clients import MODES
-from benchmarks.ttft_llama import load_str
+from benchmarks.support.text_tables import load_str
 
 VIAS = ("direct", "toolprune")
 

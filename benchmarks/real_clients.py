@@ -64,8 +64,8 @@ from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
 from benchmarks.support.llama import local_llama
 from benchmarks.support.recording_relay import Exchange
 from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.text_tables import load_str, n, table
 from benchmarks.support.upstream import Upstream
-from benchmarks.ttft_llama import load_str, n, table
 
 #: llama-server's context: one slot of 32,768 tokens (SmolLM2 is trained to 8,192).
 LLAMA_CTX = 32768

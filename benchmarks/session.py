@@ -67,7 +67,7 @@ from benchmarks.session_script import (
 )
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import local_llama
-from benchmarks.ttft_llama import load_str, n, secs, table
+from benchmarks.support.text_tables import load_str, n, secs, table
 from benchmarks.ttft_requests import ProxyLog, Result, stream_chat, wait_ok
 
 CATALOG = REAL_CATALOGS / "github_mcp_server.json"

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from benchmarks.ttft_llama import table
+from benchmarks.support.text_tables import table
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.cli.eval import default_embedder_factory

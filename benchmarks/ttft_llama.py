@@ -36,7 +36,6 @@ import asyncio
 import json
 import os
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -49,6 +48,7 @@ import httpx
 from benchmarks.processes import Server, clean_env, free_port, start_server
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import local_llama
+from benchmarks.support.text_tables import emit, load_str, median, n, secs, table
 from benchmarks.ttft_requests import (
     STARTUP_TIMEOUT_S,
     TOOLS_HEADER,
@@ -76,44 +76,6 @@ FOLLOW_UPS = [
     ("4 follow-up", "Create the issue with that title, please."),
     ("5 follow-up", "Thanks."),
 ]
-
-
-# --- formatting ------------------------------------------------------------------------
-def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
-    """Plain-text table; the first ``left`` columns left-aligned, the rest right-aligned."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=True)]
-
-    def fmt(cells: list[str]) -> str:
-        return "  ".join(
-            str(c).ljust(w) if i < left else str(c).rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ).rstrip()
-
-    lines = [fmt(headers), "  ".join("-" * w for w in widths)]
-    lines += [fmt(r) for r in rows]
-    return "\n".join(lines)
-
-
-def n(value: Any) -> str:
-    return "–" if value is None else f"{value:,}"
-
-
-def secs(value: float | None) -> str:
-    return "–" if value is None else f"{value:.2f}"
-
-
-def median(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def load_str() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min, {os.cpu_count()} CPUs)"
-
-
-def emit(text: str = "") -> None:
-    print(text, flush=True)
 
 
 # --- the parts -----------------------------------------------------------------------------
@@ -290,7 +252,7 @@ def parse_sizes(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG, help="tools JSON array")
     parser.add_argument("--sizes", type=parse_sizes, default=[8, 16, 30, 60, 117],
@@ -303,15 +265,75 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2,
                         help="llama-server --threads (default: CPU count)")
     parser.add_argument("--parts", default="0,1,2", help="which parts to run (default 0,1,2)")
-    args = parser.parse_args(argv)
-    parts = set(args.parts.split(","))
+    return parser.parse_args(argv)
 
-    started = time.monotonic()
-    tools = json.loads(args.catalog.read_text())
+
+def warm_up(client: httpx.Client, llama: Server, proxy: Server, tools: list[dict[str, Any]],
+            run_id: str) -> Result:
+    """Warm both servers; the proxy's dry-run answer to the warm-up request.
+
+    The proxy embeds the whole catalogue before anything is timed (tool vectors are cached
+    by text, so its prefixes are then indexed without embedding): a dry-run request plans
+    as usual but forwards the full catalogue, which llama-server rejects at once (117
+    tools are over the context), so it costs no prefill. Retried until the proxy acts (an
+    index build past its timeout forwards the request while indexing goes on in the
+    background). Then one small direct request warms llama-server. Raises TimeoutError
+    when the proxy never acts within ``STARTUP_TIMEOUT_S`` seconds."""
+    warm_body = chat_body([{"role": "user", "content": WARMUP_USER}], tools, 1, False)
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while True:
+        warm = stream_chat(client, proxy.origin + "/v1", warm_body,
+                           {"X-Conversation-Id": f"{run_id}-warmup", "X-Tool-Pruning": "dry-run"})
+        if warm.tools_header is not None:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the proxy never acted on the warm-up:\n{proxy.log_tail()}")
+        time.sleep(2)
+    stream_chat(client, llama.origin + "/v1",
+                chat_body([{"role": "user", "content": WARMUP_USER}], None, 1, False))
+    return warm
+
+
+def run_parts(args: argparse.Namespace, client: httpx.Client, llama: Server, proxy: Server,
+              tools: list[dict[str, Any]], run_id: str) -> None:
+    """Parts 0, 1 and 2 of the module docstring, those ``args.parts`` names."""
+    parts = set(args.parts.split(","))
     sizes = [s for s in args.sizes if s <= len(tools)]
     slope_sizes = [s for s in args.slope_sizes if s <= len(tools)]
+    proxy_log = ProxyLog(proxy.log_path)
+    if "0" in parts:
+        first = [{"role": "user", "content": FIRST_USER}]
+        planned = asyncio.run(plan_bodies(
+            {size: chat_body(first, tools[:size], args.max_tokens, False) for size in sizes}
+        ))
+        part0(client, llama.origin, tools, slope_sizes, sizes, planned)
+        emit()
+    if "1" in parts:
+        results = part1(client, llama.origin, proxy.origin, proxy_log, tools, sizes,
+                        args.repeat, args.max_tokens, run_id)
+        if "0" in parts:
+            mismatches = [
+                s for s in sizes
+                if planned[s].pruned
+                and results[s]["proxy"][-1].prompt_tokens is not None
+                and results[s]["proxy"][-1].prompt_tokens
+                != count_tokens(client, llama.origin, planned[s].with_meta)
+            ]
+            emit("check: proxy prompt_tokens equal the offline plan's tokenized prompt"
+                 + (" for every size" if not mismatches else f" EXCEPT sizes {mismatches}"))
+        emit()
+    if "2" in parts:
+        part2(client, proxy.origin, proxy_log, tools, args.max_tokens, run_id)
+        emit()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    started = time.monotonic()
+    tools = json.loads(args.catalog.read_text())
     run_id = uuid.uuid4().hex[:8]
-    emit(f"ttft_llama: {args.catalog.name} ({len(tools)} tools), sizes {sizes}, "
+    emit(f"ttft_llama: {args.catalog.name} ({len(tools)} tools), "
+         f"sizes {[s for s in args.sizes if s <= len(tools)]}, "
          f"repeat {args.repeat}, max_tokens {args.max_tokens}, llama-server --threads {args.threads}")
     emit(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
          f"{load_str()}")
@@ -336,62 +358,16 @@ def main(argv: list[str] | None = None) -> int:
             servers.append(proxy)
             wait_ok(client, llama, "/health")
             wait_ok(client, proxy, "/healthz")
-            proxy_log = ProxyLog(proxy.log_path)
-
-            # Warm-up. The proxy embeds the whole catalogue before anything is timed (tool
-            # vectors are cached by text, so its prefixes are then indexed without
-            # embedding): a dry-run request plans as usual but forwards the full catalogue,
-            # which llama-server rejects at once (117 tools are over the context), so it costs
-            # no prefill. Retried until the proxy acts (an index build past its timeout
-            # forwards the request while indexing goes on in the background). Then one
-            # small direct request warms llama-server.
-            warm_body = chat_body([{"role": "user", "content": WARMUP_USER}], tools, 1, False)
-            deadline = time.monotonic() + STARTUP_TIMEOUT_S
-            while True:
-                warm = stream_chat(client, proxy.origin + "/v1", warm_body,
-                                   {"X-Conversation-Id": f"{run_id}-warmup",
-                                    "X-Tool-Pruning": "dry-run"})
-                if warm.tools_header is not None:
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the proxy never acted on the warm-up:\n{proxy.log_tail()}")
-                time.sleep(2)
-            stream_chat(client, llama.origin + "/v1",
-                        chat_body([{"role": "user", "content": WARMUP_USER}], None, 1, False))
+            warm = warm_up(client, llama, proxy, tools, run_id)
             emit(f"warm-up through the proxy (dry-run): {warm.status}, {TOOLS_HEADER}: "
                  f"{warm.tools_header}; servers up and warm after {time.monotonic() - started:.0f} s")
             emit()
-
-            if "0" in parts:
-                first = [{"role": "user", "content": FIRST_USER}]
-                planned = asyncio.run(plan_bodies(
-                    {size: chat_body(first, tools[:size], args.max_tokens, False) for size in sizes}
-                ))
-                part0(client, llama.origin, tools, slope_sizes, sizes, planned)
-                emit()
-            if "1" in parts:
-                results = part1(client, llama.origin, proxy.origin, proxy_log, tools, sizes,
-                                args.repeat, args.max_tokens, run_id)
-                if "0" in parts:
-                    mismatches = [
-                        s for s in sizes
-                        if planned[s].pruned
-                        and results[s]["proxy"][-1].prompt_tokens is not None
-                        and results[s]["proxy"][-1].prompt_tokens
-                        != count_tokens(client, llama.origin, planned[s].with_meta)
-                    ]
-                    emit("check: proxy prompt_tokens equal the offline plan's tokenized prompt"
-                         + (" for every size" if not mismatches else f" EXCEPT sizes {mismatches}"))
-                emit()
-            if "2" in parts:
-                part2(client, proxy.origin, proxy_log, tools, args.max_tokens, run_id)
-                emit()
+            run_parts(args, client, llama, proxy, tools, run_id)
         finally:
             for server in reversed(servers):
                 server.stop()
     emit(f"run time: {time.monotonic() - started:.0f} s; {load_str()}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
