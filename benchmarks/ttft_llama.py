@@ -67,9 +67,10 @@ DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
 FIRST_USER = "List the open pull requests in octocat/hello-world and summarise them."
 WARMUP_USER = "Show me the latest commits on the main branch of octocat/hello-world."
 CONVERSATION_SYSTEM = "You are a helpful assistant for GitHub. Session {session}."
-#: Part 2's user turns after the first. Checked offline with the proxy's planner (default
-#: settings): turn 2 admits nothing; turns 3 and 4 admit tools that are appended; turn 5
-#: admits the issue tools (create_issue among them) and, at the cap of 16, evicts others.
+#: Part 2's user turns after the first. Measured with the default settings (2026-12-06):
+#: turn 2 admits nothing; turn 3 appends three tools; turn 4 admits the issue tools
+#: (create_issue among them) and, at the cap of 16, evicts others; turn 5, which asks for
+#: nothing, still changes the block (its best tools score 0.23-0.25: docs/measured.md).
 FOLLOW_UPS = [
     ("2 follow-up, same topic", "And which of these pull requests are still open?"),
     ("3 new topic: an issue", 'Open a new issue in octocat/hello-world: "Triage stale pull requests".'),
