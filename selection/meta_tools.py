@@ -28,6 +28,11 @@ SEARCH_TOOLS = "search_tools"
 PURPOSE_CHARS = 60
 #: Nearest-match suggestions offered for an unknown name.
 SUGGESTIONS = 3
+#: Unknown names of one ``load_tools`` call answered with suggestions; the rest are only
+#: counted (a call naming thousands would fill the next prompt with suggestions).
+MAX_UNKNOWN = 8
+#: Characters of an unknown name echoed and matched (a tool name has at most 64).
+UNKNOWN_NAME_CHARS = 128
 #: ``search_tools`` names every group in its description up to this many (more would
 #: cost more tokens than they help: the tier's headings name the groups that matter now).
 MAX_LISTED_GROUPS = 24
@@ -273,14 +278,20 @@ class LoadOutcome:
 
 def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[str]) -> LoadOutcome:
     """Answer ``load_tools``: known names are loaded (already forwarded ones are an
-    idempotent no-op), unknown names get nearest-match suggestions (rapidfuzz WRatio)."""
+    idempotent no-op), the first :data:`MAX_UNKNOWN` unknown names (their first
+    :data:`UNKNOWN_NAME_CHARS` characters) get nearest-match suggestions (rapidfuzz
+    WRatio), and further unknown names are counted (``unknown_more``)."""
     if names is None:
         message = {"error": 'arguments must be JSON like {"names": ["tool_name"]}'}
         return LoadOutcome((), json.dumps(message))
-    loaded, already, unknown = [], [], {}
+    loaded, already, unknown, more = [], [], {}, 0
     for name in dict.fromkeys(names):
         if catalog.get(name) is None:
-            unknown[name] = closest_names(name, catalog.names)
+            if len(unknown) < MAX_UNKNOWN:
+                shown = name[:UNKNOWN_NAME_CHARS]
+                unknown[shown] = closest_names(shown, catalog.names)
+            else:
+                more += 1
         elif name in forwarded:
             already.append(name)
         else:
@@ -290,6 +301,8 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
         result["already_available"] = already
     if unknown:
         result["unknown"] = {name: {"did_you_mean": s} for name, s in unknown.items()}
+    if more:
+        result["unknown_more"] = more
     if loaded or already:
         result["note"] = "Loaded tools are available now: call them directly."
     return LoadOutcome(tuple(loaded), json.dumps(result))

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from benchmarks.support.upstream import SSE, Raw, Slow, chat_events
@@ -93,6 +94,40 @@ def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(run: Bench
     run.script(Raw(500, BOOM))
     answer = run.post()
     assert answer.status == 500 and answer.error == BOOM["error"]
+
+
+@proves(
+    fault="a 200 answer to a pruned request's first round that is neither the API's JSON nor SSE (a gateway's HTML page)",
+    phase="before the upstream answers",
+    client="every API, plain and streamed: the upstream's status, content type and body unchanged, as without the proxy (nothing of it has been relayed yet, and it holds no call to run)",
+)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_first_answer_in_no_shape_of_the_api_reaches_the_client_as_sent(run: Bench) -> None:
+    page = b"<html><body>down for maintenance</body></html>"
+    run.script(Raw(200, page, media_type="text/html"))
+    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream),
+                          headers=run.credential, timeout=300)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/html")
+    assert response.content == page
+
+
+@proves(
+    fault="a hidden `load_tools` call naming thousands of tools that do not exist",
+    phase="inside a hidden meta-call",
+    client="the answer of the re-issue; the re-issue's tool result suggests names for the first 8 unknown names and counts the rest, so its prompt stays the size of one round's",
+)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_load_of_thousands_of_unknown_names_re_issues_a_bounded_prompt(run: Bench) -> None:
+    call = load(*(f"no_such_tool_{i}" for i in range(5_000)))
+    run.script(run.api.reply(calls=(call,)), run.api.reply("done"))
+    answer = run.post()
+    assert (answer.status, answer.text) == (200, "done")
+    first, second = run.sent()
+    [result] = [json.loads(text) for _, text in run.api.results(json.loads(second.body))]
+    assert len(result["unknown"]) == 8 and result["unknown_more"] == 4_992
+    # The re-issue carries the model's own call (its 5,000 names) and a short result.
+    assert len(second.body) < len(first.body) + 2 * len(call.arguments) + 4_000
 
 
 @proves(

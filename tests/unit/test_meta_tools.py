@@ -12,6 +12,7 @@ from selection.catalog import Catalog, parse_functions, parse_tools
 from selection.groups import find_groups
 from selection.meta_tools import (
     LOAD_TOOLS,
+    MAX_UNKNOWN,
     PURPOSE_CHARS,
     SEARCH_TOOLS,
     SUGGESTIONS,
@@ -331,6 +332,18 @@ def test_execute_load_of_an_unknown_name_suggests_the_nearest_names() -> None:
 def test_execute_load_with_only_unknown_names_loads_nothing_and_has_no_note() -> None:
     body = json.loads(execute_load(["nothing_like_it"], CATALOG, forwarded=set()).content)
     assert body["loaded"] == [] and "note" not in body and "nothing_like_it" in body["unknown"]
+
+
+def test_execute_load_of_thousands_of_unknown_names_answers_in_a_bounded_size() -> None:
+    """A model that names 5,000 tools that do not exist (or one name of a megabyte) gets
+    suggestions for the first few and a count of the rest, not a prompt of suggestions."""
+    names = ["x" * 1_000_000, *(f"no_such_tool_{i}" for i in range(5_000)), "delete_file"]
+    outcome = execute_load(names, CATALOG, forwarded=set())
+    assert outcome.admit == ("delete_file",)
+    body = json.loads(outcome.content)
+    assert len(body["unknown"]) == MAX_UNKNOWN
+    assert body["unknown_more"] == 5_001 - MAX_UNKNOWN
+    assert len(outcome.content) < 4_000
 
 
 def test_execute_load_with_malformed_arguments_explains_the_expected_shape() -> None:
