@@ -25,7 +25,7 @@ class ServerSettings(BaseSettings):
         "Lemonade `http://HOST:8000/api/v1`).",
     )
     host: str = Field("127.0.0.1", description="Address `toolprune serve` binds.")
-    port: int = Field(8088, description="Port `toolprune serve` listens on.")
+    port: int = Field(8088, ge=1, le=65535, description="Port `toolprune serve` listens on.")
     connect_timeout_s: float = Field(5.0, gt=0, description="Upstream connect timeout.")
     idle_timeout_s: float = Field(
         600.0,

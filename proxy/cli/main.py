@@ -153,8 +153,20 @@ def _print_help(parser: argparse.ArgumentParser) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 on success, 2 on a usage error or
-    an invalid setting). Without a command, prints the help."""
-    parser = build_parser()
+    an invalid setting, 1 when the reader of standard output went away: ``| head``).
+    Without a command, prints the help."""
+    try:
+        status = _run(build_parser(), argv)
+        sys.stdout.flush()  # a closed pipe is met here, not in the interpreter's exit
+        return status
+    except BrokenPipeError:
+        # Python's documented handling (library/signal.html, "Note on SIGPIPE"): nothing
+        # more is written to the closed pipe, not even at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         return _print_help(parser)

@@ -137,6 +137,22 @@ def test_tools_entries_that_are_not_objects_are_forwarded_as_a_fallback_on_every
     assert "x-tool-pruning-tools" not in response.headers
 
 
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_tools_null_is_no_tools_on_every_api(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines, api: str
+) -> None:
+    """``"tools": null`` is a request without tools (passed through), not a catalogue the
+    proxy failed to read (a fallback, counted and logged as an error)."""
+    request_id = f"req-null-{api}"
+    body = {**request_body(api), "tools": None, "stream": False}
+    response = httpx.post(proxy + PATHS[api], json=body, timeout=300,
+                          headers={"X-Request-Id": request_id})
+    assert json.loads(upstream.upstream.requests[-1].body)["tools"] is None  # unchanged
+    assert "x-tool-pruning-fallback" not in response.headers
+    line = line_of(log_lines, request_id)
+    assert (line["decision"], line["fallback_reason"]) == ("passthrough", None)
+
+
 def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(
     upstream: RunningUpstream, proxy: str, log_lines: Lines
 ) -> None:

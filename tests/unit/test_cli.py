@@ -75,6 +75,17 @@ def test_explain_table_columns_fit_the_longest_name():
     assert rows[0].split()[-1] == "0.812"
 
 
+@pytest.mark.parametrize("port", ["0", "99999", "-5"])
+def test_a_port_out_of_range_is_an_invalid_setting(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, port: str
+) -> None:
+    """Not a port the operating system reads modulo 65,536, or refuses later."""
+    monkeypatch.setenv("TOOLPRUNE_UPSTREAM_URL", "http://127.0.0.1:9/v1")  # undone after
+    monkeypatch.setenv("TOOLPRUNE_PORT", "8088")
+    assert main(["serve", "--port", port]) == 2
+    assert "TOOLPRUNE_PORT: Input should be" in capsys.readouterr().err
+
+
 def test_an_invalid_setting_is_named_in_one_line_each_not_a_traceback(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,21 @@ def test_explain_says_the_proxy_would_forward_an_unreadable_catalogue_unchanged(
     assert explained["decision"] == "fallback"
     assert explained["reason"] == "catalog_error"
     assert "array" in explained["detail"]
+
+
+def test_explain_into_a_pipe_its_reader_closed_exits_without_a_traceback(tmp_path: Path) -> None:
+    """``toolprune explain … | head -5``: the reader goes away before the table is written."""
+    body = {"model": "m", "messages": [{"role": "user", "content": "Take a screenshot"}],
+            "tools": PLAYWRIGHT}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "proxy.cli.main", "explain", write(tmp_path, body)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # before the embedder has loaded: nothing was read
+    errors = process.stderr.read().decode()
+    assert process.wait(timeout=300) == 1
+    assert "Traceback" not in errors and "BrokenPipeError" not in errors
 
 
 def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> None:

@@ -36,14 +36,15 @@ _NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 async def read_chat(body: dict[str, Any], catalogs: CatalogCache) -> TurnInput:
     """What the planner reads of a Chat Completions ``body``: its native tools (``tools``,
     or legacy ``functions``), and that a tool block in a system message may be pruned too
-    (the text path). Raises NothingToPrune (``messages`` is not a list), CatalogError."""
+    (the text path). ``tools`` or ``functions`` null is as absent. Raises NothingToPrune
+    (``messages`` is not a list), CatalogError."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         raise NothingToPrune()
     native = None
-    if "tools" in body:
+    if body.get("tools") is not None:
         native = catalogs.catalog(body["tools"], legacy=False)
-    elif "functions" in body:
+    elif body.get("functions") is not None:
         native = catalogs.catalog(body["functions"], legacy=True)
     return TurnInput(body, native, messages, read_tool_choice(body), text_path=True)
 

@@ -235,8 +235,8 @@ class MessagesApi:
         return json_object(raw)
 
     async def read(self, body: dict[str, Any]) -> MessagesRequest:
-        """See :meth:`proxy.turn.adapter.Api.read`."""
-        if "tools" not in body:
+        """See :meth:`proxy.turn.adapter.Api.read`; ``tools`` null is as absent."""
+        if body.get("tools") is None:
             raise NothingToPrune()
         native = parse_flat_tools(body["tools"], is_custom, "input_schema")
         if not len(native):

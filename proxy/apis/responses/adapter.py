@@ -278,8 +278,9 @@ class ResponsesApi:
 
     async def read(self, body: dict[str, Any]) -> ResponsesRequest:
         """See :meth:`proxy.turn.adapter.Api.read`. Also raises InvalidToolRequest
-        (:class:`~proxy.apis.responses.tools.ToolsRejected`: answered 400)."""
-        if "tools" not in body:
+        (:class:`~proxy.apis.responses.tools.ToolsRejected`: answered 400); ``tools`` null
+        is as absent."""
+        if body.get("tools") is None:
             raise NothingToPrune()
         try:
             layout = read_layout(body["tools"])
