@@ -24,7 +24,7 @@ import numpy as np
 from selection.candidates import CandidatePolicy, semantic_candidates
 from selection.catalog import Catalog, canonical_json
 from selection.evaluation.methods import METHODS, TOOLPRUNE, Method
-from selection.evaluation.scoring import ScoredCase, ScoredRun
+from selection.evaluation.scoring import ScoredCase, ScoredRun, requirement_ranks
 from selection.groups import CatalogGroups
 from selection.meta_tools import build_meta_tools
 from selection.policy import Policy, catalog_layout
@@ -47,7 +47,9 @@ class CaseOutcome:
     tokens of the forwarded tools and of the meta-tool; ``select_s``: the select call's
     time (0 when passed through); ``block``: the forwarded tools with the meta-tool's
     entry in its place (:func:`selection.prefix.block_signature`; CORE first), what the
-    prefix-cache model prices."""
+    prefix-cache model prices; ``ranks``: each requirement's best rank in the order the
+    method ranks by (the dense cosines for ``dense``; None for the oracle, which ranks
+    nothing, and where unranked)."""
 
     case: ScoredCase
     forwarded: list[str]
@@ -57,6 +59,11 @@ class CaseOutcome:
     schema_tokens: int = 0
     meta_tokens: int = 0
     block: list[str] | None = None
+    ranks: list[int | None] | None = None
+
+    @property
+    def requirement_ranks(self) -> list[int | None]:
+        return self.case.ranks if self.ranks is None else self.ranks
 
     @property
     def recall(self) -> float:
@@ -102,6 +109,21 @@ def server_search(
     return found
 
 
+def method_ranking(scored: ScoredCase, method: Method) -> tuple[Ranking | None, list[int | None]]:
+    """The ranking ``method`` selects by on ``scored`` (the dense cosines alone for
+    ``dense``) and each requirement's best rank in it (None throughout for the oracle,
+    which ranks nothing)."""
+    ranking = scored.ranking
+    if ranking is not None and method.scores == "dense":
+        ranking = Ranking(ranking.dense) if ranking.dense is not None else None
+    if method.oracle:
+        return ranking, [None] * len(scored.case.requirements)
+    if ranking is scored.ranking:
+        return ranking, scored.ranks
+    return ranking, requirement_ranks(scored.case, scored.catalog,
+                                      None if ranking is None else ranking.values)
+
+
 def replay(
     run: ScoredRun, policy: Policy, k: int | None, method: Method | None = None
 ) -> list[CaseOutcome]:
@@ -118,9 +140,7 @@ def replay(
         listed: set[str] = set()
         meta_tokens = 0
         block = None
-        ranking = scored.ranking
-        if ranking is not None and method.scores == "dense":
-            ranking = Ranking(ranking.dense) if ranking.dense is not None else None
+        ranking, ranks = method_ranking(scored, method)
         scores = None if ranking is None else ranking.values
         if scored.mode != "select":
             forwarded = list(catalog.names) if catalog else list(case.tool_names)
@@ -178,7 +198,8 @@ def replay(
             schema_tokens = sum(tool_tokens(tool) for name in forwarded if (tool := catalog.get(name)))
         outcomes.append(
             CaseOutcome(
-                scored, forwarded, satisfied, select_s, reachable, schema_tokens, meta_tokens, block
+                scored, forwarded, satisfied, select_s, reachable, schema_tokens, meta_tokens,
+                block, ranks,
             )
         )
     return outcomes

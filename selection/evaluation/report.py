@@ -58,10 +58,11 @@ def summarise_k(outcomes: Sequence[CaseOutcome], k: int | None) -> dict[str, Any
     misses = []
     reciprocal = []
     for outcome in expecting:
-        ranks = [r for r in outcome.case.ranks if r is not None]
+        ranks = [r for r in outcome.requirement_ranks if r is not None]
         best = min(ranks) if ranks else None
         reciprocal.append(1.0 / best if best is not None and (k is None or best <= k) else 0.0)
-        for unit, ok, rank in zip(outcome.case.case.requirements, outcome.satisfied, outcome.case.ranks, strict=True):
+        for unit, ok, rank in zip(outcome.case.case.requirements, outcome.satisfied,
+                                  outcome.requirement_ranks, strict=True):
             if not ok:
                 misses.append({"id": outcome.case.case.id, "expected": list(unit), "rank": rank})
     miss_ranks = [m["rank"] for m in misses if m["rank"] is not None]
@@ -99,9 +100,10 @@ def summarise_k(outcomes: Sequence[CaseOutcome], k: int | None) -> dict[str, Any
 SCORE_PERCENTILES = (5, 10, 25, 50, 75, 90)
 
 
-def score_distribution(run: ScoredRun) -> dict[str, Any]:
-    """Percentiles of the scores ``select`` saw (pruned cases with a query): each
-    requirement's best member (``expected``), the best tool that is not expected
+def score_distribution(run: ScoredRun, ranked_by: str = "values") -> dict[str, Any]:
+    """Percentiles of the scores ``select`` saw (pruned cases with a query) — the fused
+    scores, or the dense cosines with ``ranked_by`` ``dense`` (a method's ``scores``):
+    each requirement's best member (``expected``), the best tool that is not expected
     (``best_other``), and the best tool of ``expected: []`` cases (``none_best``) — what
     a threshold τ has to separate. Plus the share of ``expected`` below common τ values."""
     expected: list[float] = []
@@ -111,6 +113,8 @@ def score_distribution(run: ScoredRun) -> dict[str, Any]:
         if scored.mode != "select" or scored.scores is None or scored.catalog is None:
             continue
         scores, catalog = scored.scores, scored.catalog
+        if ranked_by == "dense" and scored.ranking is not None and scored.ranking.dense is not None:
+            scores = scored.ranking.dense
         if scored.case.expects_none:
             none_best.append(float(scores.max()))
             continue
@@ -153,6 +157,8 @@ def summarise_method(
     for k in ks:
         outcomes = replay(run, policy, k, method)
         rows.append(summarise_k(outcomes, k))
+        if method.oracle:  # it forwards the expected tools without ranking anything
+            rows[-1]["mrr_at_k"] = None
         if k == policy.top_k:
             latency_outcomes = outcomes
     if latency_outcomes is None:
@@ -160,8 +166,8 @@ def summarise_method(
     timed = [
         (o.case.score_s + o.select_s) * 1000.0 for o in latency_outcomes if o.case.mode == "select"
     ]
-    expecting = [c for c in run.cases if not c.case.expects_none]
-    best = [min((r for r in c.ranks if r is not None), default=None) for c in expecting]
+    expecting = [o for o in latency_outcomes if not o.case.case.expects_none]
+    best = [min((r for r in o.requirement_ranks if r is not None), default=None) for o in expecting]
     modes: dict[str, int] = defaultdict(int)
     for scored in run.cases:
         modes[scored.mode] += 1
@@ -169,7 +175,7 @@ def summarise_method(
         "method": method.name,
         "scorer": run.scorer,
         "threshold": policy.threshold if run.uses_threshold else None,
-        "mrr": _mean([1.0 / b if b else 0.0 for b in best]),
+        "mrr": None if method.oracle else _mean([1.0 / b if b else 0.0 for b in best]),
         "latency_ms_p50": _percentile(timed, 50),
         "latency_ms_p99": _percentile(timed, 99),
         "latency_cases": len(timed),
@@ -178,7 +184,7 @@ def summarise_method(
         "query_embedding_s": run.query_embedding_s,
         "modes": dict(modes),
         "scorer_errors": run.errors,
-        "scores": score_distribution(run),
+        "scores": None if method.oracle else score_distribution(run, method.scores),
         "ks": rows,
     }
 
@@ -282,7 +288,7 @@ def format_report(report: Mapping[str, Any]) -> str:
             + (f"; scorer errors {method['scorer_errors']}" if method["scorer_errors"] else "")
         )
         dist = method["scores"]
-        if method["threshold"] is not None and dist["expected"]:
+        if method["threshold"] is not None and dist and dist["expected"]:
             parts = [
                 f"{label} p10/p50/p90 "
                 + "/".join(f"{dist[key][q]:.2f}" for q in ("p10", "p50", "p90"))

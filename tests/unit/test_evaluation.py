@@ -428,3 +428,27 @@ async def test_oracle_forwards_the_expected_tools_only_and_reports_their_tokens(
         assert row_oracle["recall"] == 1.0 and row_oracle["reachable"] == 1.0
     k_all = {row["k"]: row for row in toolprune["ks"]}["all"]
     assert k_all["schema_tokens_mean"] >= oracle["ks"][0]["schema_tokens_mean"] > 0
+
+
+def test_each_method_is_ranked_by_its_own_scores() -> None:
+    """MRR and miss ranks are read in the order a method selects by: the fused scores for
+    the pipeline, the cosines alone for ``dense``, nothing for the oracle (which ranks no
+    tool): not the pipeline's ranks under every method's name."""
+    from selection.catalog import parse_tools
+    from selection.evaluation.cases import Case
+    from selection.evaluation.methods import METHODS
+    from selection.evaluation.replay import method_ranking
+    from selection.evaluation.scoring import ScoredCase, requirement_ranks
+    from selection.ranking import Ranking
+    from selection.signals.base import Contribution
+
+    catalog = parse_tools([{"type": "function", "function": {"name": n}} for n in ("a", "b", "c")])
+    case = Case("x", "x", [], catalog, ("a", "b", "c"), (("b",),))
+    fused = np.asarray([0.9, 0.5, 0.1], dtype=np.float32)
+    cosines = np.asarray([0.2, 0.6, 0.1], dtype=np.float32)
+    ranking = Ranking(fused, {"dense": Contribution(cosines)})
+    scored = ScoredCase(case, catalog, "select", fused, [], requirement_ranks(case, catalog, fused),
+                        ranking=ranking)
+    assert method_ranking(scored, METHODS["toolprune"])[1] == [2]
+    assert method_ranking(scored, METHODS["dense"])[1] == [1]
+    assert method_ranking(scored, METHODS["oracle"])[1] == [None]
