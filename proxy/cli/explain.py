@@ -224,5 +224,16 @@ def run(args: argparse.Namespace) -> int:
     elif explained["decision"] == "pruned":
         print(format_table(explained))
     else:
-        print(json.dumps(explained))
+        print(format_unpruned(explained))
     return 0
+
+
+def format_unpruned(explained: dict[str, Any]) -> str:
+    """One line for a request the proxy would forward unchanged: its decision and why."""
+    why = explained["reason"]
+    if "detail" in explained:
+        why = f"{why}: {explained['detail']}"
+    if "offered" in explained:
+        why = f"{why} ({explained['offered']} tools)"
+    return f"decision: {explained['decision']} ({explained['api']} API): forwarded unchanged, {why}"
+

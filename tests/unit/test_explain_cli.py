@@ -54,7 +54,7 @@ def test_explain_reports_forwarded_tools_reasons_left_out_and_saving(
 
 def test_explain_says_when_nothing_would_be_pruned(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     small = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": PLAYWRIGHT[:3]}
-    assert main(["explain", write(tmp_path, small)]) == 0
+    assert main(["explain", write(tmp_path, small), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "api": "chat_completions", "decision": "small_catalog", "offered": 3,
         "reason": "at most min_catalog_tools tools",
@@ -69,7 +69,7 @@ def test_explain_says_when_pruning_would_save_too_little(
     tiny = [{"type": "function", "function": {"name": f"tool_{i}", "description": "Does it."}}
             for i in range(12)]
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tiny}
-    assert main(["explain", write(tmp_path, body)]) == 0
+    assert main(["explain", write(tmp_path, body), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
         "api": "chat_completions", "decision": "small_catalog", "offered": 12,
         "reason": "pruning would save less than min_saving of its tool tokens",
@@ -82,11 +82,17 @@ def test_explain_says_the_proxy_would_forward_an_unreadable_catalogue_unchanged(
     """The server forwards a request whose ``tools`` it cannot read unchanged
     (``fallback``, ``catalog_error``); explain says so instead of failing."""
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": "all of them"}
-    assert main(["explain", write(tmp_path, body)]) == 0
+    assert main(["explain", write(tmp_path, body), "--json"]) == 0
     explained = json.loads(capsys.readouterr().out)
     assert explained["decision"] == "fallback"
     assert explained["reason"] == "catalog_error"
     assert "array" in explained["detail"]
+    # Without --json: one line saying so, not JSON.
+    assert main(["explain", write(tmp_path, body)]) == 0
+    assert capsys.readouterr().out == (
+        "decision: fallback (chat_completions API): forwarded unchanged, "
+        "catalog_error: tools is not an array\n"
+    )
 
 
 def test_explain_into_a_pipe_its_reader_closed_exits_without_a_traceback(tmp_path: Path) -> None:
