@@ -236,4 +236,3 @@ def format_unpruned(explained: dict[str, Any]) -> str:
     if "offered" in explained:
         why = f"{why} ({explained['offered']} tools)"
     return f"decision: {explained['decision']} ({explained['api']} API): forwarded unchanged, {why}"
-
