@@ -110,7 +110,10 @@ class Settings(SignalSettings):
         "one round without their schema cost. 0: off.",
     )
     query_user_messages: int = Field(
-        1, ge=1, description="User messages that make up the retrieval query."
+        1,
+        ge=1,
+        description="User messages that make up the retrieval query (one more when the last "
+        "is a fragment of fewer than 3 words: `Thanks.`, `yes`).",
     )
     query_chars: int = Field(
         1000,

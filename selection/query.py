@@ -2,7 +2,9 @@
 
 The last ``user_messages`` user messages plus the tool results that follow the last
 assistant message (after a tool result the signal is often in the result), in
-conversation order, trailing ``max_chars`` characters. Assistant prose is left out, and
+conversation order, trailing ``max_chars`` characters. A last user message that is a
+fragment (fewer than :data:`MIN_PART_WORDS` words: "Thanks.", "yes", "go on") says little
+of what is needed, so the user message before it comes in too. Assistant prose is left out, and
 so are the blocks a client writes beside the user's words (``<system-reminder>``,
 ``<environment_context>``…, :mod:`selection.injected`): a content part that is one, a
 leading or trailing one, a user message of nothing else. When no user message has words of
@@ -63,7 +65,7 @@ def own_text(content: Any) -> str:
 def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool, str]]:
     """``(is_user, text)`` of what the query is made of, in conversation order: the last
     ``user_messages`` user messages with words of their own (:func:`own_text`; all of them
-    as they came when none has), then the trailing tool results (injected blocks off, unless
+    as they came when none has; one more when the last is a fragment), then the trailing tool results (injected blocks off, unless
     that empties one; a user message of blocks only after them does not end them); blank
     texts left out."""
     valid = [m for m in messages if isinstance(m, Mapping)]
@@ -79,7 +81,10 @@ def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool
     users = [text for text in map(own_text, contents) if text]
     if not users:
         users = [content_text(content) for content in contents]
-    texts = [(True, text) for text in users[-user_messages:]]
+    count = user_messages
+    if users and len(users[-1].split()) < MIN_PART_WORDS:
+        count += 1  # a fragment: what it answers or thanks for is in the message before
+    texts = [(True, text) for text in users[-count:]]
     texts += [(False, text) for text in trailing_results]
     return [(is_user, text) for is_user, text in texts if text.strip()]
 

@@ -91,15 +91,16 @@ def call(name: str) -> dict[str, Any]:
 #: A alpha 1 · B beta 2 · C kappa 10 (0 like 8 tools before it, gamma above) · D none ·
 #: E any-of delta|epsilon 1 · G alpha 1, beta 2 · conversation "conv": call0 theta 1,
 #: call1 theta 9 (query "iota"; sticky from call0), call2 eta 8 (query "kappa"; pinned:
-#: called in the history).
+#: called in the history). The conversation's messages are three words long: a shorter one
+#: would be a fragment, read with the message before it (:mod:`selection.query`).
 CONVERSATION = [
-    ("conv_call0", [user("theta")], ["theta"], {}),
-    ("conv_call1", [user("theta"), {"role": "assistant", "content": "ok"}, user("iota")], ["theta"], {}),
+    ("conv_call0", [user("please use theta")], ["theta"], {}),
+    ("conv_call1", [user("please use theta"), {"role": "assistant", "content": "ok"}, user("please use iota")], ["theta"], {}),
     (
         "conv_call2",
         [
-            user("theta"), {"role": "assistant", "content": "ok"}, user("iota"),
-            call("eta"), {"role": "tool", "tool_call_id": "c1", "content": "done"}, user("kappa"),
+            user("please use theta"), {"role": "assistant", "content": "ok"}, user("please use iota"),
+            call("eta"), {"role": "tool", "tool_call_id": "c1", "content": "done"}, user("please use kappa"),
         ],
         ["eta"],
         {},

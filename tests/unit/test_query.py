@@ -33,21 +33,37 @@ def tool(content: object, call_id: str = "c1") -> dict:
 def test_the_last_two_user_messages_make_the_query_by_default() -> None:
     messages = [
         {"role": "system", "content": "You are helpful."},
-        user("first"),
+        user("the first request"),
         assistant("answer one"),
-        user("second"),
+        user("the second request"),
         assistant("answer two"),
-        user("third"),
+        user("the third request"),
     ]
-    assert build_query(messages) == "second\nthird"
+    assert build_query(messages) == "the second request\nthe third request"
 
 
 @pytest.mark.parametrize(
-    ("n", "expected"), [(1, "third"), (3, "first\nsecond\nthird"), (9, "first\nsecond\nthird")]
+    ("n", "expected"),
+    [(1, "a third ask"), (3, "a first ask\na second ask\na third ask"),
+     (9, "a first ask\na second ask\na third ask")],
 )
 def test_the_number_of_user_messages_is_configurable(n: int, expected: str) -> None:
-    messages = [user("first"), user("second"), assistant("x"), user("third")]
+    messages = [user("a first ask"), user("a second ask"), assistant("x"), user("a third ask")]
     assert build_query(messages, user_messages=n) == expected
+
+
+@pytest.mark.parametrize("fragment", ["Thanks.", "yes", "go on"])
+def test_a_last_message_that_is_a_fragment_brings_the_one_before_it(fragment: str) -> None:
+    """"Thanks." says nothing of the tools needed: the message it answers does."""
+    messages = [user("List my open pull requests"), assistant("x"),
+                user("Create an issue titled Triage stale pull requests"), assistant("Done."),
+                user(fragment)]
+    assert build_query(messages, user_messages=1) == (
+        f"Create an issue titled Triage stale pull requests\n{fragment}"
+    )
+    # A message of three words or more stands alone.
+    messages[-1] = user("Close it now")
+    assert build_query(messages, user_messages=1) == "Close it now"
 
 
 def test_system_and_assistant_prose_are_excluded() -> None:
