@@ -38,6 +38,11 @@ _SPLIT = re.compile(
 MIN_PART_WORDS = 3
 
 
+def is_fragment(text: str) -> bool:
+    """Whether ``text`` has fewer than :data:`MIN_PART_WORDS` words (whitespace-split)."""
+    return len(text.split()) < MIN_PART_WORDS
+
+
 def content_text(content: Any) -> str:
     """The text of a message's ``content``: a string, or the text parts of a list."""
     if isinstance(content, str):
@@ -82,7 +87,7 @@ def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool
     if not users:
         users = [content_text(content) for content in contents]
     count = user_messages
-    if users and len(users[-1].split()) < MIN_PART_WORDS:
+    if users and is_fragment(users[-1]):
         count += 1  # a fragment: what it answers or thanks for is in the message before
     texts = [(True, text) for text in users[-count:]]
     texts += [(False, text) for text in trailing_results]
@@ -99,7 +104,7 @@ def split_sentences(text: str) -> list[str]:
     """The parts of one user message: its sentences and lines, also cut before "then",
     "also", "finally", "next"…; stripped, parts under :data:`MIN_PART_WORDS` words dropped."""
     parts = (part.strip() for part in _SPLIT.split(text) if part)
-    return [part for part in parts if len(part.split()) >= MIN_PART_WORDS]
+    return [part for part in parts if not is_fragment(part)]
 
 
 def query_parts(
@@ -126,7 +131,7 @@ def query_parts(
         budget -= len(text) + 1  # the newline build_query joins with
         pieces = split_sentences(window) if is_user else [window.strip()]
         for piece in reversed(pieces):
-            if len(piece.split()) >= MIN_PART_WORDS and len(parts) < max_parts:
+            if not is_fragment(piece) and len(parts) < max_parts:
                 parts.append(piece)
     unique: list[str] = []
     for part in reversed(parts):

@@ -186,7 +186,7 @@ class DecisionFlow:
             if planned is Decision.PASSTHROUGH:
                 await self.forwarder.forward(request, await unchanged(send))
             else:
-                reason = request.log.fallback_reason if planned is Decision.FALLBACK else None
+                reason = request.log.fallback_reason  # set by a fallback only
                 report = [] if reason is None else [(FALLBACK_HEADER, reason.encode())]
                 await self.forward_whole(
                     planned, request, send, body, translate, serve, report, started
