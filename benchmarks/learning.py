@@ -37,8 +37,9 @@ from typing import Any
 from benchmarks.support.embedder_cache import DiskCachedEmbedder
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
-from selection import learned, learned_guard
 from selection.evaluation.cases import load_cases
+from selection.learning import guard as learned_guard
+from selection.learning import learned
 
 
 def _split(path: Path, folds: int, seed: int, folder: Path) -> list[tuple[Path, Path]]:
@@ -202,10 +203,10 @@ def main() -> int:
     parser.add_argument("--control", default="metatool",
                         help="set whose cases are the control's traffic (another catalogue)")
     parser.add_argument("--gains", default=",".join(f"{g:g}" for g in learned_guard.GAINS),
-                        help="selection.learned_guard.GAINS for this run (a variant)")
+                        help="selection.learning.guard.GAINS for this run (a variant)")
     parser.add_argument("--centerings",
                         default=",".join(f"{c:g}" for c in learned_guard.CENTERINGS),
-                        help="selection.learned_guard.CENTERINGS for this run (a variant)")
+                        help="selection.learning.guard.CENTERINGS for this run (a variant)")
     parser.add_argument("--forwarded-weight", type=float,
                         default=learned.STATUS_WEIGHTS["forwarded"],
                         help="weight of a forwarded call's evidence for this run (a variant)")

@@ -1,5 +1,5 @@
 """What a learned state adds to the request path: the boost of one request's query parts
-(:meth:`selection.learned.LearnedIndex.boost`) and the ``learned`` reasons in ``select``,
+(:meth:`selection.learning.learned.LearnedIndex.boost`) and the ``learned`` reasons in ``select``,
 side by side with the same steps without a state.
 
 Run from the repository root::
@@ -8,7 +8,7 @@ Run from the repository root::
 
 Per catalogue size: a catalogue of that many tools, a state with 8 evidence vectors for
 each of a share of them, and the largest state a catalogue can have
-(:data:`selection.learned.MAX_VECTORS`); random unit vectors of the embedder's 384
+(:data:`selection.learning.learned.MAX_VECTORS`); random unit vectors of the embedder's 384
 dimensions (the cost does not depend on the values), 7 query parts (the query and 6
 sentences, the proxy's default), numpy's BLAS on one thread as in the proxy. Columns: p50
 and p99 of the dense scores (``ToolIndex.best_scores``, what every request pays), of the
@@ -25,13 +25,13 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from selection.catalog import parse_tools
-from selection.index import ToolIndex
-from selection.learned import MAX_VECTORS, Evidence, LearnedIndex, learn
-from selection.policy import Policy
-from selection.ranking import Ranking
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState
+from selection.catalog.catalog import parse_tools
+from selection.catalog.policy import Policy
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
+from selection.indexes.tool_index import ToolIndex
+from selection.learning.learned import MAX_VECTORS, Evidence, LearnedIndex, learn
+from selection.ranking.pipeline import Ranking
 
 DIMENSION = 384
 PARTS = 7

@@ -6,7 +6,7 @@ Run from the repository root (needs ``redis-server`` on PATH)::
     nice env PYTHONPATH=. python benchmarks/learning_share.py
 
 Per state size (evidence vectors of the embedder's 384 dimensions: a few, a typical
-measured state, the cap :data:`selection.learned.MAX_VECTORS`), against a local
+measured state, the cap :data:`selection.learning.learned.MAX_VECTORS`), against a local
 ``redis-server`` on a free loopback port (no persistence; add your network's round trips
 for a Redis elsewhere). Columns: the bytes of the value (``STRLEN``: ``encode_state``'s
 bytes) and what Redis holds for it (``MEMORY USAGE`` of the state's key and the index); wall
@@ -29,8 +29,8 @@ import redis
 
 from benchmarks.support.redis_server import redis_server
 from proxy.usage.learning_share import SharedStates
-from selection.learned import MAX_VECTORS, LearnedState
-from selection.learned_states import LearnedStates
+from selection.learning.learned import MAX_VECTORS, LearnedState
+from selection.learning.states import LearnedStates
 
 DIMENSION = 384
 SIZES = (8, 400, MAX_VECTORS)

@@ -12,7 +12,7 @@ Catalogues: the repository's two real MCP catalogues (GitHub 117, Playwright 69 
 repeated under 40 namespaces (``ns7__get_me_1234``) up to each size, so bundles and the
 namespace menu are exercised as in a real many-server catalogue. Each size is measured
 twice, side by side: ranking with the catalogue's groups (the 40 namespaces,
-:mod:`selection.group_ranking`, the default weights) and without (every group weight 0;
+:mod:`selection.ranking.group_ranking`, the default weights) and without (every group weight 0;
 the groups are still found and head the meta-tool's lines), so the ``groups`` rows' added
 p50 is what ranking by groups costs.
 
@@ -47,10 +47,10 @@ from proxy.components import limit_blas_threads
 from proxy.metrics import Metrics
 from proxy.state.store import MemoryStateStore
 from proxy.turn.planner import Planner
-from selection.catalog_cache import CatalogCache
-from selection.engine import SelectionEngine
+from selection.catalog.cache import CatalogCache
 from selection.planning import Selector
-from selection.signals.registry import Signals
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.signals.registry import Signals
 
 QUERIES = [
     "List the open pull requests in octocat/hello-world and show me the failing checks.",

@@ -45,14 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.support.data import EVALUATION_DATA_VARIABLE, REAL_CATALOGS
 from config.policy import load_policy
 from config.settings import Settings
-from selection.catalog import parse_tools
-from selection.engine import SelectionEngine
-from selection.onnx_embedder import OnnxEmbedder
-from selection.policy import Policy
-from selection.query import build_query, query_parts
-from selection.selector import TurnFacts, select
-from selection.signals.registry import Signals
-from selection.state import ConversationState
+from selection.catalog.catalog import parse_tools
+from selection.catalog.policy import Policy
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
+from selection.conversation.query import build_query, query_parts
+from selection.embedders.onnx import OnnxEmbedder
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.signals.registry import Signals
 
 TARGETS_MS = {100: 20.0, 4000: 40.0}
 

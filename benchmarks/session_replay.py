@@ -14,12 +14,12 @@ whose forwarded tools differ from the previous step's (each change makes the ups
 evaluate the history again); ``fwd tokens``: mean forwarded schema + meta-tool tokens;
 ``eval / direct``: tokens the upstream would evaluate over every conversation through the
 proxy over sending the whole catalogue every step (prefix-cache model of
-:mod:`selection.prefix`, for both: a step with the same tools evaluates its new messages; a
+:mod:`selection.choosing.prefix`, for both: a step with the same tools evaluates its new messages; a
 changed step everything after the first changed tool — direct's tools change where a
 conversation's catalogue does, as in BFCL's missing-function conversations), and the same
 with llama-server's ``--cache-reuse`` (tools removed from the block cost nothing, so a change costs the tools
 new to it and the messages; the meta-tool too when it follows the change). The block is
-priced with the meta-tool in its place (:func:`selection.prefix.block_signature`).
+priced with the meta-tool in its place (:func:`selection.choosing.prefix.block_signature`).
 ``+ misses loaded``: the latter plus one ``load_tools`` round per step with a miss
 (:func:`miss_cost`), as if the model always asked for what it lacks.
 
@@ -29,7 +29,7 @@ the history): the first step's block never changes (plus a ``call_tool`` meta-to
 arrive after its messages as one load exchange, which stays in the history, so a step
 evaluates its new messages, its new schemas and the exchange, and a miss loads the missing
 schemas the same way (no history again); ``late recall``: requirements among the block and
-every schema loaded so far. Token counts are estimates (:mod:`selection.tokens`), from the
+every schema loaded so far. Token counts are estimates (:mod:`selection.catalog.tokens`), from the
 sets' real messages and schemas.
 """
 
@@ -48,15 +48,15 @@ from benchmarks.support.text_tables import table
 from config.policy import load_policy
 from config.settings import Settings
 from proxy.cli.eval import default_embedder_factory
-from selection.catalog import Catalog
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import Catalog
+from selection.catalog.policy import Policy
+from selection.catalog.tokens import tool_tokens
+from selection.choosing.prefix import estimated_text_tokens, expect_cache, is_meta_entry
 from selection.evaluation import EngineScorer, load_cases, replay
 from selection.evaluation.replay import CaseOutcome
 from selection.evaluation.scoring import ScoredRun, score_cases
-from selection.policy import Policy
-from selection.prefix import estimated_text_tokens, expect_cache, is_meta_entry
-from selection.signals.registry import Signals
-from selection.tokens import tool_tokens
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.signals.registry import Signals
 
 
 @dataclass

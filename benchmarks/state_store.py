@@ -47,7 +47,7 @@ from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.redis_server import redis_server
 from proxy.state.redis import RedisStateStore
 from proxy.state.store import MemoryStateStore, StateStore
-from selection.state import ConversationState, LoadedTool
+from selection.choosing.state import ConversationState, LoadedTool
 
 EXTRAPOLATE_TO = 100_000
 

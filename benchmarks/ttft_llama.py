@@ -70,7 +70,7 @@ CONVERSATION_SYSTEM = "You are a helpful assistant for GitHub. Session {session}
 #: Part 2's user turns after the first. Measured with the default settings (2026-12-06):
 #: turn 2 admits nothing; turn 3 appends three tools; turn 4 admits the issue tools
 #: (create_issue among them) and, at the cap of 16, evicts others; turn 5, a fragment read
-#: with turn 4's message (selection/query.py), still brings three issue tools.
+#: with turn 4's message (selection/conversation/query.py), still brings three issue tools.
 FOLLOW_UPS = [
     ("2 follow-up, same topic", "And which of these pull requests are still open?"),
     ("3 new topic: an issue", 'Open a new issue in octocat/hello-world: "Triage stale pull requests".'),

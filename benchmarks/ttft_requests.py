@@ -190,7 +190,7 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
     from proxy.metrics import Metrics
     from proxy.state.store import MemoryStateStore
     from proxy.turn.planner import Planner
-    from selection.catalog_cache import CatalogCache
+    from selection.catalog.cache import CatalogCache
     from selection.errors import SmallCatalog
 
     for key in [k for k in os.environ if k.startswith("TOOLPRUNE_")]:

@@ -1,4 +1,4 @@
-"""Building the selection :class:`~selection.policy.Policy` from settings and the
+"""Building the selection :class:`~selection.catalog.policy.Policy` from settings and the
 optional TOML policy file (stdlib ``tomllib``).
 
 Precedence per knob: a ``TOOLPRUNE_*`` variable that is set explicitly, then the policy
@@ -40,10 +40,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config.settings import Settings
-from selection.candidates import CandidatePolicy
+from selection.catalog.policy import Bundle, CandidatePolicy, Policy
+from selection.catalog.text_path import PRESETS, TextFormat, custom_format
 from selection.errors import PolicyError
-from selection.policy import Bundle, Policy
-from selection.text_path import PRESETS, TextFormat, custom_format
 
 _KNOBS = (
     "top_k", "threshold", "max_tools", "min_catalog_tools", "min_saving", "preload_deferred"

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 from config.policy import load_policy
 from config.settings import Settings
-from selection.embedders import Embedder
-from selection.engine import SelectionEngine
-from selection.http_embedder import HttpEmbedder
-from selection.onnx_embedder import OnnxEmbedder
+from selection.catalog.policy import Policy
+from selection.embedders.http import HttpEmbedder
+from selection.embedders.onnx import OnnxEmbedder
+from selection.embedders.protocol import Embedder
+from selection.indexes.vector_store import SqliteVectorStore, default_store_dir
 from selection.planning import Selector, SelectorSettings
-from selection.policy import Policy
-from selection.signals.registry import Signals
-from selection.vector_store import SqliteVectorStore, default_store_dir
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.signals.registry import Signals
 
 if TYPE_CHECKING:
     import httpx

@@ -1,5 +1,5 @@
 """Settings of the ranking signals and expansions (pydantic-settings), one group of knobs
-per signal of :mod:`selection.signals.registry`, each field named as the signal's
+per signal of :mod:`selection.ranking.signals.registry`, each field named as the signal's
 ``Params`` field it sets (the first of each switches the signal: 0 or false is off). The
 second group of :class:`config.settings.Settings`, which extends this class; each field's
 description is its documentation (``docs/reference/settings.md``).
@@ -92,6 +92,6 @@ class SignalSettings(ServerSettings):
 
     def signal_values(self) -> dict[str, object]:
         """The values of every setting, by field name: what
-        :meth:`selection.signals.registry.Signals.from_values` reads each signal's knobs
+        :meth:`selection.ranking.signals.registry.Signals.from_values` reads each signal's knobs
         from."""
         return self.model_dump()

@@ -152,7 +152,7 @@ class Metrics:
 
 
 class QueryEmbeddingCounts(Protocol):
-    """Running counts of query embedding (:class:`selection.query_embedding.QueryEmbeddingStats`)."""
+    """Running counts of query embedding (:class:`selection.indexes.query_embedding.QueryEmbeddingStats`)."""
 
     cached: int
     embedded: int

@@ -58,7 +58,7 @@ class NothingToPrune(Exception):
 
 
 class SmallCatalog(Exception):
-    """The catalogue is forwarded whole (:meth:`~selection.policy.Policy.forwards_whole`):
+    """The catalogue is forwarded whole (:meth:`~selection.catalog.policy.Policy.forwards_whole`):
     ``reason`` ``tools`` (at most ``min_catalog_tools``) or ``saving`` (pruning would save
     less than ``min_saving`` of its schema tokens); ``size``: its tools; ``path``: which
     prompt parts it came from (``native``, ``text``, ``both``)."""

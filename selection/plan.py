@@ -11,18 +11,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from selection.block_order import Selection
-from selection.catalog import Catalog, canonical_json
-from selection.client_deferral import compact_search_results
-from selection.deferral import Deferral
-from selection.group_ranking import GroupMatch
-from selection.history import ToolChoice
-from selection.meta_tools import MetaTools
-from selection.prefix import CacheExpectation
-from selection.ranking import Ranking
-from selection.state import ConversationState
-from selection.text_plan import TextPlan
-from selection.tool_search import ClientSearch
+from selection.catalog.catalog import Catalog, canonical_json
+from selection.catalog.text_plan import TextPlan
+from selection.choosing.block_order import Selection
+from selection.choosing.prefix import CacheExpectation
+from selection.choosing.state import ConversationState
+from selection.clients.client_deferral import compact_search_results
+from selection.clients.deferral import Deferral
+from selection.clients.meta_tools import MetaTools
+from selection.clients.tool_search import ClientSearch
+from selection.conversation.history import ToolChoice
+from selection.ranking.group_ranking import GroupMatch
+from selection.ranking.pipeline import Ranking
 
 #: Selection reasons of the block's head: the client's CORE, then toolprune's.
 _CORE = ("client", "core")
@@ -44,7 +44,7 @@ class TurnInput:
     which the proxy emulates (the upstream is offered a function for it instead of
     ``load_tools`` / ``search_tools``); None: none. ``client_runs_search``: the client
     runs a search tool of its own: no toolprune meta-tool, its tools are its CORE
-    (:mod:`selection.deferral`). ``found``: tools earlier searches found, read from the
+    (:mod:`selection.clients.deferral`). ``found``: tools earlier searches found, read from the
     conversation (Anthropic ``tool_reference`` blocks, OpenAI ``tool_search_output``
     items): kept loaded. ``reshaped``: the adapter writes the request for a plain server
     in another shape than the client's beyond ``defer_loading`` (namespaces, search tools
@@ -140,7 +140,7 @@ class Plan:
     ``top_k``: the request's override; ``cache_reuse``: llama-server's ``n_cache_reuse``
     to send (0: none); ``whole``: a translate-only plan (every tool forwarded, nothing
     selected or stored); ``count_evicts``: ``max_tools`` evicts (False where an eviction
-    costs the upstream every tool after it: :mod:`selection.admission`)."""
+    costs the upstream every tool after it: :mod:`selection.choosing.admission`)."""
 
     reading: TurnReading
     selection: Selection
@@ -178,7 +178,7 @@ class Plan:
 
     def group_fields(self) -> dict[str, Any]:
         """The decision log's and ``toolprune explain``'s group fields
-        (:meth:`selection.group_ranking.GroupMatch.report`): the groups that matched best
+        (:meth:`selection.ranking.group_ranking.GroupMatch.report`): the groups that matched best
         and the tools that came in through their group; none when not ranked by groups."""
         groups = self.groups
         if groups is None:
@@ -211,7 +211,7 @@ class Plan:
         """``messages`` (Chat Completions shape) as the upstream gets them: a system-prompt
         tool block keeps only the selected entries, and the results of the client's own
         search function carry no definition of a tool the request forwards
-        (:func:`selection.client_deferral.compact_search_results`)."""
+        (:func:`selection.clients.client_deferral.compact_search_results`)."""
         if self.text is not None:
             messages = self.text.rewrite_messages(messages, set(self.selection.names))
         finder = self.reading.deferral.finder

@@ -27,36 +27,41 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from selection.block_order import SelectedTool, Selection
-from selection.blocks import BlockStart, agent_block, start_block
-from selection.catalog import Catalog
-from selection.deferral import Deferral, read_deferral
-from selection.embedders import Embedder
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import Catalog
+from selection.catalog.policy import Policy, catalog_layout
+from selection.catalog.text_path import text_called_tools
+from selection.catalog.text_plan import search_text_plan, selection_catalog
+from selection.choosing.block_order import SelectedTool, Selection
+from selection.choosing.blocks import BlockStart, agent_block, start_block
+from selection.choosing.prefix import (
+    estimated_text_tokens,
+    prefix_key,
+    split_system,
+    tool_token_cap,
+)
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
+from selection.clients.deferral import Deferral, read_deferral
+from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
+from selection.clients.searches import Searches
+from selection.clients.tool_search import SearchResult, search_meta_tools
+from selection.conversation.history import ToolChoice, called_tools
+from selection.conversation.query import query_parts
+from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
-from selection.history import ToolChoice, called_tools
-from selection.index import ToolIndex
-from selection.meta_tools import LoadOutcome, execute_load, requested_names
+from selection.indexes.query_embedding import QueryEmbeddingStats
+from selection.indexes.tool_index import ToolIndex
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
 from selection.planning_costs import expectation, meta_tools, token_cap
-from selection.policy import Policy, catalog_layout
-from selection.prefix import estimated_text_tokens, prefix_key, split_system, tool_token_cap
-from selection.query import query_parts
-from selection.query_embedding import QueryEmbeddingStats
-from selection.ranking import Ranking
-from selection.searches import Searches
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState
-from selection.text_path import text_called_tools
-from selection.text_plan import search_text_plan, selection_catalog
-from selection.tool_search import SearchResult, search_meta_tools
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.pipeline import Ranking
 
 
 @dataclass(frozen=True)
 class SelectorSettings:
     """What a selector reads of the settings besides its policy: the query's shape
     (``query_user_messages`` user messages, ``query_chars`` characters, ``query_parts``
-    parts: :func:`selection.query.query_parts`), the share of the upstream's context the
+    parts: :func:`selection.conversation.query.query_parts`), the share of the upstream's context the
     forwarded tools may take (``tool_budget_share``), and the catalogue size above which
     the meta-tool is ``search_tools`` rather than ``load_tools``."""
 
@@ -205,7 +210,7 @@ class Selector:
         top_k: int | None = None,
     ) -> Plan:
         """The turn's :class:`~selection.plan.Plan`: its block start (its own block or its
-        agent's, :func:`selection.blocks.start_block`), its ranking and the choice.
+        agent's, :func:`selection.choosing.blocks.start_block`), its ranking and the choice.
         ``state``: the conversation's stored state (empty when new); ``conversation``: its
         key (what the agent's record says holds the block); ``load_agent``: reads the
         agent's record. Raises: SelectionError (EmbedderError, EmbedderTimeout,
@@ -338,7 +343,7 @@ class _Answer:
 
 
 def _deferral(request: TurnInput, catalog: Catalog, native: Catalog | None) -> Deferral:
-    """What ``request`` defers, read from its messages (:func:`selection.deferral.read_deferral`)."""
+    """What ``request`` defers, read from its messages (:func:`selection.clients.deferral.read_deferral`)."""
     return read_deferral(
         catalog, native, request.messages, found=request.found,
         emulated_search=request.search is not None,

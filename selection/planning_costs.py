@@ -1,29 +1,28 @@
 """What a turn's plan costs the upstream's prompt, and the meta-tools it offers: the token
 cap of the forwarded tools, the meta-tools (the client's search function, ``load_tools``
 or ``search_tools``), and the prompt tokens the upstream is expected to reuse from its
-cache and evaluate (:mod:`selection.prefix`). Pure: no I/O."""
+cache and evaluate (:mod:`selection.choosing.prefix`). Pure: no I/O."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from selection.block_order import Selection
-from selection.blocks import BlockStart
-from selection.catalog import Catalog
-from selection.meta_tools import MetaTools, build_meta_tools
-from selection.plan import TurnReading
-from selection.policy import Policy, catalog_layout
-from selection.prefix import (
+from selection.catalog.catalog import Catalog
+from selection.catalog.policy import Policy, catalog_layout
+from selection.catalog.tokens import meta_reserve_tokens, tool_tokens
+from selection.choosing.block_order import Selection
+from selection.choosing.blocks import BlockStart
+from selection.choosing.prefix import (
     CacheExpectation,
     block_signature,
     estimated_text_tokens,
     expect_cache,
     is_meta_entry,
-    meta_reserve_tokens,
     tool_token_cap,
 )
-from selection.tokens import tool_tokens
-from selection.tool_search import search_meta_tools
+from selection.clients.meta_tools import MetaTools, build_meta_tools
+from selection.clients.tool_search import search_meta_tools
+from selection.plan import TurnReading
 
 
 def token_cap(
@@ -65,7 +64,7 @@ def expectation(
     policy: Policy, exact: Mapping[str, int] | None, *, reuse: bool, history_tokens: int,
 ) -> CacheExpectation:
     """The prompt tokens the upstream is expected to reuse and evaluate for the turn's
-    first round (:func:`selection.prefix.expect_cache`): the system prompt and CORE, the
+    first round (:func:`selection.choosing.prefix.expect_cache`): the system prompt and CORE, the
     block as the upstream last held it for this conversation or its agent, then the
     history."""
     catalog = reading.catalog

@@ -8,8 +8,8 @@ beside it, and documented there."""
 
 from __future__ import annotations
 
-from selection.block_order import SelectedTool, Selection
-from selection.catalog import (
+from selection.catalog.cache import CatalogCache
+from selection.catalog.catalog import (
     DEFER_LOADING,
     Catalog,
     DeclaredGroup,
@@ -23,9 +23,18 @@ from selection.catalog import (
     parse_tools,
     without_deferral,
 )
-from selection.catalog_cache import CatalogCache
-from selection.client_deferral import deferred_menu
-from selection.embedders import Embedder
+from selection.catalog.text_path import text_called_tools
+from selection.catalog.text_plan import TextPlan
+from selection.catalog.tokens import estimated_tokens
+from selection.choosing.block_order import SelectedTool, Selection
+from selection.choosing.prefix import CacheExpectation
+from selection.choosing.state import ConversationState, LoadedTool
+from selection.clients.client_deferral import deferred_menu
+from selection.clients.meta_tools import MetaTools, free_name
+from selection.clients.tool_search import UNAVAILABLE, ClientSearch, SearchResult
+from selection.conversation.history import KEEP, ToolChoice, called_tools, read_tool_choice
+from selection.conversation.query import content_text
+from selection.embedders.protocol import Embedder
 from selection.errors import (
     CatalogError,
     EmbedderError,
@@ -39,16 +48,7 @@ from selection.errors import (
     UnexpectedSelectionError,
     VectorStoreError,
 )
-from selection.history import KEEP, ToolChoice, called_tools, read_tool_choice
-from selection.meta_tools import MetaTools, free_name
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
-from selection.prefix import CacheExpectation
-from selection.query import content_text
-from selection.state import ConversationState, LoadedTool
-from selection.text_path import text_called_tools
-from selection.text_plan import TextPlan
-from selection.tokens import estimated_tokens
-from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
 
 __all__ = [
     "DEFER_LOADING", "KEEP", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",

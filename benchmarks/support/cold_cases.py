@@ -13,7 +13,7 @@ from benchmarks.support.client_catalogs import (
     claude_code_tools,
     github_tools,
 )
-from selection.catalog import parse_tools
+from selection.catalog.catalog import parse_tools
 from selection.evaluation.cases import Case, CaseSet
 
 #: (request, the tool it needs) on the GitHub MCP server.

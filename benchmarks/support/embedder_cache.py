@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from selection.onnx_embedder import OnnxEmbedder
+from selection.embedders.onnx import OnnxEmbedder
 
 
 class DiskCachedEmbedder:

@@ -121,7 +121,7 @@ class RedisCalls:
 
 
 class RedisStateStore:
-    """:class:`~selection.state.StateStore` in Redis; see the module docstring.
+    """:class:`~selection.choosing.state.StateStore` in Redis; see the module docstring.
 
     ``url``: ``redis://[[user]:password@]host[:port][/db]``, ``rediss://…`` (TLS) or
     ``unix:///path/to/socket``. ``ttl_s``: a conversation's state expires this long after

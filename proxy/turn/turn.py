@@ -148,13 +148,13 @@ class Turn:
     @property
     def deferral(self) -> bool:
         """The client deferred tools or brought its own search tool: the deferral contract
-        holds (:mod:`selection.deferral`)."""
+        holds (:mod:`selection.clients.deferral`)."""
         return self.plan.reading.deferral.active
 
     @property
     def finder(self) -> str | None:
         """The plain function the client finds its deferred tools with (a search it runs
-        itself: :mod:`selection.client_deferral`), or None."""
+        itself: :mod:`selection.clients.client_deferral`), or None."""
         return self.plan.reading.deferral.finder
 
     @property

@@ -1,6 +1,6 @@
 """Learning from the usage log (``toolprune learn``, ``toolprune serve`` on a schedule,
 ``toolprune eval --learn-from``): read the evidence, learn a state per catalogue
-(:mod:`selection.learned`), promote it only when it ranks a held-back slice of the log
+(:mod:`selection.learning.learned`), promote it only when it ranks a held-back slice of the log
 better than the state in use, and keep states and reports in the log's own file.
 
 Evidence: every real call of the log with status ``forwarded``, ``loaded`` or ``miss``,
@@ -12,7 +12,7 @@ Guard: conversations are split by a hash of their id into :data:`HELD_BACK_FOLDS
 slices; each slice in turn is held back, and a candidate learned from the other slices
 is replayed on its requests through the proxy's ranking as the log keeps it
 (``requests.ranking``; re-centred and boosted by the candidate:
-:mod:`selection.learned_guard`) next to the state in use (none: the unlearned ranking),
+:mod:`selection.learning.guard`) next to the state in use (none: the unlearned ranking),
 so every request is judged by a state that never saw it (cross-validation: a log of a
 few dozen requests still proves something). Only a candidate whose recall@k is surely
 higher (by two standard errors) and that spares the requests whose tools its slices

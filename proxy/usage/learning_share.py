@@ -6,7 +6,7 @@ Keys, under the state store's prefix (``TOOLPRUNE_STATE_KEY_PREFIX``) and per em
 (:func:`embedder_tag`, a hash of its id: states of another embedder are never read):
 
 - ``{prefix}learned:v1:{tag}:{catalog}``: the state of one catalogue fingerprint, the bytes
-  of :func:`selection.learned.encode_state` (its header names the catalogue, the embedder
+  of :func:`selection.learning.learned.encode_state` (its header names the catalogue, the embedder
   and the version), up to 1.5 MB;
 - ``{prefix}learned:v1:{tag}``: a hash, catalogue fingerprint → version of its state, so a
   replica learns what changed in one small round trip, without scanning the keyspace (the

@@ -2,7 +2,7 @@
 :mod:`proxy.usage.writer`): the request, its catalogue's tool sizes (once per catalogue),
 every real tool call it shows (in its history or its response) with its status, only
 with ``store_vectors`` the query's vector (float16: what learning reads, instead of text)
-and the request's ranking (:mod:`selection.logged_ranking`: what learning's guard replays),
+and the request's ranking (:mod:`selection.learning.logged_ranking`: what learning's guard replays),
 and only with ``store_text`` example texts."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class ActingEvent:
     messages: int
     response_read: bool
     query: bytes | None = None  # float16 query vector, only with store_vectors
-    ranking: bytes | None = None  # selection.logged_ranking, only with store_vectors
+    ranking: bytes | None = None  # selection.learning.logged_ranking, only with store_vectors
 
     @classmethod
     def of(
@@ -93,7 +93,7 @@ class ActingEvent:
 
 
 def _ranking(turn: Turn) -> bytes | None:
-    """The turn's unboosted scores as :func:`~selection.logged_ranking.encode_ranking`
+    """The turn's unboosted scores as :func:`~selection.learning.logged_ranking.encode_ranking`
     keeps them, with the tools its response called; None when it was not ranked by its
     whole index (still being built: not the ranking its catalogue gets)."""
     ranking = turn.plan.ranking

@@ -33,7 +33,7 @@ Tables:
   vector of the request's query, float16 bytes, never its text; ``meta.query_embedder``
   names the embedder (vectors of a previous embedder are erased when it changes).
   ``requests.ranking`` beside it: the proxy's unboosted scores of the request's best tools
-  and of the tools its calls used (:mod:`selection.logged_ranking`), which the guard of
+  and of the tools its calls used (:mod:`selection.learning.logged_ranking`), which the guard of
   learned selection replays.
 * ``learned``: learned states and their promotion reports (:mod:`proxy.usage.learning`),
   so deleting the file deletes what was learned from it.

@@ -5,7 +5,7 @@ The evaluation runs the proxy's own steps for every case (proxy/turn/planner.py
 most ``min_catalog_tools`` tools, or too little to save) is passed through whole;
 otherwise ``query_parts`` → scorer → ``select`` with ``pinned`` = a ``tool_choice``
 function + ``called_tools(messages)`` + ``text_called_tools`` and the conversation's
-:class:`~selection.state.ConversationState` carried from its previous step, so stickiness
+:class:`~selection.choosing.state.ConversationState` carried from its previous step, so stickiness
 and history pinning count exactly as in the proxy. Conversations are keyed by
 :func:`conversation_key` (as if sent as ``X-Conversation-Id``), cases replayed in file
 order; tests check that the forwarded lists equal ``Planner.plan``'s. Meta-tool calls are

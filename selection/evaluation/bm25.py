@@ -15,12 +15,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from selection.catalog import Catalog, Tool, name_words
+from selection.catalog.catalog import Catalog, Tool, name_words
+from selection.choosing.selector import DEFAULT_EXPANSIONS
 from selection.evaluation.methods import BM25, METHODS
-from selection.index import LRUCache
-from selection.lexical import bm25_tokens
-from selection.ranking import Ranking
-from selection.selector import DEFAULT_EXPANSIONS
+from selection.indexes.lexical import bm25_tokens
+from selection.indexes.tool_index import LRUCache
+from selection.ranking.pipeline import Ranking
 
 
 def bm25_text(tool: Tool) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from selection.catalog import Catalog, parse_tools
+from selection.catalog.catalog import Catalog, parse_tools
 from selection.errors import CatalogError
 
 ALL = None

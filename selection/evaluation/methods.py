@@ -8,14 +8,14 @@
 * ``oracle``: the expected tools only (the first member of each requirement): their
   schema tokens are the floor any method pays;
 * ``-NAME`` (``--ablate NAME``): the pipeline without one signal or expansion
-  (:mod:`selection.signals.registry`), or without the conversation's state (``sticky``).
+  (:mod:`selection.ranking.signals.registry`), or without the conversation's state (``sticky``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from selection.candidates import CandidatePolicy
+from selection.catalog.policy import CandidatePolicy
 
 TOOLPRUNE, DENSE, BM25, ORACLE = "toolprune", "dense", "bm25", "oracle"
 

@@ -4,7 +4,7 @@
 Per k, ``select`` runs with ``top_k = k`` and ``max_tools = max(policy.max_tools, k)``
 (``k = all``: the catalogue size), conversation state carried per conversation, as the
 proxy would. Each outcome also records the forwarded schema tokens
-(:func:`selection.tokens.tool_tokens`, estimated), the meta-tool the planner would add
+(:func:`selection.catalog.tokens.tool_tokens`, estimated), the meta-tool the planner would add
 (and its tokens), and what is *reachable in one meta round*: forwarded, listed by name in
 the meta-tool (the tier, or the full ``load_tools`` menu), or among the
 ``search_tools`` results for the task's own words (the top
@@ -21,21 +21,21 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from selection.candidates import CandidatePolicy, semantic_candidates
-from selection.catalog import Catalog, canonical_json
+from selection.catalog.catalog import Catalog, canonical_json
+from selection.catalog.groups import CatalogGroups
+from selection.catalog.policy import CandidatePolicy, Policy, catalog_layout
+from selection.catalog.tokens import BYTES_PER_TOKEN, tool_tokens
+from selection.choosing.candidates import semantic_candidates
+from selection.choosing.prefix import block_signature, estimated_text_tokens, split_system
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
+from selection.clients.meta_tools import build_meta_tools
 from selection.evaluation.methods import METHODS, TOOLPRUNE, Method
 from selection.evaluation.scoring import ScoredCase, ScoredRun, requirement_ranks
-from selection.groups import CatalogGroups
-from selection.meta_tools import build_meta_tools
-from selection.policy import Policy, catalog_layout
-from selection.prefix import block_signature, estimated_text_tokens, split_system
-from selection.ranking import Ranking
-from selection.selector import TurnFacts, select
-from selection.signals.dependencies import Dependencies
-from selection.state import ConversationState
-from selection.tokens import BYTES_PER_TOKEN, tool_tokens
+from selection.ranking.pipeline import Ranking
+from selection.ranking.signals.dependencies import Dependencies
 
-#: Tools a ``search_tools`` call returns (as ``selection.tool_search.SEARCH_RESULTS``).
+#: Tools a ``search_tools`` call returns (as ``selection.clients.tool_search.SEARCH_RESULTS``).
 SEARCH_RESULTS = 5
 #: Catalogues above this get ``search_tools`` (the settings default).
 SEARCH_TOOLS_MIN_CATALOG = 100
@@ -46,7 +46,7 @@ class CaseOutcome:
     requirement; ``reachable`` per requirement (forwarded, listed or searched); schema
     tokens of the forwarded tools and of the meta-tool; ``select_s``: the select call's
     time (0 when passed through); ``block``: the forwarded tools with the meta-tool's
-    entry in its place (:func:`selection.prefix.block_signature`; CORE first), what the
+    entry in its place (:func:`selection.choosing.prefix.block_signature`; CORE first), what the
     prefix-cache model prices; ``ranks``: each requirement's best rank in the order the
     method ranks by (the dense cosines for ``dense``; None for the oracle, which ranks
     nothing, and where unranked)."""

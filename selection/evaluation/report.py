@@ -10,7 +10,7 @@ Metrics, per method and k (nothing is ever dropped from a denominator):
   (forwarded, listed by name in the meta-tool, or found by ``search_tools`` for the
   task's own words; :mod:`selection.evaluation.replay`).
 * ``schema_tokens_mean``: estimated prompt tokens of the forwarded tool schemas per case
-  (:func:`selection.tokens.tool_tokens`); ``meta_tokens_mean``: of the meta-tool.
+  (:func:`selection.catalog.tokens.tool_tokens`); ``meta_tokens_mean``: of the meta-tool.
 * ``mrr_at_k``: mean reciprocal rank of each case's best-ranked requirement in the score
   order, counted only when that rank is ≤ k (``mrr`` per method: untruncated).
 * ``forwarded_mean``: tools forwarded per case; ``none_forwarded_mean``: the same over
@@ -32,11 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from selection.catalog.policy import Policy
 from selection.evaluation.cases import DEFAULT_KS, Case, CaseSet, k_label
 from selection.evaluation.methods import METHODS, TOOLPRUNE, Method
 from selection.evaluation.replay import CaseOutcome, replay
 from selection.evaluation.scoring import ScoredRun, Scorer, score_cases
-from selection.policy import Policy
 
 
 def _percentile(values: Sequence[float], q: float) -> float | None:

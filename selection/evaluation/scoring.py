@@ -15,8 +15,11 @@ from typing import Protocol
 
 import numpy as np
 
-from selection.catalog import Catalog
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import Catalog
+from selection.catalog.policy import Policy, catalog_layout
+from selection.catalog.text_path import text_called_tools
+from selection.conversation.history import called_tools, read_tool_choice
+from selection.conversation.query import query_parts
 from selection.errors import SelectionError
 from selection.evaluation.cases import Case
 from selection.evaluation.methods import (
@@ -28,13 +31,10 @@ from selection.evaluation.methods import (
     Method,
     ablated,
 )
-from selection.history import called_tools, read_tool_choice
-from selection.policy import Policy, catalog_layout
-from selection.query import query_parts
-from selection.ranking import Ranking
-from selection.signals.expansion import Expansion
-from selection.signals.registry import NAMES, Signals
-from selection.text_path import text_called_tools
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.pipeline import Ranking
+from selection.ranking.signals.expansion import Expansion
+from selection.ranking.signals.registry import NAMES, Signals
 
 
 class Scorer(Protocol):
@@ -53,7 +53,7 @@ class Scorer(Protocol):
         ...
 
     async def score(self, catalog: Catalog, query: Sequence[str]) -> Ranking:
-        """The catalogue's ranking for ``query`` (:func:`~selection.query.query_parts`,
+        """The catalogue's ranking for ``query`` (:func:`~selection.conversation.query.query_parts`,
         the whole query first): per-tool scores (float32, catalogue order; ``dense``: the
         cosines alone, when the scorer has them) and the seconds spent embedding."""
         ...
@@ -111,7 +111,7 @@ def ablation_scorers(
 @dataclass
 class ScoredCase:
     """A case after scoring. ``mode``: ``select`` (pruned), ``small`` (a catalogue the
-    policy forwards whole, :meth:`~selection.policy.Policy.forwards_whole`: passed
+    policy forwards whole, :meth:`~selection.catalog.policy.Policy.forwards_whole`: passed
     through, though still scored so that its expected tools have ranks), ``fallback``
     (unparseable catalogue or scorer error: passed through whole). ``scores`` (what
     ``select`` gets) is None when the case is not pruned or had no query. ``ranks``: best

@@ -18,7 +18,7 @@ from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.upstream import CHAT_PATH
 from proxy.cli.main import main
 from proxy.usage.learning import LearnOutcome, read_evidence, record
-from selection.learned import learn
+from selection.learning.learned import learn
 from tests.integration.test_usage_log import (
     BFCL,
     REPLAY_SETTINGS,

@@ -29,8 +29,8 @@ from proxy.usage.learned_reads import read_states
 from proxy.usage.learning import LearnOutcome, learn_from_log, read_evidence, record
 from proxy.usage.learning_schedule import load_states, refresh_periodically
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates
-from selection.learned import encode_state, learn
-from selection.learned_states import LearnedStates
+from selection.learning.learned import encode_state, learn
+from selection.learning.states import LearnedStates
 from tests.integration.test_learning import PLAYWRIGHT, QUESTION, TOOL, _embedder_id
 from tests.integration.test_usage_log import REPLAY_SETTINGS, running_proxy, tool_names
 from tests.support.logs import Lines

@@ -12,9 +12,9 @@ from typing import Any
 import httpx
 
 from benchmarks.support.data import REAL_CATALOGS
-from selection.catalog import parse_tools
-from selection.prefix import estimated_text_tokens
-from selection.tokens import estimated_tokens
+from selection.catalog.catalog import parse_tools
+from selection.catalog.tokens import estimated_tokens
+from selection.choosing.prefix import estimated_text_tokens
 from tests.conftest import ProxyFactory, RunningUpstream
 
 GITHUB: list[dict[str, Any]] = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())[:25]

@@ -3,7 +3,7 @@ separator (issue 43): for the GitHub MCP server's 117 tools beside opencode's bu
 under each shape clients give them (``mcp__github__search_code``, ``github_search_code``,
 ``github.search_code``, ``github/search_code``, ``github-search_code``), every tool's
 bare name as the query loads that tool, found first, and it alone (a query that is a
-name loads what it names), on a catalogue being indexed (cold) and on one indexed (warm). The front door's own search (:meth:`selection.searches.Searches.search_tools`)
+name loads what it names), on a catalogue being indexed (cold) and on one indexed (warm). The front door's own search (:meth:`selection.clients.searches.Searches.search_tools`)
 on an engine built as the proxy builds it, without HTTP (1,170 searches); the issue's
 own request goes through the proxy under uvicorn, in front of the scripted upstream.
 
@@ -28,11 +28,11 @@ from benchmarks.support.upstream import Recorded
 from config.policy import load_policy
 from config.selector import build_embedder, build_selector
 from config.settings import Settings
-from selection.catalog import Catalog, parse_tools
-from selection.engine import SelectionEngine
-from selection.policy import Policy
-from selection.searches import Searches
-from selection.signals.registry import Signals
+from selection.catalog.catalog import Catalog, parse_tools
+from selection.catalog.policy import Policy
+from selection.clients.searches import Searches
+from selection.ranking.engine import SelectionEngine
+from selection.ranking.signals.registry import Signals
 from tests.conftest import ProxyFactory, RunningUpstream
 
 GITHUB = [tool["function"]["name"] for tool in github_tools()]

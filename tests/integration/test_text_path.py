@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from benchmarks.support.upstream import SSE, Raw
-from selection.text_path import PRESETS, ToolBlock, detect, others_line
+from selection.catalog.text_path import PRESETS, ToolBlock, detect, others_line
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support import agent_prompts as prompts
 

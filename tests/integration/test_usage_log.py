@@ -35,8 +35,8 @@ from proxy.cli.main import main
 from proxy.turn.identity import HEADER_ID_PREFIX, log_id
 from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
-from selection.engine import SelectionEngine
 from selection.evaluation import EngineScorer, evaluate, load_cases
+from selection.ranking.engine import SelectionEngine
 from tests.support.selection import PLAIN_SIGNALS
 
 BFCL = BFCL_TRADINGBOT

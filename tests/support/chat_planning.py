@@ -9,7 +9,7 @@ from proxy.apis.chat.adapter import read_chat
 from proxy.http.headers import Headers
 from proxy.turn.planner import Planner
 from proxy.turn.turn import Turn
-from selection.catalog_cache import CatalogCache
+from selection.catalog.cache import CatalogCache
 
 
 class ChatPlanner:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from selection.ranking import Ranking
-from selection.signals.registry import Signals
+from selection.ranking.pipeline import Ranking
+from selection.ranking.signals.registry import Signals
 
 
 def ranked(

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from proxy.turn.turn import Turn
-from selection.block_order import Selection
-from selection.catalog import Catalog
-from selection.deferral import Deferral
-from selection.history import ToolChoice, read_tool_choice
-from selection.meta_tools import MetaTools
+from selection.catalog.catalog import Catalog
+from selection.choosing.block_order import Selection
+from selection.clients.deferral import Deferral
+from selection.clients.meta_tools import MetaTools
+from selection.conversation.history import ToolChoice, read_tool_choice
 from selection.plan import Plan, TurnInput, TurnReading
-from selection.ranking import Ranking
+from selection.ranking.pipeline import Ranking
 
 
 def planned_turn(

@@ -26,14 +26,14 @@ from proxy.http.sse import EventSplitter
 from proxy.turn.adapter import ClientOut, Reply
 from proxy.turn.events import EventStreamView
 from proxy.turn.turn import Turn
-from selection.block_order import Selection
-from selection.catalog import build_catalog
+from selection.catalog.catalog import build_catalog
+from selection.choosing.block_order import Selection
+from selection.choosing.state import ConversationState
+from selection.clients.meta_tools import MetaTools
+from selection.conversation.history import ToolChoice, called_tools
+from selection.conversation.query import build_query
 from selection.errors import NothingToPrune
-from selection.history import ToolChoice, called_tools
-from selection.meta_tools import MetaTools
 from selection.plan import TurnInput
-from selection.query import build_query
-from selection.state import ConversationState
 from tests.support.turns import planned_turn
 
 

@@ -19,11 +19,11 @@ from benchmarks.session_script import (
     needed_tools,
     oracle_blocks,
 )
-from selection.catalog import parse_tools
+from selection.catalog.catalog import parse_tools
+from selection.catalog.tokens import tool_tokens
 from selection.evaluation.cases import Case
 from selection.evaluation.replay import CaseOutcome
 from selection.evaluation.scoring import ScoredCase
-from selection.tokens import tool_tokens
 
 
 def test_rate_is_clients_over_mean_stream_time() -> None:

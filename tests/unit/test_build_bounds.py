@@ -10,11 +10,11 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from selection.catalog import parse_tools
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import parse_tools
+from selection.embedders.onnx import CHARS_PER_TOKEN_BOUND, OnnxEmbedder
 from selection.errors import EmbedderTimeout
-from selection.index import tool_texts
-from selection.onnx_embedder import CHARS_PER_TOKEN_BOUND, OnnxEmbedder
+from selection.indexes.tool_index import tool_texts
+from selection.ranking.engine import SelectionEngine
 from tests.support.selection import PLAIN_SIGNALS
 
 HUGE = "word " * 2_000_000  # 10 MB
@@ -115,7 +115,7 @@ async def test_catalogue_builds_embed_one_at_a_time() -> None:
 
 
 async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_a_failure() -> None:
-    from selection.tool_vectors import CHUNK_TEXTS
+    from selection.indexes.tool_vectors import CHUNK_TEXTS
 
     class FailingOnce(CountingEmbedder):
         def __init__(self) -> None:
@@ -147,7 +147,7 @@ async def test_a_large_catalogue_is_embedded_in_bounded_calls_and_resumes_after_
 
 
 async def test_a_call_holds_at_most_chunk_chars_of_text_but_one_text_whatever_its_length() -> None:
-    from selection.tool_vectors import CHUNK_CHARS
+    from selection.indexes.tool_vectors import CHUNK_CHARS
 
     embedder = CountingEmbedder()
     embedder.gate.set()

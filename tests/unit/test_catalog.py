@@ -1,4 +1,4 @@
-"""Tests for selection.catalog: parsing ``tools`` / legacy ``functions``, hostile input,
+"""Tests for selection.catalog.catalog: parsing ``tools`` / legacy ``functions``, hostile input,
 fingerprints, name words and parameter texts."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from selection.catalog import (
+from selection.catalog.catalog import (
     Catalog,
     build_catalog,
     fingerprint,

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from selection.catalog import parse_tools
-from selection.catalog_cache import CatalogCache
+from selection.catalog.cache import CatalogCache
+from selection.catalog.catalog import parse_tools
 from selection.errors import CatalogError
 
 

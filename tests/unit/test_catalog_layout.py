@@ -1,12 +1,12 @@
-"""Tests for selection.policy.catalog_layout: what depends only on the catalogue and the
+"""Tests for selection.catalog.policy.catalog_layout: what depends only on the catalogue and the
 policy (CORE names, bundles, bundle-mates) is computed once per catalogue and policy."""
 
 from __future__ import annotations
 
-from selection import policy as policy_module
-from selection.catalog import Catalog, build_catalog, parse_tools
-from selection.groups import Group, find_groups
-from selection.policy import Bundle, Policy, bundle_mates, catalog_bundles, catalog_layout
+from selection.catalog import policy as policy_module
+from selection.catalog.catalog import Catalog, build_catalog, parse_tools
+from selection.catalog.groups import Group, find_groups
+from selection.catalog.policy import Bundle, Policy, bundle_mates, catalog_bundles, catalog_layout
 
 
 def catalog_of(*names: str) -> Catalog:

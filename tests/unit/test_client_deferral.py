@@ -1,13 +1,13 @@
 """A client's own deferral behind a plain search function, recognised by structure
-(selection.client_deferral). The texts are written for these tests in the shapes coding
+(selection.clients.client_deferral). The texts are written for these tests in the shapes coding
 agents send (a bare name per line; a quoted name and its purpose per line)."""
 
 from __future__ import annotations
 
 import json
 
-from selection.catalog import parse_tools
-from selection.client_deferral import (
+from selection.catalog.catalog import parse_tools
+from selection.clients.client_deferral import (
     client_deferral,
     deferred_menu,
     found_by_search,
@@ -117,7 +117,7 @@ def test_found_by_search_reads_only_the_search_results() -> None:
 
 
 def test_compact_definitions_replaces_only_definitions_of_forwarded_tools() -> None:
-    from selection.client_deferral import compact_definitions
+    from selection.clients.client_deferral import compact_definitions
     catalog = parse_tools([function("mcp__forge__open_ticket", {"id": {"type": "string"}}),
                            function("read_file", {"path": {"type": "string"}})])
     forwarded = {"mcp__forge__open_ticket": catalog.tools[0]}

@@ -1,5 +1,5 @@
-"""A request on a catalogue whose index is being built (selection.engine's first look,
-selection.index_build): the descriptions its words point at are embedded first and it is
+"""A request on a catalogue whose index is being built (selection.ranking.engine's first look,
+selection.indexes.build): the descriptions its words point at are embedded first and it is
 ranked by what is embedded; a catalogue with few texts missing is waited for whole; a
 restarted engine reads vectors back. The embedder answers one call per step the test
 allows (no sleeping): which texts a request was ranked by is exact."""
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from selection.catalog import parse_tools
-from selection.index_build import IndexBuild, first_tools, urgent_texts
-from selection.tool_vectors import URGENT, ToolVectors
-from selection.vector_store import SqliteVectorStore
+from selection.catalog.catalog import parse_tools
+from selection.indexes.build import IndexBuild, first_tools, urgent_texts
+from selection.indexes.tool_vectors import URGENT, ToolVectors
+from selection.indexes.vector_store import SqliteVectorStore
 from tests.unit.test_engine import FakeEmbedder, all_texts, bag, catalog_of, engine_for, tool
 
 

@@ -1,5 +1,5 @@
-"""The client's deferral contract in selection (selection/catalog.py, selection/selector.py,
-selection/state.py): tools without ``defer_loading`` are the client's CORE, forwarded first
+"""The client's deferral contract in selection (selection/catalog/catalog.py, selection/choosing/selector.py,
+selection/choosing/state.py): tools without ``defer_loading`` are the client's CORE, forwarded first
 on every turn; deferred tools are the pool; toolprune's own pre-loading from the pool can be
 switched off; found tools stay loaded; each forwarded tool's provenance. Hand-made
 catalogues and exact scores, so every admission is known."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from selection.catalog import Catalog, defers_loading, parse_tools, without_deferral
-from selection.policy import Policy
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState
+from selection.catalog.catalog import Catalog, defers_loading, parse_tools, without_deferral
+from selection.catalog.policy import Policy
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
 from tests.support.selection import ranked
 
 

@@ -15,13 +15,12 @@ from proxy.metrics import Metrics
 from proxy.state.store import MemoryStateStore
 from proxy.turn.planner import Planner
 from proxy.turn.turn import MetaCall
-from selection.candidates import CandidatePolicy
-from selection.catalog import parse_tools
-from selection.history import ToolChoice
+from selection.catalog.catalog import parse_tools
+from selection.catalog.policy import CandidatePolicy, Policy
+from selection.clients.tool_search import ClientSearch
+from selection.conversation.history import ToolChoice
 from selection.plan import TurnInput
 from selection.planning import Selector, SelectorSettings
-from selection.policy import Policy
-from selection.tool_search import ClientSearch
 from tests.unit.test_evaluation import NAMES, engine
 
 KEPT = ["alpha", "beta"]

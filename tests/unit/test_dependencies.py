@@ -1,4 +1,4 @@
-"""Dependency expansion from schemas (selection/dependencies.py), on the real Spotify
+"""Dependency expansion from schemas (selection/ranking/dependencies.py), on the real Spotify
 catalogue of RestBench (40 REST endpoints) and small hand-made catalogues."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from selection.catalog import parse_tools
-from selection.dependencies import Need, expand, identifier_needs, producer_index
+from selection.catalog.catalog import parse_tools
+from selection.ranking.dependencies import Need, expand, identifier_needs, producer_index
 from tests.support.data import evaluation_set
 
 

@@ -105,7 +105,7 @@ def test_dockerfile_installs_what_the_readme_installs() -> None:
 
 
 def test_dockerfile_build_time_embedder_check_runs_offline(tmp_path: Path) -> None:
-    checks = [run for run in args_of("RUN") if run.startswith("python -m selection.model_prep")]
+    checks = [run for run in args_of("RUN") if run.startswith("python -m selection.embedders.model_prep")]
     assert len(checks) == 1
     assert "OnnxEmbedder().load_sync()" in checks[0]
     # before USER: it writes the derived model where the runtime user only reads it

@@ -1,4 +1,4 @@
-"""Tests for selection.embedders: the real ONNX model and a real HTTP server on loopback."""
+"""Tests for selection.embedders.protocol: the real ONNX model and a real HTTP server on loopback."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from starlette.routing import Route
 
 from config.selector import build_embedder
 from config.settings import Settings
+from selection.embedders.http import HttpEmbedder
+from selection.embedders.onnx import DEFAULT_MODEL_SHA256, OnnxEmbedder
+from selection.embedders.token_batches import BATCH_TOKENS, token_batches
 from selection.errors import EmbedderError, EmbedderTimeout
-from selection.http_embedder import HttpEmbedder
-from selection.onnx_embedder import DEFAULT_MODEL_SHA256, OnnxEmbedder
-from selection.token_batches import BATCH_TOKENS, token_batches
 
 TOKENIZER = (
     Path(__file__).resolve().parents[2] / "selection" / "data" / "all-MiniLM-L6-v2.tokenizer.json"

@@ -1,4 +1,4 @@
-"""Tests for selection.engine (and selection.index): scoring a catalogue through a
+"""Tests for selection.ranking.engine (and selection.indexes.tool_index): scoring a catalogue through a
 deterministic fake embedder, vector and index caching, errors and timeouts.
 
 The fake embedder gives each word of a small vocabulary its own axis and embeds a text as
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from selection.catalog import Catalog, parse_tools
-from selection.engine import SelectionEngine
+from selection.catalog.catalog import Catalog, parse_tools
 from selection.errors import EmbedderError, EmbedderTimeout, IndexPending
-from selection.index import LRUCache, ToolIndex, index_key, tool_texts
+from selection.indexes.tool_index import LRUCache, ToolIndex, index_key, tool_texts
+from selection.ranking.engine import SelectionEngine
 from tests.support.selection import signals
 
 VOCAB = ["alpha", "beta", "gamma", "delta", "omega", "query", "other"]

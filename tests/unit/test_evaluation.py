@@ -18,7 +18,7 @@ import pytest
 from config.settings import Settings
 from proxy.cli import eval as eval_cli
 from proxy.cli import main as cli
-from selection.engine import SelectionEngine
+from selection.catalog.policy import Policy
 from selection.evaluation import (
     ALL,
     EngineScorer,
@@ -30,7 +30,7 @@ from selection.evaluation import (
     score_cases,
     summarise_k,
 )
-from selection.policy import Policy
+from selection.ranking.engine import SelectionEngine
 from tests.support.selection import PLAIN_SIGNALS
 
 NAMES = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
@@ -92,7 +92,7 @@ def call(name: str) -> dict[str, Any]:
 #: E any-of delta|epsilon 1 · G alpha 1, beta 2 · conversation "conv": call0 theta 1,
 #: call1 theta 9 (query "iota"; sticky from call0), call2 eta 8 (query "kappa"; pinned:
 #: called in the history). The conversation's messages are three words long: a shorter one
-#: would be a fragment, read with the message before it (:mod:`selection.query`).
+#: would be a fragment, read with the message before it (:mod:`selection.conversation.query`).
 CONVERSATION = [
     ("conv_call0", [user("please use theta")], ["theta"], {}),
     ("conv_call1", [user("please use theta"), {"role": "assistant", "content": "ok"}, user("please use iota")], ["theta"], {}),
@@ -435,13 +435,13 @@ def test_each_method_is_ranked_by_its_own_scores() -> None:
     """MRR and miss ranks are read in the order a method selects by: the fused scores for
     the pipeline, the cosines alone for ``dense``, nothing for the oracle (which ranks no
     tool): not the pipeline's ranks under every method's name."""
-    from selection.catalog import parse_tools
+    from selection.catalog.catalog import parse_tools
     from selection.evaluation.cases import Case
     from selection.evaluation.methods import METHODS
     from selection.evaluation.replay import method_ranking
     from selection.evaluation.scoring import ScoredCase, requirement_ranks
-    from selection.ranking import Ranking
-    from selection.signals.base import Contribution
+    from selection.ranking.pipeline import Ranking
+    from selection.ranking.signals.base import Contribution
 
     catalog = parse_tools([{"type": "function", "function": {"name": n}} for n in ("a", "b", "c")])
     case = Case("x", "x", [], catalog, ("a", "b", "c"), (("b",),))

@@ -1,4 +1,4 @@
-"""Tests for selection.group_inputs: within a server, the mates that produce a tool's
+"""Tests for selection.ranking.group_inputs: within a server, the mates that produce a tool's
 required inputs (OpenStreetMap's route directions take the coordinates its geocoder
 returns)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from selection.catalog import parse_tools
-from selection.group_inputs import input_producers
-from selection.groups import find_groups
+from selection.catalog.catalog import parse_tools
+from selection.catalog.groups import find_groups
+from selection.ranking.group_inputs import input_producers
 
 
 def function(name: str, description: str, *required: str) -> dict:

@@ -1,4 +1,4 @@
-"""Tests for selection.group_ranking: a grouped tool's score draws on its group's match,
+"""Tests for selection.ranking.group_ranking: a grouped tool's score draws on its group's match,
 an ungrouped catalogue ranks exactly as without groups, and the engine reports which
 group matched (through the deterministic bag-of-words embedder of test_engine)."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from selection.catalog import DeclaredGroup, build_catalog, parse_tools
-from selection.group_ranking import GroupIndex, GroupRanking, rank_with_groups
-from selection.groups import find_groups
+from selection.catalog.catalog import DeclaredGroup, build_catalog, parse_tools
+from selection.catalog.groups import find_groups
+from selection.ranking.group_ranking import GroupIndex, GroupRanking, rank_with_groups
 from tests.unit.test_engine import FakeEmbedder, engine_for, tool
 
 #: Two servers and an ungrouped tool: the "alpha" server's second tool says nothing of

@@ -1,12 +1,12 @@
-"""Tests for selection.groups: the catalogue's servers, namespaces and toolkits, found from
+"""Tests for selection.catalog.groups: the catalogue's servers, namespaces and toolkits, found from
 what the request declares, the policy's bundles and the tools' names."""
 
 from __future__ import annotations
 
 import pytest
 
-from selection.catalog import DeclaredGroup, build_catalog, parse_tools
-from selection.groups import (
+from selection.catalog.catalog import DeclaredGroup, build_catalog, parse_tools
+from selection.catalog.groups import (
     Group,
     find_groups,
     namespace_prefix,

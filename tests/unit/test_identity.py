@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from proxy.turn.identity import conversation_id
-from selection.catalog import parse_tools
-from selection.prefix import prefix_key
+from selection.catalog.catalog import parse_tools
+from selection.choosing.prefix import prefix_key
 
 TOOLS = [{"type": "function", "function": {"name": "get_me", "description": "Who am I."}}]
 BODY = {"model": "m", "messages": [{"role": "system", "content": "S"},

@@ -1,8 +1,10 @@
 """The package map of ARCHITECTURE.md, checked on the source tree (``ast``, nothing imported):
 which package may import which (the turn core never imports an API package, and no API
 package imports another), what the proxy may import of selection (its four public
-modules), no import cycle between modules, no module of ``proxy/``, ``selection/``,
-``config/`` or ``benchmarks/`` over 400 lines, and no function of ``selection/`` or
+modules), which folder of selection may import which (no cycle between them), no import
+cycle between modules, no module of ``proxy/``, ``selection/``, ``config/`` or
+``benchmarks/`` over 400 lines, at most 8 modules at selection's top level and 15 in any
+folder of ``proxy/`` or ``selection/``, and no function of ``selection/`` or
 ``proxy/turn/`` over 80."""
 
 from __future__ import annotations
@@ -59,6 +61,52 @@ ALLOWED: dict[str, set[str]] = {
         "proxy.log", "proxy.state", "config", "selection",
     },
 }
+#: Inside selection: what each folder (and each module at its top level) may import of
+#: selection besides itself and :mod:`selection.errors`, which every part may import. The
+#: folders' ``__init__`` docstrings say the same. Ordered from the bottom floor up.
+SELECTION_PARTS: dict[str, set[str]] = {
+    "selection.errors": set(),
+    "selection.conversation": set(),
+    "selection.embedders": set(),
+    "selection.catalog": {"selection.conversation"},
+    "selection.learning": {"selection.catalog"},
+    "selection.indexes": {"selection.catalog", "selection.embedders"},
+    "selection.ranking": {
+        "selection.catalog", "selection.embedders", "selection.indexes", "selection.learning",
+    },
+    "selection.choosing": {
+        "selection.catalog", "selection.indexes", "selection.learning", "selection.ranking",
+    },
+    "selection.clients": {
+        "selection.catalog", "selection.choosing", "selection.conversation",
+        "selection.indexes", "selection.ranking",
+    },
+    "selection.evaluation": {
+        "selection.catalog", "selection.choosing", "selection.clients",
+        "selection.conversation", "selection.indexes", "selection.ranking",
+    },
+    # The front door and its types, on top.
+    "selection.plan": {
+        "selection.catalog", "selection.choosing", "selection.clients",
+        "selection.conversation", "selection.ranking",
+    },
+    "selection.planning_costs": {
+        "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
+    },
+    "selection.planning": {
+        "selection.plan", "selection.planning_costs", "selection.catalog", "selection.choosing",
+        "selection.clients", "selection.conversation", "selection.embedders",
+        "selection.indexes", "selection.ranking",
+    },
+    "selection.types": {
+        "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
+        "selection.conversation", "selection.embedders",
+    },
+}
+#: Most modules at selection's top level (``__init__`` included), and in any one folder of
+#: ``proxy/`` or ``selection/``.
+MAX_TOP_MODULES = 8
+MAX_FOLDER_MODULES = 15
 #: The package that owns each rule key (``proxy.turn.turn`` belongs to ``proxy.turn``).
 OWNERS = sorted(ALLOWED, key=len, reverse=True)
 
@@ -238,3 +286,68 @@ def test_the_checker_sees_a_cycle_and_a_forbidden_import():
     assert within("proxy.apis.messages.search", ALLOWED["proxy.app"])
     assert "proxy.turn.rounds" in GRAPH["proxy.turn.handler"]
     assert "proxy.turn.adapter" in GRAPH["proxy.apis.chat.adapter"]
+
+
+def selection_part(module: str) -> str | None:
+    """The entry of :data:`SELECTION_PARTS` a selection module belongs to (None: the
+    package's own ``__init__``)."""
+    parts = module.split(".")
+    return None if len(parts) < 2 else ".".join(parts[:2])
+
+
+def selection_part_graph() -> dict[str, set[str]]:
+    """Which part of selection imports which (:data:`SELECTION_PARTS`' keys)."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in GRAPH.items():
+        mine = selection_part(module) if within(module, {"selection"}) else None
+        if mine is None:
+            continue
+        graph.setdefault(mine, set())
+        for target in targets:
+            theirs = selection_part(target) if within(target, {"selection"}) else None
+            if theirs is not None and theirs != mine:
+                graph[mine].add(theirs)
+    return graph
+
+
+def test_every_part_of_selection_has_a_rule():
+    assert sorted(set(selection_part_graph()) - set(SELECTION_PARTS)) == []
+
+
+def test_selection_folders_import_only_what_their_rule_allows():
+    broken = [
+        f"{part} imports {target}"
+        for part, targets in sorted(selection_part_graph().items())
+        for target in sorted(targets)
+        if target not in SELECTION_PARTS.get(part, set()) | {"selection.errors"}
+    ]
+    assert broken == []
+
+
+def test_no_import_cycle_between_the_folders_of_selection():
+    try:
+        graphlib.TopologicalSorter(selection_part_graph()).prepare()
+    except graphlib.CycleError as error:
+        pytest.fail(f"cycle between folders: {' -> '.join(error.args[1])}")
+    with pytest.raises(graphlib.CycleError):  # the check is not vacuous
+        graphlib.TopologicalSorter({**SELECTION_PARTS, "selection.catalog": {
+            "selection.ranking"}}).prepare()
+
+
+def folder_sizes(package: str) -> dict[str, int]:
+    """Modules (``.py`` files, ``__init__`` included) directly in each folder of ``package``."""
+    return {
+        str(folder.relative_to(ROOT)): len(list(folder.glob("*.py")))
+        for folder in [ROOT / package, *sorted((ROOT / package).rglob("*/"))]
+        if folder.is_dir() and folder.name != "__pycache__"
+    }
+
+
+def test_selection_has_few_modules_at_its_top():
+    assert folder_sizes("selection")["selection"] <= MAX_TOP_MODULES
+
+
+@pytest.mark.parametrize("package", ["proxy", "selection"])
+def test_no_folder_holds_more_than_its_share_of_modules(package):
+    crowded = {f: n for f, n in folder_sizes(package).items() if n > MAX_FOLDER_MODULES}
+    assert crowded == {}

@@ -1,12 +1,12 @@
-"""Blocks a client injects beside the user's words (selection.injected) and the query
-made without them (selection.query). The texts are written for these tests in the shapes
+"""Blocks a client injects beside the user's words (selection.conversation.injected) and the query
+made without them (selection.conversation.query). The texts are written for these tests in the shapes
 coding agents send: a reminder as its own content part or before the prompt, an
 environment and instructions as user messages of their own, a block after the prompt."""
 
 from __future__ import annotations
 
-from selection.injected import MAX_BLOCKS, strip_blocks
-from selection.query import build_query, own_text, query_parts
+from selection.conversation.injected import MAX_BLOCKS, strip_blocks
+from selection.conversation.query import build_query, own_text, query_parts
 
 PROMPT = "List the open pull requests in octo/widgets"
 REMINDER = (

@@ -1,4 +1,4 @@
-"""selection.learned: learning a state from evidence, its serialised form, binding it to a
+"""selection.learning.learned: learning a state from evidence, its serialised form, binding it to a
 catalogue, the boost and the centring it gives, and the ``learned`` reason."""
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from selection.catalog import parse_tools
-from selection.learned import (
+from selection.catalog.catalog import parse_tools
+from selection.catalog.policy import Policy
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
+from selection.learning.learned import (
     FORMAT,
     GAIN,
     PER_TOOL,
@@ -23,10 +26,7 @@ from selection.learned import (
     learn,
     learned_names,
 )
-from selection.learned_states import LearnedStates
-from selection.policy import Policy
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState
+from selection.learning.states import LearnedStates
 from tests.support.selection import ranked
 
 

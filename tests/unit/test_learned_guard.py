@@ -1,4 +1,4 @@
-"""selection.learned_guard: the held-back replay (boost and centring counted) and the
+"""selection.learning.guard: the held-back replay (boost and centring counted) and the
 choice of gain and centring, which must beat the state in use and spare the requests
 whose tools the teaching folds never called."""
 
@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from selection.catalog import parse_tools
-from selection.learned import Evidence, LearnedIndex, learn
-from selection.learned_guard import Fold, HeldBack, base_scores, judge, recalls
-from selection.logged_ranking import LoggedRanking
+from selection.catalog.catalog import parse_tools
+from selection.learning.guard import Fold, HeldBack, base_scores, judge, recalls
+from selection.learning.learned import Evidence, LearnedIndex, learn
+from selection.learning.logged_ranking import LoggedRanking
 
 NAMES = ("a", "b", "c")
 CATALOG = parse_tools(

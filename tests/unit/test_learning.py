@@ -20,13 +20,13 @@ from proxy.usage.learning import KEPT_ATTEMPTS, learn_catalog, learn_from_log, r
 from proxy.usage.learning_schedule import load_states
 from proxy.usage.schema import open_database
 from proxy.usage.writer import UsageLog
-from selection.block_order import SelectedTool, Selection
-from selection.catalog import parse_tools
-from selection.learned import decode_state
-from selection.learned_states import LearnedStates
-from selection.logged_ranking import decode_ranking
-from selection.ranking import Ranking
-from selection.state import ConversationState
+from selection.catalog.catalog import parse_tools
+from selection.choosing.block_order import SelectedTool, Selection
+from selection.choosing.state import ConversationState
+from selection.learning.learned import decode_state
+from selection.learning.logged_ranking import decode_ranking
+from selection.learning.states import LearnedStates
+from selection.ranking.pipeline import Ranking
 from tests.support.turns import planned_turn
 from tests.unit.test_engine import FakeEmbedder, bag, engine_for
 

@@ -16,8 +16,8 @@ import redis
 
 from benchmarks.support.redis_server import REDIS_SERVER, SKIP_REASON, RedisServer, redis_server
 from proxy.usage.learning_share import TRANSFER_TIMEOUT_S, SharedStates, embedder_tag
-from selection.learned import LearnedState, LearnedStateError, decode_state, learn
-from selection.learned_states import LearnedStates
+from selection.learning.learned import LearnedState, LearnedStateError, decode_state, learn
+from selection.learning.states import LearnedStates
 from tests.support.logs import Lines
 
 CATALOG = "c" * 16

@@ -1,4 +1,4 @@
-"""selection.logged_ranking: the proxy's ranking of a request as the usage log keeps it for
+"""selection.learning.logged_ranking: the proxy's ranking of a request as the usage log keeps it for
 the guard of learned selection (the best tools and the called ones, the rest at the bar)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from selection.logged_ranking import (
+from selection.learning.logged_ranking import (
     TOP,
     LoggedRankingError,
     decode_ranking,

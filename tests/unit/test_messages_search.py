@@ -18,8 +18,8 @@ from proxy.apis.messages.search import (
     upstream_history,
 )
 from proxy.turn.planner import InvalidToolRequest
-from selection.catalog import Catalog, build_catalog, parse_function
-from selection.tool_search import ClientSearch, SearchResult
+from selection.catalog.catalog import Catalog, build_catalog, parse_function
+from selection.clients.tool_search import ClientSearch, SearchResult
 from tests.support.tool_search_requests import (
     PR_TOOL,
     client_search_history,

@@ -1,4 +1,4 @@
-"""Tests for selection.meta_tools: the injected ``load_tools`` / ``search_tools`` and how
+"""Tests for selection.clients.meta_tools: the injected ``load_tools`` / ``search_tools`` and how
 their calls are answered; plus the size of the menu on a real catalogue."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ import json
 import pytest
 
 from benchmarks.support.data import REAL_CATALOGS
-from selection.catalog import Catalog, parse_functions, parse_tools
-from selection.groups import find_groups
-from selection.meta_tools import (
+from selection.catalog.catalog import Catalog, parse_functions, parse_tools
+from selection.catalog.groups import find_groups
+from selection.catalog.policy import Bundle, Policy, catalog_bundles
+from selection.clients.meta_tools import (
     LOAD_TOOLS,
     MAX_UNKNOWN,
     PURPOSE_CHARS,
@@ -26,7 +27,6 @@ from selection.meta_tools import (
     short_purpose,
     unknown_group,
 )
-from selection.policy import Bundle, Policy, catalog_bundles
 
 GITHUB = REAL_CATALOGS / "github_mcp_server.json"
 

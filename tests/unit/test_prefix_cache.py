@@ -1,5 +1,5 @@
 """The prefix-cache cost model: what ``select`` admits on a conversation's later turns
-and under a token cap (pure, hand-made scores), selection/prefix.py's agent key, token
+and under a token cap (pure, hand-made scores), selection/choosing/prefix.py's agent key, token
 cap and cache expectation, and the planner's agent blocks (a new conversation of the
 same agent starts from the block the upstream last prefilled)."""
 
@@ -14,29 +14,31 @@ from config.settings import Settings
 from proxy.metrics import Metrics
 from proxy.state.store import MemoryStateStore
 from proxy.turn.planner import Planner
-from selection.blocks import shared_block
-from selection.candidates import CandidatePolicy
-from selection.catalog import Catalog, parse_tools
-from selection.planning import Selector, SelectorSettings
-from selection.policy import Policy
-from selection.prefix import (
+from selection.catalog.catalog import Catalog, parse_tools
+from selection.catalog.policy import CandidatePolicy, Policy
+from selection.catalog.tokens import (
+    BYTES_PER_TOKEN,
+    catalog_tokens,
+    expected_saving,
+    meta_reserve_tokens,
+    tool_tokens,
+)
+from selection.choosing.blocks import shared_block
+from selection.choosing.prefix import (
     META_MARK,
     TEMPLATE_RESERVE_TOKENS,
     block_signature,
-    catalog_tokens,
     estimated_text_tokens,
     expect_cache,
-    expected_saving,
-    meta_reserve_tokens,
     prefix_key,
     served_entries,
     split_system,
     tool_token_cap,
 )
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState, LoadedTool
-from selection.tokens import BYTES_PER_TOKEN, tool_tokens
-from selection.wanted import block_serves
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState, LoadedTool
+from selection.choosing.wanted import block_serves
+from selection.planning import Selector, SelectorSettings
 from tests.support.chat_planning import ChatPlanner
 from tests.support.selection import ranked
 from tests.unit.test_evaluation import KeywordEmbedder, engine

@@ -1,10 +1,10 @@
-"""Tests for selection.query: what the retrieval query is made of."""
+"""Tests for selection.conversation.query: what the retrieval query is made of."""
 
 from __future__ import annotations
 
 import pytest
 
-from selection.query import (
+from selection.conversation.query import (
     MIN_PART_WORDS,
     build_query,
     content_text,

@@ -1,4 +1,4 @@
-"""Tests for selection.query_embedding: the query batcher (coalescing, order, errors,
+"""Tests for selection.indexes.query_embedding: the query batcher (coalescing, order, errors,
 cancellation, the batch bound, results equal to unbatched embedding with the real ONNX
 model) and the exact-text query cache (hits, bound, stats).
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from selection.embedders.onnx import OnnxEmbedder
 from selection.errors import EmbedderError
-from selection.onnx_embedder import OnnxEmbedder
-from selection.query_embedding import QueryBatcher, QueryEmbedder
+from selection.indexes.query_embedding import QueryBatcher, QueryEmbedder
 
 DIM = 16
 

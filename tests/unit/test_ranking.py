@@ -1,5 +1,5 @@
-"""Hybrid scores (selection/ranking.py, the signals of selection/signals/), token budget,
-adaptive k and tier (selection/candidates.py), on the GitHub MCP server's real tool schemas
+"""Hybrid scores (selection/ranking/pipeline.py, the signals of selection/ranking/signals/), token budget,
+adaptive k and tier (selection/choosing/candidates.py), on the GitHub MCP server's real tool schemas
 and small hand-made catalogues."""
 
 from __future__ import annotations
@@ -11,24 +11,24 @@ import numpy as np
 import pytest
 
 from benchmarks.support.data import REAL_CATALOGS
-from selection.candidates import (
+from selection.catalog.catalog import parse_tools
+from selection.catalog.groups import find_groups
+from selection.catalog.tokens import tool_tokens
+from selection.choosing.candidates import (
     CandidatePolicy,
     TurnExpansion,
     choose,
     mean_tool_tokens,
     token_budget,
 )
-from selection.catalog import parse_tools
-from selection.groups import find_groups
-from selection.lexical import LexicalIndex, lexical_text
-from selection.name_match import NameIndex
-from selection.ranking import rank
-from selection.signals.base import SignalInputs
-from selection.signals.bm25 import Bm25
-from selection.signals.expansion import ExpansionInputs
-from selection.signals.names import NameMatch
-from selection.signals.registry import Signals
-from selection.tokens import tool_tokens
+from selection.indexes.lexical import LexicalIndex, lexical_text
+from selection.indexes.name_match import NameIndex
+from selection.ranking.pipeline import rank
+from selection.ranking.signals.base import SignalInputs
+from selection.ranking.signals.bm25 import Bm25
+from selection.ranking.signals.expansion import ExpansionInputs
+from selection.ranking.signals.names import NameMatch
+from selection.ranking.signals.registry import Signals
 
 GITHUB = parse_tools(json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text()))
 

@@ -23,8 +23,8 @@ from config.settings import Settings
 from proxy.components import build_state_store
 from proxy.state.redis import RedisStateStore
 from proxy.state.store import MemoryStateStore
+from selection.choosing.state import ConversationState, LoadedTool
 from selection.errors import StateStoreError
-from selection.state import ConversationState, LoadedTool
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -15,8 +15,8 @@ from openai.types.responses import (
 from proxy.apis.responses.history import found_in_history, upstream_history
 from proxy.apis.responses.search import client_item, shown_search
 from proxy.apis.responses.tools import ToolLayout, ToolsRejected, read_layout
-from selection.catalog import build_catalog, parse_function
-from selection.tool_search import SearchResult
+from selection.catalog.catalog import build_catalog, parse_function
+from selection.clients.tool_search import SearchResult
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
 

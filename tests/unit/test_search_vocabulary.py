@@ -9,7 +9,7 @@ import inspect
 
 import pytest
 
-#: The concepts, by their one name (ARCHITECTURE.md, "Tool search: one vocabulary").
+#: The concepts, by their one name (docs/internals/modules.md, "Tool search: one vocabulary").
 VOCABULARY = (
     "read_search_tool",      # the client's search tool the proxy emulates
     "found_in_history",      # the tools earlier searches found, kept loaded

@@ -1,4 +1,4 @@
-"""Tests for selection.selector: the pure selection rules, with exact hand-made scores.
+"""Tests for selection.choosing.selector: the pure selection rules, with exact hand-made scores.
 
 Every test builds its scores as float32 arrays by hand, so which tool is admitted, and why,
 is known exactly. Property tests (Hypothesis) check the invariants over random
@@ -14,12 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from selection.block_order import LEFT_OUT_REPORTED, Selection
-from selection.candidates import semantic_candidates
-from selection.catalog import Catalog, parse_tools
-from selection.policy import Bundle, Policy
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState, LoadedTool
+from selection.catalog.catalog import Catalog, parse_tools
+from selection.catalog.policy import Bundle, Policy
+from selection.choosing.block_order import LEFT_OUT_REPORTED, Selection
+from selection.choosing.candidates import semantic_candidates
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState, LoadedTool
 from tests.support.selection import ranked
 
 # τ used by most tests; every unscored tool gets 0.0, well below it.

@@ -1,4 +1,4 @@
-"""Tests for selection.state: the conversation state and the in-memory store (with an
+"""Tests for selection.choosing.state: the conversation state and the in-memory store (with an
 injected fake clock: nothing sleeps)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from proxy.state.store import MemoryStateStore
-from selection.state import ConversationState, LoadedTool
+from selection.choosing.state import ConversationState, LoadedTool
 
 
 class FakeClock:

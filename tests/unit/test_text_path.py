@@ -17,9 +17,8 @@ import pytest
 
 from config.policy import load_policy
 from config.settings import Settings
-from selection import text_plan
-from selection.errors import PolicyError
-from selection.text_path import (
+from selection.catalog import text_plan
+from selection.catalog.text_path import (
     PRESETS,
     TextFormat,
     ToolBlock,
@@ -29,7 +28,8 @@ from selection.text_path import (
     others_line,
     text_called_tools,
 )
-from selection.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
+from selection.catalog.text_plan import SEARCH_IN_THREAD_CHARS, find_text_plan, search_text_plan
+from selection.errors import PolicyError
 from tests.support import agent_prompts as prompts
 
 PLAYWRIGHT = prompts.load_catalog("playwright_mcp")

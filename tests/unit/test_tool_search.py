@@ -1,4 +1,4 @@
-"""The client's search tool, emulated (selection/tool_search.py): regex semantics (Python
+"""The client's search tool, emulated (selection/clients/tool_search.py): regex semantics (Python
 ``re.search`` over names, descriptions, argument names and descriptions; 200 characters;
 errors), the natural-language search over the pool, the function offered upstream, and
 the answers the upstream model reads. Real GitHub MCP catalogue (tests/data)."""
@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from selection.catalog import Catalog, parse_tools
-from selection.tool_search import (
+from selection.catalog.catalog import Catalog, parse_tools
+from selection.clients.tool_search import (
     EXECUTION_TIME_EXCEEDED,
     INVALID_TOOL_INPUT,
     MAX_PATTERN_CHARS,

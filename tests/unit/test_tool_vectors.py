@@ -1,4 +1,4 @@
-"""Tool-text vectors through one queue (selection.tool_vectors): priorities, one embedding
+"""Tool-text vectors through one queue (selection.indexes.tool_vectors): priorities, one embedding
 per text whoever asks, the disk store in front of the embedder, and failures. The
 embedder is a gated fake (asyncio.Event): nothing sleeps."""
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from selection.errors import EmbedderError, VectorStoreError
-from selection.tool_vectors import DESCRIPTION, DETAIL, STORE_FAILURES, URGENT, ToolVectors
-from selection.vector_store import SqliteVectorStore
+from selection.indexes.tool_vectors import DESCRIPTION, DETAIL, STORE_FAILURES, URGENT, ToolVectors
+from selection.indexes.vector_store import SqliteVectorStore
 
 
 def vector_of(text: str) -> np.ndarray:

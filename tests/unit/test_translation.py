@@ -27,12 +27,12 @@ from proxy.metrics import Metrics
 from proxy.turn.decisions import DecisionFlow
 from proxy.turn.translation import whole_turn
 from proxy.turn.turn import MetaCall, Turn
-from selection.catalog import parse_tools
+from selection.catalog.catalog import parse_tools
+from selection.clients.searches import Searches
+from selection.clients.tool_search import ClientSearch
+from selection.conversation.history import ToolChoice
 from selection.errors import EmbedderError, SmallCatalog
-from selection.history import ToolChoice
 from selection.plan import TurnInput
-from selection.searches import Searches
-from selection.tool_search import ClientSearch
 from tests.support.logs import Lines
 from tests.unit.test_deferral_planning import HEADERS, planner, request
 from tests.unit.test_evaluation import KeywordEmbedder, engine

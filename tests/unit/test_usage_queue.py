@@ -15,9 +15,9 @@ from config.settings import Settings
 from proxy.turn.turn import Turn
 from proxy.usage.reader import read_usage
 from proxy.usage.writer import UsageLog
-from selection.catalog import parse_tools
-from selection.selector import TurnFacts, select
-from selection.state import ConversationState
+from selection.catalog.catalog import parse_tools
+from selection.choosing.selector import TurnFacts, select
+from selection.choosing.state import ConversationState
 from tests.support.selection import ranked
 from tests.support.turns import planned_turn
 

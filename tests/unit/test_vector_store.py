@@ -1,4 +1,4 @@
-"""The disk store of tool vectors (selection.vector_store): a real SQLite file in a
+"""The disk store of tool vectors (selection.indexes.vector_store): a real SQLite file in a
 temporary folder; several stores on one file stand for several workers."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from selection.errors import VectorStoreError
-from selection.vector_store import (
+from selection.indexes.vector_store import (
     FILE_NAME,
     ROW_OVERHEAD_BYTES,
     SqliteVectorStore,

@@ -3,8 +3,8 @@
 Follows OpenAI's Chat Completions API reference: ``tools`` / legacy ``functions``,
 ``tool_choice``, legacy ``function_call``, assistant ``tool_calls`` and ``tool``
 messages. The catalogue is the native tools (parsed once per distinct ``tools`` bytes,
-:class:`selection.catalog_cache.CatalogCache`) and a tool block in a system message
-(the text path, :mod:`selection.text_plan`, found by the front door). A body passes through when it is not a
+:class:`selection.catalog.cache.CatalogCache`) and a tool block in a system message
+(the text path, :mod:`selection.catalog.text_plan`, found by the front door). A body passes through when it is not a
 JSON object or asks for ``n`` > 1 choices. A meta-call is an assistant ``tool_calls``
 entry (or a legacy ``function_call``) naming a meta-tool; the re-issued request appends
 the assistant message with the round's meta-calls and one ``tool`` message per call.

@@ -1,6 +1,6 @@
 """Meta-calls a model wrote as text in ``content`` instead of ``tool_calls``.
 
-Recognised forms (those ``selection.text_path.text_called_tools`` reads in assistant
+Recognised forms (those ``selection.catalog.text_path.text_called_tools`` reads in assistant
 history): a ``<tool_call>`` element holding a JSON object with ``name`` and ``arguments``
 (Hermes and Qwen templates: what llama-server and Ollama leave in ``content`` when their
 tool-call parser does not match), and a message that opens with a bare JSON object with

@@ -8,7 +8,7 @@ changes the prompt before that message, and llama-server evaluates it again with
 of the history (about 3,000 tokens per search with 117 MCP tools). Forwarded at the end
 of ``system`` instead, the menu stays in the cached prefix: a search then costs the found
 tool and the messages after it. The text is the client's, moved whole; only a system
-message whose text lists deferred tools (:func:`selection.client_deferral.deferred_menu`)
+message whose text lists deferred tools (:func:`selection.clients.client_deferral.deferred_menu`)
 moves, and only in a request whose client runs its own search.
 """
 

@@ -18,7 +18,7 @@ never a silent drop), the tools the history's references found (:func:`found_in_
 kept loaded), and rewrites the history for the upstream (:func:`upstream_history`): a
 ``server_tool_use`` becomes a ``tool_use`` of the function that stands for the search
 tool, its result a ``tool_result`` in the next user turn holding the same text the model
-read when the search ran (:meth:`selection.tool_search.SearchResult.content`); so the
+read when the search ran (:meth:`selection.clients.tool_search.SearchResult.content`); so the
 prompt is the same round to round and turn to turn. The ``tool_reference`` blocks of a
 search the client ran itself (its own function's ``tool_result``) are taken out and
 nothing is written in their place: a reference loads the tool, which the upstream's
@@ -164,7 +164,7 @@ def found_in_history(messages: Any, catalog: Catalog) -> tuple[str, ...]:
 
 def function_name(client_name: str, catalog: Catalog) -> str:
     """The name of the function that stands for the search tool called ``client_name``
-    (as :func:`selection.tool_search.search_meta_tools` names it)."""
+    (as :func:`selection.clients.tool_search.search_meta_tools` names it)."""
     return free_name(client_name, set(catalog.names))
 
 

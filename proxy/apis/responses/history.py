@@ -12,7 +12,7 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
 * ``tool_search_output`` ``{"call_id", "tools": [definitions]}`` → the
   ``function_call_output`` of that call. A hosted search's: the found tools' names and
   purposes, the text the proxy answered the live call with
-  (:meth:`selection.tool_search.SearchResult.content`). A client-executed search's
+  (:meth:`selection.clients.tool_search.SearchResult.content`). A client-executed search's
   (``execution: "client"``): empty, since the upstream's ``tools`` carry what it found (a
   text naming or describing them would repeat it in every later request). Its ``tools``
   are loaded for the conversation (:attr:`Loaded.found`); a definition the request's

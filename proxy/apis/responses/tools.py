@@ -161,7 +161,7 @@ def responses_tool(function: Mapping[str, Any]) -> dict[str, Any]:
 def declared_groups(layout: ToolLayout) -> list[DeclaredGroup]:
     """The request's namespaces as groups of the catalogue (their flattened function
     names, in request order, and their ``description``): selection ranks and lists the
-    tools under them (:mod:`selection.groups`)."""
+    tools under them (:mod:`selection.catalog.groups`)."""
     members: dict[str, list[str]] = {space: [] for space in layout.namespaces}
     for upstream, member in layout.members.items():
         if member.namespace is not None:

@@ -1,3 +1,0 @@
-"""The ranking signals: each scores every tool of a catalogue for one turn, and the
-pipeline (:mod:`selection.scoring`) adds their contributions in the registry's order
-(:mod:`selection.signals.registry`). One module per signal."""
