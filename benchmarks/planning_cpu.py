@@ -134,7 +134,7 @@ async def measure(
         body = await read_chat(cache.decode_body(raw), cache)
         turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
         seconds.append(time.perf_counter() - started)
-        forwarded = len(turn.selection.tools)
+        forwarded = len(turn.plan.selection.tools)
     if profiler is not None:
         profiler.disable()
         print(f"--- {size} tools: the {profile} functions of most own time, ms per request ---")

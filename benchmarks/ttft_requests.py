@@ -215,10 +215,10 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
                     continue
                 planned[size] = Planned(
                     pruned=True,
-                    forwarded=len(turn.selection.tools),
+                    forwarded=len(turn.plan.selection.tools),
                     with_meta=json.loads(request.upstream_body(turn, with_meta=True)),
                     without_meta=json.loads(request.upstream_body(turn, with_meta=False)),
-                    meta_names=sorted(turn.meta.names) if turn.meta else [],
+                    meta_names=sorted(turn.plan.meta.names) if turn.plan.meta else [],
                 )
         finally:
             await selector.aclose()

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import NoDecode
 
-from config.signal_settings import SignalSettings
+from config.cache_settings import CacheSettings
 
 #: Largest top-k one request may ask for (``X-Tool-Pruning-Top-K``, ``toolprune explain
 #: --top-k``); ``max_tools`` caps what is forwarded anyway.
@@ -34,10 +34,11 @@ def request_top_k(text: str) -> int:
     return int(text)
 
 
-class Settings(SignalSettings):
+class Settings(CacheSettings):
     """All configuration of one proxy process: the server's and the upstream's
     (:class:`~config.server_settings.ServerSettings`, listed first), the ranking signals
-    and expansions (:class:`~config.signal_settings.SignalSettings`), then pruning,
+    and expansions (:class:`~config.signal_settings.SignalSettings`), the upstream's KV
+    cache (:class:`~config.cache_settings.CacheSettings`), then pruning,
     selection, the embedder, caches and state, the usage log. Build with ``Settings()``
     (reads the environment) or ``Settings(upstream_url=...)`` in code and tests."""
 
@@ -143,62 +144,6 @@ class Settings(SignalSettings):
         "the best of them by its own ranking, within the token budget. `false`: only tools "
         "a search finds (or the history calls) load; the tools the client did not defer "
         "are forwarded either way.",
-    )
-    refresh_rank: int = Field(
-        4,
-        ge=0,
-        description="A turn on a block (a later turn, or a new conversation on its agent's "
-        "block) admits new tools only when one of its `refresh_rank` best-scored tools is "
-        "not forwarded yet (each change makes the upstream evaluate the history again); it "
-        "then admits those. 0: such turns add only tools called or loaded.",
-    )
-    refresh_top_k: int = Field(
-        16,
-        ge=0,
-        description="Candidates a turn that changes its block may add beyond its best tools "
-        "as insurance (see `refresh_share`): those within top-k may evict the least "
-        "recently used tool, the others fill free room only.",
-    )
-    refresh_share: float = Field(
-        4.0,
-        ge=0,
-        description="The insurance candidates' schemas cost at most this share of the "
-        "history's tokens: insurance "
-        "against another change, which would make the upstream evaluate that history again.",
-    )
-    context_tokens: int | None = Field(
-        None,
-        gt=0,
-        description="The upstream's context per request, in tokens. Unset: llama-server's "
-        "`/props` (`n_ctx` of a slot), fetched once and refreshed; other servers: no token "
-        "cap, only `max_tools`.",
-    )
-    tool_budget_share: float = Field(
-        0.5,
-        gt=0,
-        le=1,
-        description="Share of the upstream's context the forwarded tools may take (never "
-        "more than leaves room for the messages): a pruned prompt fits the context.",
-    )
-    prefix_cache: Literal["auto", "last_prompt", "per_conversation"] = Field(
-        "auto",
-        description="What the upstream's prefix cache keeps. `last_prompt`: one prompt per "
-        "agent (llama-server: a slot keeps its last prompt, and a request goes to the slot "
-        "whose prompt it shares most with, so conversations of one agent take turns in one "
-        "slot): they share one tool block, and a turn after another conversation's takes "
-        "it, since its history is evaluated again anyway. `per_conversation`: many prompts "
-        "(vLLM automatic prefix caching, SGLang): each conversation keeps its own block. "
-        "`auto`: `last_prompt` when the upstream answers llama-server's `/props` (not asked "
-        "while `context_tokens` is set).",
-    )
-    cache_reuse_tokens: int = Field(
-        64,
-        ge=0,
-        description="llama-server's `n_cache_reuse`, sent with each chat completions and "
-        "Responses request (llama-server drops it from Messages requests) to an upstream "
-        "that answers `/props` unless the request sets it: cached "
-        "chunks of at least this many tokens are shifted into place after a change, so a "
-        "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
     upstream_props_refresh_s: float = Field(
         600.0,

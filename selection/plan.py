@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from selection.catalog.catalog import Catalog, canonical_json
 from selection.catalog.text_plan import TextPlan
 from selection.choosing.block_order import Selection
 from selection.choosing.prefix import CacheExpectation
 from selection.choosing.state import ConversationState
+from selection.clients.bridge import BridgedCall, read_bridge_call
 from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
@@ -48,7 +49,9 @@ class TurnInput:
     conversation (Anthropic ``tool_reference`` blocks, OpenAI ``tool_search_output``
     items): kept loaded. ``reshaped``: the adapter writes the request for a plain server
     in another shape than the client's beyond ``defer_loading`` (namespaces, search tools
-    or search items), so even forwarded whole it is translated."""
+    or search items), so even forwarded whole it is translated. ``bridges``: the adapter
+    writes the bridge (its views make a bridge call the client's call, its history writes
+    the client's calls back), so tools may be delivered in the conversation."""
 
     body: dict[str, Any]
     native: Catalog | None
@@ -61,6 +64,7 @@ class TurnInput:
     client_runs_search: bool = False
     found: tuple[str, ...] = ()
     reshaped: bool = False
+    bridges: bool = False
 
     @property
     def needs_translation(self) -> bool:
@@ -81,13 +85,18 @@ class Upstream:
     conversations of one agent share its block: ``prefix_cache`` ``last_prompt``),
     ``cache_reuse`` (llama-server's ``n_cache_reuse`` the proxy sends; 0: none) and
     ``caches_prefix`` (it is known to cache the prompt's prefix, llama-server: a tool
-    removed from the block costs every tool after it, unless chunks are reused)."""
+    removed from the block costs every tool after it, unless chunks are reused).
+    ``delivery``: where tools needed after a conversation's first request reach the model:
+    ``conversation`` (the block stays as the upstream cached it; a meta-call's result
+    carries their definitions and the model calls them through the bridge,
+    :mod:`selection.clients.bridge`) or ``block`` (the block grows)."""
 
     context_tokens: int | None = None
     exact: Mapping[str, int] | None = None
     shares_agent_block: bool = False
     cache_reuse: int = 0
     caches_prefix: bool = False
+    delivery: Literal["conversation", "block"] = "block"
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,13 @@ class Plan:
     ``top_k``: the request's override; ``cache_reuse``: llama-server's ``n_cache_reuse``
     to send (0: none); ``whole``: a translate-only plan (every tool forwarded, nothing
     selected or stored); ``count_evicts``: ``max_tools`` evicts (False where an eviction
-    costs the upstream every tool after it: :mod:`selection.choosing.admission`)."""
+    costs the upstream every tool after it: :mod:`selection.choosing.admission`).
+    ``delivers``: tools found after the block was forwarded reach the model in the
+    conversation, through the bridge (:attr:`Upstream.delivery`); ``continued``: the
+    request's history continues the one its conversation sent last
+    (:mod:`selection.conversation.continuity`), so the proxy's hidden exchanges stand
+    where they stood; ``frozen``: the block is the one the upstream's cache holds for the
+    conversation, unchanged."""
 
     reading: TurnReading
     selection: Selection
@@ -154,6 +169,9 @@ class Plan:
     cache_reuse: int = 0
     whole: bool = False
     count_evicts: bool = True
+    delivers: bool = False
+    continued: bool = False
+    frozen: bool = False
 
     @property
     def catalog(self) -> Catalog:
@@ -220,6 +238,26 @@ class Plan:
                          if (tool := self.native.get(t.name)) is not None}
             messages = compact_search_results(messages, finder, forwarded)
         return messages
+
+    @property
+    def bridge(self) -> str | None:
+        """The bridge function's name when offered (tools delivered in the conversation are
+        called through it), else None."""
+        return None if self.meta is None else self.meta.bridge
+
+    def bridged(self, arguments: str) -> BridgedCall:
+        """The client's call a bridge call stands for (``arguments``: its JSON text), or
+        the error the model is answered with (:func:`selection.clients.bridge.read_bridge_call`)."""
+        return read_bridge_call(arguments, self.catalog)
+
+    def outside_block(self, name: str) -> bool:
+        """Whether a call of tool ``name`` goes through the bridge in the history the
+        upstream is sent: the bridge is offered and ``name`` is a tool of the catalogue the
+        block does not hold."""
+        return (
+            self.bridge is not None and self.catalog.get(name) is not None
+            and name not in self.selection.names
+        )
 
     def schema_bytes_saved(self) -> int:
         """Bytes of tool definitions (JSON, or block text) not forwarded, less the

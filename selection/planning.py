@@ -41,10 +41,12 @@ from selection.choosing.prefix import (
 )
 from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState
+from selection.clients.bridge import delivered_results
 from selection.clients.deferral import Deferral, read_deferral
 from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
 from selection.clients.searches import Searches
 from selection.clients.tool_search import SearchResult, search_meta_tools
+from selection.conversation.continuity import HistoryMark, continues, mark
 from selection.conversation.history import ToolChoice, called_tools
 from selection.conversation.query import query_parts
 from selection.embedders.protocol import Embedder
@@ -238,7 +240,10 @@ class Selector:
         self, reading: TurnReading, ranking: Ranking | None, start: BlockStart,
         upstream: Upstream, *, conversation: str, top_k: int | None = None,
     ) -> Plan:
-        """The turn's plan from its ranking, on the block it starts from (pure)."""
+        """The turn's plan from its ranking, on the block it starts from (pure). Where tools
+        are delivered in the conversation (:attr:`Upstream.delivery`) and the request
+        continues its conversation's history on its own block, the block stays as it is
+        (``frozen``), unless ``tool_choice`` names a tool outside it."""
         catalog, messages = reading.catalog, reading.request.messages
         pinned = tuple(dict.fromkeys([
             *([reading.choice.pinned] if reading.choice.pinned else []),
@@ -246,27 +251,50 @@ class Selector:
         ]))
         history = estimated_text_tokens(reading.history)
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
+        native = reading.native
+        delivers = (upstream.delivery == "conversation" and reading.request.bridges
+                    and native is not None and not native.legacy)
+        continued = continues(HistoryMark.from_json(start.state.seen), messages)
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
-                                upstream.context_tokens, history),
+                                upstream.context_tokens, history, bridge=delivers),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
             client_core=reading.deferral.client_core,
             count_evicts=reuse > 0 or not upstream.caches_prefix,
+            frozen=delivers and continued and start.kind is None and start.state.turn > 0,
         )
-        selection = select(catalog, ranking, self.policy, start.state, facts,
-                           self.engine.signals.expansions)
-        selection.state.turn = start.state.turn + 1
-        selection.state.history_tokens = history
-        meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog)
+        selection = self._select(reading, ranking, start.state, facts)
+        state = selection.state
+        state.turn = start.state.turn + 1
+        state.history_tokens = history
+        state.seen = mark(messages).to_json()
+        if not continued:  # what the proxy delivered stood in a history that is gone
+            state.exchanges, state.delivered = [], []
+        meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog,
+                          bridge=delivers)
         if meta is None:
-            selection.state.meta_at = None  # a meta-tool forwarded later starts at the end
+            state.meta_at = None  # a meta-tool forwarded later starts at the end
         expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
                                reuse=reuse > 0, history_tokens=history)
         return Plan(
-            reading, selection, agent_block(selection.state, conversation), meta, ranking,
+            reading, selection, agent_block(state, conversation), meta, ranking,
             pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
+            delivers=delivers, continued=continued, frozen=facts.frozen,
         )
+
+    def _select(
+        self, reading: TurnReading, ranking: Ranking | None, state: ConversationState,
+        facts: TurnFacts,
+    ) -> Selection:
+        """:func:`~selection.choosing.selector.select` on ``state``; a frozen block that
+        lacks the tool ``tool_choice`` names is unfrozen (the client forces that call)."""
+        expansions = self.engine.signals.expansions
+        selection = select(reading.catalog, ranking, self.policy, state, facts, expansions)
+        if facts.frozen and reading.choice.pinned in selection.outside:
+            facts = replace(facts, frozen=False)
+            selection = select(reading.catalog, ranking, self.policy, state, facts, expansions)
+        return selection
 
     async def run_meta_calls(
         self, plan: Plan, calls: Sequence[MetaCallLike], state: ConversationState,
@@ -295,11 +323,16 @@ class Selector:
             now=self.clock(), pinned=plan.pinned, requested=admit, top_k=plan.top_k,
             found=[*plan.state.found, *(searched if deferral.active else ())],
             preload=plan.reading.preload, client_core=deferral.client_core,
-            count_evicts=plan.count_evicts,
+            count_evicts=plan.count_evicts, frozen=plan.delivers,
         )
         selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
                            self.engine.signals.expansions).keeping_reasons(plan.selection)
-        replanned = replace(plan, selection=selection,
+        if plan.delivers:  # the block of the first round stays: loads reach the model here
+            results = tuple(delivered_results(
+                results, [answer.found for answer in answers], set(plan.selection.names),
+                selection.state.delivered, plan.catalog,
+            ))
+        replanned = replace(plan, selection=selection, frozen=plan.delivers,
                             agent_state=agent_block(selection.state, conversation))
         return MetaOutcome(replanned, results, labels, events, found, tuple(searches.late))
 
@@ -316,6 +349,9 @@ class Selector:
             answer = _Answer(LoadOutcome(admit, result.content(plan.catalog)), "client_search",
                              {"found": list(result.found), "error": result.error},
                              result, result.found)
+        elif call.name == meta.bridge:  # a bridge call that could not be made: why
+            refused = plan.bridged(call.arguments).error or '{"error": "the call was not made"}'
+            answer = _Answer(LoadOutcome((), refused), "call_tool", {}, None, ())
         elif call.name == meta.load_name:
             outcome = execute_load(requested_names(call.arguments), plan.catalog, forwarded)
             answer = _Answer(outcome, "load_tools", {}, None, outcome.admit)

@@ -20,6 +20,7 @@ from selection.choosing.prefix import (
     is_meta_entry,
     tool_token_cap,
 )
+from selection.clients.bridge import CALL_TOOL, bridge_definition, with_bridge
 from selection.clients.meta_tools import MetaTools, build_meta_tools
 from selection.clients.tool_search import search_meta_tools
 from selection.plan import TurnReading
@@ -27,25 +28,44 @@ from selection.plan import TurnReading
 
 def token_cap(
     catalog: Catalog, policy: Policy, share: float, context_tokens: int | None,
-    history_tokens: int,
+    history_tokens: int, *, bridge: bool = False,
 ) -> int | None:
     """Prompt tokens the forwarded tools may take: ``share`` of the upstream's context,
-    leaving room for the messages and the meta-tool's bound (None: the context is
-    unknown)."""
+    leaving room for the messages, the meta-tool's bound and, with ``bridge``, the
+    bridge's definition (None: the context is unknown)."""
     reserve = meta_reserve_tokens(catalog, policy.candidates.tier_size)
+    if bridge:
+        reserve += estimated_text_tokens([bridge_definition(CALL_TOOL, catalog.legacy)])
     return tool_token_cap(context_tokens, share, history_tokens + reserve)
 
 
 def meta_tools(
-    reading: TurnReading, selection: Selection, policy: Policy, search_tools_min_catalog: int
+    reading: TurnReading, selection: Selection, policy: Policy, search_tools_min_catalog: int,
+    *, bridge: bool = False,
 ) -> MetaTools | None:
     """The meta-tools offered with the turn: the function standing for the client's own
     search tool (one discovery mechanism), else ``load_tools`` (``search_tools`` above
     ``search_tools_min_catalog`` tools) when a native tool is left out and ``tool_choice``
-    allows them; None otherwise."""
+    allows them; None otherwise. With ``bridge`` (tools found later are delivered in the
+    conversation), the bridge they are called through follows them, and is offered alone
+    to a client that searches its own deferred tools."""
     native, choice = reading.native, reading.choice
-    if native is None or not choice.offer_meta:
+    if native is None:
         return None
+    meta = _discovery(reading, selection, policy, search_tools_min_catalog) if (
+        choice.offer_meta) else None
+    if bridge and (meta is not None or reading.deferral.active):
+        return with_bridge(meta, native)
+    return meta
+
+
+def _discovery(
+    reading: TurnReading, selection: Selection, policy: Policy, search_tools_min_catalog: int
+) -> MetaTools | None:
+    """The function standing for the client's search, else toolprune's meta-tool when a
+    native tool is left out (see :func:`meta_tools`)."""
+    native = reading.native
+    assert native is not None
     if reading.request.search is not None:
         return search_meta_tools(reading.request.search, native)
     forwarded = set(selection.names)

@@ -29,6 +29,7 @@ from selection.catalog.tokens import estimated_tokens
 from selection.choosing.block_order import SelectedTool, Selection
 from selection.choosing.prefix import CacheExpectation
 from selection.choosing.state import ConversationState, LoadedTool
+from selection.clients.bridge import BridgedCall, bridge_arguments
 from selection.clients.client_deferral import deferred_menu
 from selection.clients.meta_tools import MetaTools, free_name
 from selection.clients.tool_search import UNAVAILABLE, ClientSearch, SearchResult
@@ -51,7 +52,7 @@ from selection.errors import (
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
 
 __all__ = [
-    "DEFER_LOADING", "KEEP", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
+    "DEFER_LOADING", "KEEP", "BridgedCall", "bridge_arguments", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
     "CatalogError", "ClientSearch", "ConversationState", "DeclaredGroup", "Embedder",
     "EmbedderError", "EmbedderTimeout", "IndexPending", "LoadedTool", "MetaTools",
     "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",

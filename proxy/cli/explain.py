@@ -110,21 +110,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def report(turn: Turn) -> dict[str, Any]:
     """The explanation of a planned turn, as plain data."""
-    saved = turn.schema_bytes_saved()
+    saved = turn.plan.schema_bytes_saved()
     return {
         "decision": "pruned",
         "path": turn.path,
         "offered": turn.offered,
-        "forwarded": len(turn.selection.tools),
+        "forwarded": len(turn.plan.selection.tools),
         "tools": [
             {"name": t.name, "reason": t.reason, "score": None if t.score is None else round(t.score, 4)}
-            for t in turn.selection.tools
+            for t in turn.plan.selection.tools
         ],
-        "left_out": [{"name": n, "score": round(s, 4)} for n, s in turn.selection.left_out],
-        "dependency_of": dict(turn.selection.parents),
-        "tier": list(turn.selection.tier),
-        "meta_tools": sorted(turn.meta.names) if turn.meta else [],
-        **turn.group_fields(),
+        "left_out": [{"name": n, "score": round(s, 4)} for n, s in turn.plan.selection.left_out],
+        "dependency_of": dict(turn.plan.selection.parents),
+        "tier": list(turn.plan.selection.tier),
+        "meta_tools": sorted(turn.plan.meta.names) if turn.plan.meta else [],
+        **turn.plan.group_fields(),
         "schema_bytes_saved": saved,
         "tokens_saved_estimate": saved // BYTES_PER_TOKEN_ESTIMATE,
     }

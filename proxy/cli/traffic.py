@@ -54,12 +54,12 @@ class TrafficSummary:
 
 
 def _expected(case: Case, turn: Turn) -> list[str]:
-    names = [next((n for n in unit if turn.catalog.get(n)), None) for unit in case.requirements]
+    names = [next((n for n in unit if turn.plan.catalog.get(n)), None) for unit in case.requirements]
     return [name for name in dict.fromkeys(names) if name is not None]
 
 
 async def _reach(planner: Planner, turn: Turn, missing: list[str]) -> None:
-    meta = turn.meta
+    meta = turn.plan.meta
     if meta is None:
         return
     if meta.load_name is not None:
@@ -67,7 +67,7 @@ async def _reach(planner: Planner, turn: Turn, missing: list[str]) -> None:
     else:
         calls = []
         for position, name in enumerate(missing):
-            tool = turn.catalog.get(name)
+            tool = turn.plan.catalog.get(name)
             assert tool is not None
             query = f"{name_words(name)}: {tool.description[:SEARCH_QUERY_CHARS]}"
             calls.append(MetaCall(f"replay-search-{position}", str(meta.search_name),
@@ -99,7 +99,7 @@ async def replay_traffic(
             skipped += 1
             continue
         expected = _expected(case, turn)
-        forwarded = {tool.name for tool in turn.selection.tools}
+        forwarded = {tool.name for tool in turn.plan.selection.tools}
         missing = [name for name in expected if name not in forwarded]
         if missing:
             await _reach(planner, turn, missing)

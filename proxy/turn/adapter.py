@@ -60,7 +60,10 @@ class Reply:
     ``meta``: the meta-calls (hidden from the client), arguments checked
     (:func:`proxy.turn.turn.meta_call`). ``real_calls``: names of the client's tool calls.
     ``items``: the round's output as the re-issued request appends it, in the API's shape
-    (meta-calls with the arguments they were run with). ``error``: an error the upstream
+    (meta-calls with the arguments they were run with). A bridge call
+    (:meth:`proxy.turn.turn.Turn.is_bridge`) the proxy could turn into the client's call is
+    one of ``real_calls``, under the real name; one it could not is one of ``meta``
+    (answered with why, in a hidden round). ``error``: an error the upstream
     sent inside its answer, in the view's own terms (given back to
     :meth:`ClientView.fail_upstream`). ``problem``: why the answer cannot be interpreted
     (the client gets ``upstream_invalid_response``). ``normal_stop``: a streamed round
@@ -195,9 +198,14 @@ class ApiRequest(Protocol):
         meta-tools in their place when ``with_meta``: :meth:`Turn.block_entries`), the
         meta exchanges appended; every other field as the client sent it."""
 
-    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> list[Any]:
         """Record a round that ended in meta-calls and their results (one per call) for
-        the re-issued request."""
+        the re-issued request; returns what it appended (the API's messages or items:
+        the exchange the client never sees, kept to stand in later requests' history)."""
+
+    def history_length(self) -> int:
+        """How many messages (or ``input`` items) of history the client sent: where this
+        request's exchanges stand in its later requests."""
 
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from proxy.http.forwarding import Forwarder
 from proxy.log import get_logger
@@ -21,6 +21,9 @@ logger = get_logger("serving")
 
 #: Executes the meta-tool calls of a turn and returns one result text per call, in order.
 MetaCallRunner = Callable[[Turn, Sequence[MetaCall]], Awaitable[list[str]]]
+#: Keeps a hidden exchange of a turn (where it stands in the client's history, the API's
+#: messages or items) for the conversation's later requests.
+ExchangeRecorder = Callable[[Turn, int, Sequence[Any]], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,9 @@ class TurnServices:
     (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``: answers meta-tool calls and
     updates the conversation's state (:meth:`proxy.turn.planner.Planner.run_meta_calls`);
     ``upstream_stream``: whether streaming requests are sent upstream as streaming
-    (:class:`proxy.turn.upstream_kind.StreamingSupport`; None: always)."""
+    (:class:`proxy.turn.upstream_kind.StreamingSupport`; None: always);
+    ``record_exchange``: keeps a hidden exchange of a turn that delivers tools in the
+    conversation (:meth:`proxy.turn.planner.Planner.record_exchange`)."""
 
     api: str
     forwarder: Forwarder
@@ -39,6 +44,7 @@ class TurnServices:
     max_meta_rounds: int
     run_meta_calls: MetaCallRunner
     upstream_stream: Callable[[], Awaitable[bool]] | None = None
+    record_exchange: ExchangeRecorder | None = None
 
     def suspicious_stop(self, request_id: bytes) -> None:
         """A streamed answer to a request with tools ended normally (``stop``,

@@ -19,9 +19,9 @@ logger = get_logger("decision")
 
 def tools_header(turn: Turn) -> bytes:
     """The ``X-Tool-Pruning-Tools`` value (see the module docstring)."""
-    value = f"{len(turn.selection.tools)}/{turn.offered}"
+    value = f"{len(turn.plan.selection.tools)}/{turn.offered}"
     if turn.deferral:
-        origins = list(turn.selection.provenance.values())
+        origins = list(turn.plan.selection.provenance.values())
         value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
     return value.encode()
 
@@ -33,7 +33,7 @@ def log_decision(
     offered, forwarded and why, for any API (``api``: ``chat_completions``, ``responses``,
     ``messages``). ``selection_s``: seconds spent planning; ``request_id``: the request's
     ``X-Request-Id`` (the ``request`` line's, :mod:`proxy.http.request_log`)."""
-    selection = turn.selection
+    selection = turn.plan.selection
     logger.info(
         "pruning_decision",
         extra={
@@ -60,7 +60,7 @@ def log_decision(
                 "notes": turn.notes,
                 "selection_ms": round(selection_s * 1000, 2),
                 **cache_fields(turn),
-                **turn.group_fields(),
+                **turn.plan.group_fields(),
             }
         },
     )
@@ -70,12 +70,12 @@ def cache_fields(turn: Turn) -> dict[str, Any]:
     """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
     to reuse and to evaluate, whether the forwarded block changed after the conversation
     started (``cache_break``), and how the block began (``block``)."""
-    expectation = turn.expectation
+    expectation = turn.plan.expectation
     if expectation is None:
         return {}
     return {
         "expected_cached_tokens": expectation.reused,
         "expected_evaluated_tokens": expectation.evaluated,
         "cache_break": expectation.broken,
-        "block": turn.block_start,
+        "block": turn.plan.block_start,
     }

@@ -212,8 +212,8 @@ class DecisionFlow:
                     turn.response_calls = whole.response_calls
                 return
             self.metrics.tools_offered.observe(turn.offered)
-            self.metrics.tools_forwarded.observe(len(turn.selection.tools))
-            self.metrics.schema_bytes_saved.inc(max(turn.schema_bytes_saved(), 0))
+            self.metrics.tools_forwarded.observe(len(turn.plan.selection.tools))
+            self.metrics.schema_bytes_saved.inc(max(turn.plan.schema_bytes_saved(), 0))
             try:
                 await serve(turn, body, report, started, send)
             except RecursionError:  # writing the rewritten body, before any byte was sent

@@ -62,6 +62,7 @@ class TurnHandler:
             metrics=metrics,
             max_meta_rounds=settings.max_meta_rounds,
             run_meta_calls=planner.run_meta_calls,
+            record_exchange=planner.record_exchange,
             upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
         )
 
@@ -84,7 +85,7 @@ class TurnHandler:
             turn: Turn, body: dict[str, Any], report: Headers, started: float, send: Send
         ) -> None:
             assert read is not None
-            if turn.native is None:  # text path: the answer is not rewritten
+            if turn.plan.native is None:  # text path: the answer is not rewritten
                 rewritten = read.upstream_body(turn, False)
                 await self.forwarder.forward(
                     request, send, body=rewritten, extra_response_headers=report

@@ -8,6 +8,7 @@ share this code path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from config.settings import Settings
 from proxy.http.headers import Headers, state_key
@@ -26,6 +27,10 @@ from selection.types import (
     TurnInput,
     Upstream,
 )
+
+#: Hidden exchanges kept per conversation (each a meta-call and its result): past it the
+#: oldest goes, and the upstream evaluates what followed it again once.
+MAX_EXCHANGES = 200
 
 
 class InvalidToolRequest(Exception):
@@ -105,16 +110,20 @@ class Planner:
         exact token counts, whether conversations of one agent share its block
         (``prefix_cache``; ``auto``: when the upstream is llama-server, it answered
         ``/props``), the ``n_cache_reuse`` to send and whether it caches the prompt's prefix
-        (llama-server)."""
+        (llama-server), and where tools needed later reach the model (``late_tools``;
+        ``auto``: in the conversation where the upstream caches the prompt's prefix)."""
         info, settings = self.upstream, self.settings
         context = await self._context()
         llama = info is not None and info.answers_props
         mode = settings.prefix_cache
+        late = settings.late_tools
         return Upstream(
             context_tokens=context,
             exact=info.exact_tokens if info else None,
             shares_agent_block=llama if mode == "auto" else mode == "last_prompt",
             cache_reuse=settings.cache_reuse_tokens if llama else 0, caches_prefix=llama,
+            delivery="conversation" if late == "conversation" or (late == "auto" and llama)
+            else "block",
         )
 
     async def _save(self, plan: Plan, conversation: str, agent: str | None) -> None:
@@ -163,7 +172,7 @@ class Planner:
         kept (``Turn.earlier_admitted``): the re-selection reports only its own. A
         translate-only turn (``turn.whole``) only runs its searches: no state."""
         if turn.whole is None:
-            for name in turn.selection.admitted:
+            for name in turn.plan.selection.admitted:
                 if name not in turn.earlier_admitted:
                     turn.earlier_admitted.append(name)
         state = turn.plan.state if turn.whole is not None else await self._latest_state(turn)
@@ -185,6 +194,26 @@ class Planner:
             for call, result in zip(calls, outcome.results, strict=True)
         ]
 
+    async def record_exchange(self, turn: Turn, at: int, items: Sequence[Any]) -> None:
+        """Keep a hidden exchange of ``turn`` (``items``: the API's messages or items the
+        re-issued round appended) for the conversation's later requests, standing after
+        the first ``at`` items of the client's history. Exchanges of an abandoned request
+        (a retry, an edited continuation: at or after ``at``, from another turn) are
+        dropped; at most :data:`MAX_EXCHANGES` are kept, the oldest going first. A state
+        store failure is a late error: the request goes on."""
+        number = turn.plan.state.turn
+        state = await self._latest_state(turn)
+        kept = [
+            exchange for exchange in state.exchanges
+            if exchange.get("at", 0) < at or (exchange.get("at") == at and exchange.get("turn") == number)
+        ]
+        kept.append({"at": at, "turn": number, "items": list(items)})
+        state.exchanges = kept[-MAX_EXCHANGES:]
+        try:
+            await self._save_state(turn.conversation, state)
+        except StateStoreError as error:
+            self.on_late_error(error)
+
     async def _latest_state(self, turn: Turn) -> ConversationState:
         """The conversation's stored state, which another request of the conversation may
         have changed since this turn was planned (so its loads are kept, not overwritten),
@@ -194,5 +223,5 @@ class Planner:
         except StateStoreError as error:
             self.metrics.state_errors.labels("get").inc()
             self.on_late_error(error)
-            return turn.selection.state
-        return stored if stored is not None else turn.selection.state
+            return turn.plan.selection.state
+        return stored if stored is not None else turn.plan.selection.state

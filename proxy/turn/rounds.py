@@ -88,7 +88,8 @@ class _TurnServer:
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
-                body = self.request.upstream_body(self.turn, offered)
+                # A block that delivers in the conversation keeps its meta-tools to the end.
+                body = self.request.upstream_body(self.turn, offered or self.turn.plan.delivers)
                 response = await send_round(
                     self.services.forwarder, self.client,
                     plain_body(body) if plain_upstream else body,
@@ -130,7 +131,10 @@ class _TurnServer:
             loaded = any(event.get("loaded") for event in turn.meta_events[events_before:])
             await view.answered(reply)
             if not reply.real_calls and offered:
-                self.request.append_exchange(turn, reply, results)
+                exchange = self.request.append_exchange(turn, reply, results)
+                recorder = self.services.record_exchange
+                if turn.plan.delivers and recorder is not None:
+                    await recorder(turn, self.request.history_length(), exchange)
                 turn.rounds += 1
                 return True
             # mixed, or rounds exhausted: the loads take effect next turn

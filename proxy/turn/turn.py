@@ -8,21 +8,16 @@ block's order is the plan's (:meth:`Turn.block_entries`), for every API.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from selection.types import (
-    CacheExpectation,
-    Catalog,
     ClientSearch,
-    MetaTools,
     Plan,
     SearchResult,
-    Selection,
-    TextPlan,
     ToolChoice,
 )
 
@@ -78,8 +73,8 @@ def with_problem(result: str, problem: str) -> str:
 @dataclass
 class Turn:
     """The acting request being served, possibly over several upstream rounds: what
-    selection planned for it (``plan``, replaced by each meta round's re-selection) and
-    what its rounds did.
+    selection planned for it (``plan``, replaced by each meta round's re-selection; read
+    its selection, meta-tools and block from it) and what its rounds did.
 
     ``conversation`` / ``agent``: the state keys of its conversation and of its agent
     (model, system prompt, catalogue: where the block the upstream last prefilled for it
@@ -111,27 +106,6 @@ class Turn:
         return self.plan.reading.request.body
 
     @property
-    def catalog(self) -> Catalog:
-        """What selection chose from: the native tools and a text block's entries."""
-        return self.plan.catalog
-
-    @property
-    def native(self) -> Catalog | None:
-        return self.plan.native
-
-    @property
-    def text(self) -> TextPlan | None:
-        return self.plan.text
-
-    @property
-    def selection(self) -> Selection:
-        return self.plan.selection
-
-    @property
-    def meta(self) -> MetaTools | None:
-        return self.plan.meta
-
-    @property
     def tool_choice(self) -> ToolChoice:
         return self.plan.reading.choice
 
@@ -156,15 +130,6 @@ class Turn:
         """The plain function the client finds its deferred tools with (a search it runs
         itself: :mod:`selection.clients.client_deferral`), or None."""
         return self.plan.reading.deferral.finder
-
-    @property
-    def expectation(self) -> CacheExpectation | None:
-        """Prompt tokens the upstream is expected to reuse and evaluate for the first round."""
-        return self.plan.expectation
-
-    @property
-    def block_start(self) -> str | None:
-        return self.plan.block_start
 
     @property
     def lexical_only(self) -> bool:
@@ -192,17 +157,13 @@ class Turn:
         ``toolprune_time_to_first_token_seconds``): ``pruned``, or :attr:`whole`'s."""
         return self.whole or "pruned"
 
-    def group_fields(self) -> dict[str, Any]:
-        return self.plan.group_fields()
-
-    def block_entries(self, meta: Sequence[Any]) -> list[Any]:
-        return self.plan.block_entries(meta)
-
-    def schema_bytes_saved(self) -> int:
-        return self.plan.schema_bytes_saved()
-
     def is_meta(self, name: str | None) -> bool:
-        return self.meta is not None and name in self.meta.names
+        return self.plan.meta is not None and name in self.plan.meta.names
+
+    def is_bridge(self, name: str | None) -> bool:
+        """Whether ``name`` is the bridge's: a call of it stands for a call of a tool
+        delivered in the conversation (:meth:`selection.types.Plan.bridged`)."""
+        return name is not None and name == self.plan.bridge
 
     def add_llama_fields(self, body: dict[str, Any]) -> None:
         """Add to an upstream ``body`` the llama-server fields the proxy sends
@@ -212,11 +173,11 @@ class Turn:
 
     def admitted(self) -> list[str]:
         """Every tool admitted this turn: by the first selection and after meta-calls."""
-        return list(dict.fromkeys([*self.earlier_admitted, *self.selection.admitted]))
+        return list(dict.fromkeys([*self.earlier_admitted, *self.plan.selection.admitted]))
 
     def offer_meta_now(self, max_rounds: int) -> bool:
         """Meta-tools are offered until ``max_rounds`` re-issues have been made."""
-        return self.meta is not None and self.rounds < max_rounds
+        return self.plan.meta is not None and self.rounds < max_rounds
 
 
 def json_bytes(value: Any) -> bytes:

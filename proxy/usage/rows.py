@@ -60,29 +60,29 @@ class ActingEvent:
         ``store_vectors``: keep the query's vector (float16 bytes) and its ranking."""
         messages = turn.body.get("messages")
         messages = messages if isinstance(messages, list) else []
-        text_names = set(turn.catalog.names) if turn.text is not None else None
+        text_names = set(turn.plan.catalog.names) if turn.plan.text is not None else None
         history = history_calls(messages, text_names)
         if not store_text:
             history = [replace(call, user_text=None) for call in history]
-        fingerprint = turn.catalog.fingerprint
+        fingerprint = turn.plan.catalog.fingerprint
         return cls(
             ts=ts,
             decision=decision,
-            number=turn.selection.state.turn,
-            forwarded=tuple(tool.name for tool in turn.selection.tools),
+            number=turn.plan.selection.state.turn,
+            forwarded=tuple(tool.name for tool in turn.plan.selection.tools),
             meta_events=tuple(turn.meta_events),
             response_calls=tuple(turn.response_calls),
             conversation=log_id(turn.conversation),
             catalog_fingerprint=fingerprint,
-            catalog=None if fingerprint in written else turn.catalog,
+            catalog=None if fingerprint in written else turn.plan.catalog,
             path=turn.path,
             offered=turn.offered,
-            schema_bytes_saved=turn.schema_bytes_saved(),
+            schema_bytes_saved=turn.plan.schema_bytes_saved(),
             rounds=turn.rounds,
             history=tuple(history),
             user_text=last_user_text(messages) if store_text and turn.response_calls else None,
             messages=len(messages),
-            response_read=decision == "pruned" and turn.native is not None,
+            response_read=decision == "pruned" and turn.plan.native is not None,
             query=(
                 np.asarray(turn.query_vector, dtype=np.float16).tobytes()
                 if store_vectors and turn.query_vector is not None
@@ -100,7 +100,7 @@ def _ranking(turn: Turn) -> bytes | None:
     if ranking is None or ranking.partial or ranking.lexical_only:
         return None
     values = ranking.without("learned")
-    called = [p for name in turn.response_calls if (p := turn.catalog.index_of(name)) is not None]
+    called = [p for name in turn.response_calls if (p := turn.plan.catalog.index_of(name)) is not None]
     return encode_ranking(values, called)
 
 

@@ -7,7 +7,7 @@ first request. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -50,6 +50,9 @@ class Selection:
     ``(name, score)``, best first. ``state``: the conversation state to store.
     ``tier``: tools not forwarded that the meta-tool lists by name this turn (best
     first). ``parents``: dependency → the forwarded tool whose identifier it produces.
+    ``outside``: on a frozen block, the tools the turn selected (found, pinned, requested,
+    wanted by its ranking) that stay out of it, in priority order: they reach the model
+    in the conversation.
     """
 
     tools: tuple[SelectedTool, ...]
@@ -59,6 +62,7 @@ class Selection:
     state: ConversationState
     tier: tuple[str, ...] = ()
     parents: tuple[tuple[str, str], ...] = ()
+    outside: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -116,7 +120,7 @@ def left_out(catalog: Catalog, scores: np.ndarray, forwarded: set[str]) -> list[
 def block(
     catalog: Catalog, scores: np.ndarray | None, state: ConversationState, contract: Contract,
     loaded: LoadedSet, reasons: Mapping[str, Reason], wants: Wanted,
-    score_of: Mapping[str, float], *, has_block: bool,
+    score_of: Mapping[str, float], *, has_block: bool, outside: Sequence[str] = (),
 ) -> Selection:
     """The turn's :class:`Selection`. On a block that held a meta-tool (``state.meta_at``)
     the meta-tool keeps its text and place (the upstream's cached prefix): tools admitted
@@ -142,7 +146,8 @@ def block(
                      if name not in forwarded and catalog.index_of(name) is not None)
     new_state = ConversationState(
         loaded.loaded, state.turn, state.meta_calls, list(tier), state.history_tokens,
-        meta_at=meta_at, found=list(contract.found),
+        meta_at=meta_at, found=list(contract.found), delivered=list(state.delivered),
+        exchanges=list(state.exchanges), seen=state.seen,
     )
     parents = tuple(
         (c.name, c.parent) for c in wants.semantic
@@ -151,5 +156,5 @@ def block(
     return Selection(
         tuple(tools), tuple(loaded.admitted), tuple(loaded.evicted),
         tuple(left_out(catalog, scores, forwarded)) if scores is not None else (),
-        new_state, tier, parents,
+        new_state, tier, parents, tuple(outside),
     )

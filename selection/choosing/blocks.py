@@ -25,13 +25,16 @@ def agent_block(state: ConversationState, holder: str) -> ConversationState:
 def shared_block(record: ConversationState, state: ConversationState) -> ConversationState:
     """A conversation's state on the agent's block (``record``): its tools first (the
     meta-tool where the record has it), then the conversation's own tools it lacks;
-    counters, history and the tools its searches found from the conversation."""
+    counters, history, the tools its searches found and what it delivered in its own
+    messages from the conversation."""
     loaded = record.copy().loaded
-    for name, times in state.copy().loaded.items():
+    own = state.copy()
+    for name, times in own.loaded.items():
         loaded.setdefault(name, times)
     return ConversationState(
         loaded, state.turn, state.meta_calls, list(record.tier), state.history_tokens,
-        meta_at=record.meta_at, found=list(state.found),
+        meta_at=record.meta_at, found=own.found, delivered=own.delivered,
+        exchanges=own.exchanges, seen=own.seen,
     )
 
 

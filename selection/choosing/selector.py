@@ -58,7 +58,10 @@ class TurnFacts:
     tools and ``Policy.preload_deferred`` is off). ``client_core``: the client's CORE in
     forwarding order when it runs its own deferral (None: ``catalog.kept``).
     ``count_evicts``: whether ``policy.max_tools`` evicts (False where an eviction costs
-    the upstream every tool after it: :mod:`selection.choosing.admission`)."""
+    the upstream every tool after it: :mod:`selection.choosing.admission`). ``frozen``:
+    the block is in the upstream's cached prefix and stays as it is (tools reach the model
+    in the conversation instead: :mod:`selection.clients.bridge`); what the turn wants
+    beyond it is reported as :attr:`Selection.outside`."""
 
     now: float
     pinned: Sequence[str] = ()
@@ -71,6 +74,7 @@ class TurnFacts:
     preload: bool = True
     client_core: Sequence[str] | None = None
     count_evicts: bool = True
+    frozen: bool = False
 
 
 def select(
@@ -113,6 +117,7 @@ def select(
     return block(
         catalog, scores, state, contract, loaded, reasons, wants, score_of,
         has_block=state.turn > 0 or bool(state.loaded),
+        outside=[name for name in reasons if name not in loaded.loaded] if facts.frozen else (),
     )
 
 
@@ -170,6 +175,8 @@ def _admitted(
         pinned=contract.pinned_set, selected=frozenset(reasons), cost=cost,
         score=score_of.get, count_evicts=facts.count_evicts,
     )
+    if facts.frozen:  # the block stays as the upstream's cache holds it
+        return loaded_set
     loaded_set.fit()
     admit(loaded_set, reasons, facts.now, spare=wants.spare, room_only=wants.room_only,
           insurance=policy.refresh_share * facts.history_tokens)

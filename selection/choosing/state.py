@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -34,6 +35,15 @@ class ConversationState:
     key of the conversation whose request last used the block; None elsewhere.
     ``found``: tools a search found in this conversation (the client's search tool or a
     meta-tool call), in finding order: kept loaded for the conversation.
+    ``delivered``: tools whose definitions a meta-call's result gave the model in the
+    conversation (not in the block: :mod:`selection.clients.bridge`), in order.
+    ``exchanges``: the proxy's own rounds the client never saw (a meta-call and its
+    result, in the API's shape, with where they stand in the client's history), kept so
+    each later request is forwarded with them in place (the proxy reads and writes them;
+    selection keeps them as they are). ``seen``: the conversation's history at its last
+    request, as :class:`~selection.conversation.continuity.HistoryMark` fields
+    (``messages``, ``digest``; None: not recorded), to tell a continued history from one
+    the client rewrote.
     """
 
     loaded: dict[str, LoadedTool] = field(default_factory=dict)
@@ -44,6 +54,9 @@ class ConversationState:
     holder: str | None = None
     meta_at: int | None = None
     found: list[str] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+    exchanges: list[dict[str, Any]] = field(default_factory=list)
+    seen: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         data: dict[str, object] = {
@@ -59,6 +72,12 @@ class ConversationState:
             data["meta_at"] = self.meta_at
         if self.found:
             data["found"] = self.found
+        if self.delivered:
+            data["delivered"] = self.delivered
+        if self.exchanges:
+            data["exchanges"] = self.exchanges
+        if self.seen is not None:
+            data["seen"] = self.seen
         return json.dumps(data, separators=(",", ":"))
 
     @classmethod
@@ -75,12 +94,20 @@ class ConversationState:
             holder = data.get("holder")
             meta_at = None if data.get("meta_at") is None else int(data["meta_at"])
             found = [str(name) for name in data.get("found", [])]
+            delivered = [str(name) for name in data.get("delivered", [])]
+            exchanges = data.get("exchanges", [])
+            seen = data.get("seen")
+            if not (isinstance(exchanges, list) and all(isinstance(e, dict) for e in exchanges)):
+                raise ValueError("exchanges is not a list of objects")
+            if seen is not None and not isinstance(seen, dict):
+                raise ValueError("seen is not an object")
             if min(counts) < 0 or (meta_at is not None and meta_at < 0):
                 raise ValueError("a count is negative")
             turn, meta_calls, history = counts
             return cls(
                 loaded, turn, meta_calls, tier, history,
-                None if holder is None else str(holder), meta_at, found,
+                None if holder is None else str(holder), meta_at, found, delivered,
+                exchanges, seen,
             )
         except (KeyError, TypeError, ValueError, OverflowError, RecursionError) as exc:
             raise ValueError(f"invalid conversation state: {exc}") from exc
@@ -95,4 +122,7 @@ class ConversationState:
             self.holder,
             self.meta_at,
             list(self.found),
+            list(self.delivered),
+            [dict(exchange) for exchange in self.exchanges],
+            None if self.seen is None else dict(self.seen),
         )

@@ -88,16 +88,21 @@ class MetaTools:
     None when not offered). ``definitions``: entries to append to ``tools`` (or, for a
     legacy request, to ``functions``). ``client_search``: the function that stands for
     the client's own search tool (:mod:`selection.clients.tool_search`), offered instead of both
-    (one discovery mechanism per request); None otherwise.
+    (one discovery mechanism per request); None otherwise. ``bridge``: the function tools
+    delivered in the conversation are called through (:mod:`selection.clients.bridge`;
+    None: not offered), its definition last.
     """
 
     load_name: str | None
     search_name: str | None
     definitions: tuple[dict[str, Any], ...]
     client_search: str | None = None
+    bridge: str | None = None
 
     @property
     def names(self) -> set[str]:
+        """The functions whose calls the proxy answers itself (the bridge's calls are the
+        client's calls, renamed)."""
         names = (self.load_name, self.search_name, self.client_search)
         return {name for name in names if name}
 

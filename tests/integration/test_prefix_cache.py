@@ -72,7 +72,10 @@ def test_a_session_grows_the_block_at_its_end_and_the_next_conversation_starts_f
 ) -> None:
     upstream.upstream.n_ctx = 32768
     # readiness_timeout_s bounds the first wait for /props: generous on a loaded machine.
-    proxy = start_proxy(top_k=4, threshold=0.0, readiness_timeout_s=30, index_timeout_s=300)
+    # The block grows (TOOLPRUNE_LATE_TOOLS=block); delivered in the conversation it stays:
+    # tests/integration/test_conversation_delivery.py.
+    proxy = start_proxy(top_k=4, threshold=0.0, readiness_timeout_s=30, index_timeout_s=300,
+                        late_tools="block")
     log = DecisionLog()
     logging.getLogger("toolprune").addHandler(log)
     try:
@@ -142,13 +145,14 @@ def test_a_prompt_that_would_overflow_the_context_gets_fewer_tools(
     messages = [SYSTEM, {"role": "user", "content": long_history + " Which workflow run failed?"}]
     assert post(proxy, messages).status_code == 200
     tools = [r for r in upstream.upstream.requests if r.path.endswith("/chat/completions")][-1].json()["tools"]
-    client_tools = [t for t in tools if t["function"]["name"] != "load_tools"]
+    meta = ("load_tools", "call_tool")
+    client_tools = [t for t in tools if t["function"]["name"] not in meta]
     assert 0 < len(client_tools) < 8
     catalog = parse_tools(client_tools)
     prompt = (
         sum(estimated_tokens(tool) for tool in catalog.tools)
         + estimated_text_tokens(messages)
-        + estimated_text_tokens([t for t in tools if t["function"]["name"] == "load_tools"])
+        + estimated_text_tokens([t for t in tools if t["function"]["name"] in meta])
     )
     assert prompt <= 3000
 

@@ -54,9 +54,9 @@ def request(text: str, names: list[str] = NAMES, search: ClientSearch | None = N
 async def test_the_client_core_is_forwarded_first_and_the_pool_preloaded_by_ranking() -> None:
     read = request("gamma please")
     turn = await planner().plan(read, HEADERS)
-    assert turn.selection.names == ["alpha", "beta", "gamma"]
-    assert turn.selection.provenance == {"alpha": "client", "beta": "client", "gamma": "toolprune"}
-    assert turn.deferral and turn.meta is not None and turn.meta.load_name == "load_tools"
+    assert turn.plan.selection.names == ["alpha", "beta", "gamma"]
+    assert turn.plan.selection.provenance == {"alpha": "client", "beta": "client", "gamma": "toolprune"}
+    assert turn.deferral and turn.plan.meta is not None and turn.plan.meta.load_name == "load_tools"
     # The upstream gets the definitions without defer_loading.
     body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert all("defer_loading" not in tool for tool in body["tools"])
@@ -65,25 +65,25 @@ async def test_the_client_core_is_forwarded_first_and_the_pool_preloaded_by_rank
 
 async def test_a_small_deferred_catalogue_is_still_planned() -> None:
     turn = await planner().plan(request("delta", names=["alpha", "gamma", "delta"]), HEADERS)
-    assert turn.selection.names == ["alpha", "delta"]  # 3 tools: under min_catalog_tools
+    assert turn.plan.selection.names == ["alpha", "delta"]  # 3 tools: under min_catalog_tools
 
 
 async def test_preloading_off_forwards_the_client_core_only_until_a_search() -> None:
     plans = planner(preload=False)
     search = ClientSearch("regex", "tool_search_tool_regex")
     turn = await plans.plan(request("gamma please", search=search), HEADERS)
-    assert turn.selection.names == ["alpha", "beta"]
-    assert turn.meta is not None and turn.meta.names == {"tool_search_tool_regex"}
+    assert turn.plan.selection.names == ["alpha", "beta"]
+    assert turn.plan.meta is not None and turn.plan.meta.names == {"tool_search_tool_regex"}
     call = MetaCall("srvtoolu_1", "tool_search_tool_regex", json.dumps({"query": "^(gamma|zeta)$"}))
     (content,) = await plans.run_meta_calls(turn, [call])
     assert [item["name"] for item in json.loads(content)["found"]] == ["gamma", "zeta"]
     assert turn.searches["srvtoolu_1"].found == ("gamma", "zeta")
-    assert turn.selection.names == ["alpha", "beta", "gamma", "zeta"]
-    assert set(turn.selection.provenance.values()) == {"client", "search"}
+    assert turn.plan.selection.names == ["alpha", "beta", "gamma", "zeta"]
+    assert set(turn.plan.selection.provenance.values()) == {"client", "search"}
     # The next turn of the conversation keeps them, and says a search found them.
     later = await plans.plan(request("something else", search=search), HEADERS)
-    assert later.selection.names == ["alpha", "beta", "gamma", "zeta"]
-    assert later.selection.provenance["zeta"] == "search"
+    assert later.plan.selection.names == ["alpha", "beta", "gamma", "zeta"]
+    assert later.plan.selection.provenance["zeta"] == "search"
 
 
 async def test_a_bad_pattern_is_answered_to_the_model_and_loads_nothing() -> None:
@@ -94,7 +94,7 @@ async def test_a_bad_pattern_is_answered_to_the_model_and_loads_nothing() -> Non
     call = MetaCall("srvtoolu_2", "tool_search_tool_regex", json.dumps({"query": "(" * 3}))
     (content,) = await plans.run_meta_calls(turn, [call])
     assert json.loads(content)["error_code"] == "invalid_tool_input"
-    assert turn.selection.names == ["alpha", "beta"]
+    assert turn.plan.selection.names == ["alpha", "beta"]
 
 
 async def test_a_natural_language_search_uses_toolprune_ranking() -> None:
@@ -108,8 +108,8 @@ async def test_a_natural_language_search_uses_toolprune_ranking() -> None:
 
 async def test_tools_found_in_the_history_are_loaded() -> None:
     turn = await planner(preload=False).plan(request("x", found=("theta", "nope")), HEADERS)
-    assert turn.selection.names == ["alpha", "beta", "theta"]
-    assert turn.selection.provenance["theta"] == "search"
+    assert turn.plan.selection.names == ["alpha", "beta", "theta"]
+    assert turn.plan.selection.provenance["theta"] == "search"
 
 
 async def test_without_deferral_the_plan_is_todays() -> None:
@@ -122,5 +122,5 @@ async def test_without_deferral_the_plan_is_todays() -> None:
         return TurnInput(body, parse_tools(tools), body["messages"], ToolChoice())
 
     turn = await planner(preload=False).plan(plain("gamma please"), HEADERS)
-    assert turn.selection.names == ["gamma"] and not turn.deferral
-    assert set(turn.selection.provenance.values()) == {"toolprune"}
+    assert turn.plan.selection.names == ["gamma"] and not turn.deferral
+    assert set(turn.plan.selection.provenance.values()) == {"toolprune"}

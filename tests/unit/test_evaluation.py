@@ -383,7 +383,7 @@ async def test_replay_forwards_what_the_proxy_planner_forwards(tmp_path: Path) -
         except SmallCatalog:
             planned.append(list(case.tool_names))
             continue
-        planned.append([t.name for t in turn.selection.tools])
+        planned.append([t.name for t in turn.plan.selection.tools])
     assert replayed == planned
 
 

@@ -342,18 +342,18 @@ async def test_a_new_conversation_of_the_same_agent_starts_from_its_last_block()
     assert KeywordEmbedder  # the planner's engine embeds by keywords: "alpha" → alpha
     plans = planner()
     first = await plans.plan(body("alpha beta please"), headers("A"))
-    assert first.selection.names == ["alpha", "beta"] and first.block_start is None
-    assert first.expectation is not None and first.expectation.reused == 0
+    assert first.plan.selection.names == ["alpha", "beta"] and first.plan.block_start is None
+    assert first.plan.expectation is not None and first.plan.expectation.reused == 0
     second = await plans.plan(body("gamma"), headers("B"))
     # B's block is A's with B's needs appended: the upstream reuses the whole old block.
-    assert second.selection.names[:2] == ["alpha", "beta"] and "gamma" in second.selection.names
-    assert second.block_start == "adopted"
-    assert second.expectation is not None and second.expectation.reused > 0
+    assert second.plan.selection.names[:2] == ["alpha", "beta"] and "gamma" in second.plan.selection.names
+    assert second.plan.block_start == "adopted"
+    assert second.plan.expectation is not None and second.plan.expectation.reused > 0
     # Another agent (other system prompt) or another credential starts afresh.
     other = await plans.plan(body("gamma", system="Another agent."), headers("C"))
-    assert other.selection.names[0] == "gamma" and other.block_start is None
+    assert other.plan.selection.names[0] == "gamma" and other.plan.block_start is None
     stranger = await plans.plan(body("gamma"), headers("D", key="k2"))
-    assert stranger.selection.names[0] == "gamma" and stranger.block_start is None
+    assert stranger.plan.selection.names[0] == "gamma" and stranger.plan.block_start is None
 
 
 async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used_evicted() -> None:
@@ -365,19 +365,19 @@ async def test_an_agent_block_at_its_cap_is_adopted_with_its_least_recently_used
     # pays for), make room: what leaves is what the agent used least recently, the
     # latest of it first (with llama-server's --cache-reuse, removing a tool costs no
     # re-evaluation after it).
-    assert third.block_start == "adopted"
-    assert third.selection.names == ["gamma", "delta", "epsilon", "zeta"]
-    assert third.selection.evicted == ("beta", "alpha")
+    assert third.plan.block_start == "adopted"
+    assert third.plan.selection.names == ["gamma", "delta", "epsilon", "zeta"]
+    assert third.plan.selection.evicted == ("beta", "alpha")
 
 
 async def test_a_later_turn_at_the_cap_evicts_the_least_recently_used_tool() -> None:
     plans = planner()
     await plans.plan(body("alpha beta"), headers("A"))
     second = await plans.plan(body("gamma delta"), headers("A"))
-    assert second.selection.names == ["alpha", "beta", "gamma", "delta"]
+    assert second.plan.selection.names == ["alpha", "beta", "gamma", "delta"]
     third = await plans.plan(body("epsilon"), headers("A"))
-    assert third.selection.evicted == ("beta",)  # of the two used least recently, the latest
-    assert third.selection.names[-1] == "epsilon"
+    assert third.plan.selection.evicted == ("beta",)  # of the two used least recently, the latest
+    assert third.plan.selection.names[-1] == "epsilon"
 
 
 def test_refresh_candidates_beyond_top_k_only_fill_free_room() -> None:
@@ -401,9 +401,9 @@ async def test_the_token_cap_follows_the_configured_context(context: int | None)
     long_history = "x" * 12_000 + " alpha beta"
     turn = await plans.plan(body(long_history), headers("A"))
     if context is None:
-        assert len(turn.selection.names) == 2
+        assert len(turn.plan.selection.names) == 2
     else:  # ~3,400 tokens of messages leave no room for tools in 3,500
-        assert turn.selection.names == []
+        assert turn.plan.selection.names == []
 
 
 def follow_up(first: dict, reply: str, text: str) -> dict:
@@ -420,21 +420,21 @@ async def test_with_one_cached_prompt_per_agent_a_turn_after_another_conversatio
     a1 = body("alpha beta please")
     await plans.plan(a1, headers("A"))
     b1 = await plans.plan(body("gamma"), headers("B"))
-    assert b1.selection.names == ["alpha", "beta", "gamma"]
+    assert b1.plan.selection.names == ["alpha", "beta", "gamma"]
     # The upstream now holds B's prompt: A's history is evaluated again whatever A sends,
     # so A takes the block the upstream holds instead of breaking it after "beta".
     a2 = await plans.plan(follow_up(a1, "Done.", "alpha again"), headers("A"))
-    assert a2.block_start == "shared"
-    assert a2.selection.names == ["alpha", "beta", "gamma"] and not a2.selection.admitted
-    assert a2.expectation is not None and not a2.expectation.broken
+    assert a2.plan.block_start == "shared"
+    assert a2.plan.selection.names == ["alpha", "beta", "gamma"] and not a2.plan.selection.admitted
+    assert a2.plan.expectation is not None and not a2.plan.expectation.broken
     history = estimated_text_tokens(follow_up(a1, "Done.", "alpha again")["messages"][1:])
-    assert a2.expectation.evaluated == history
+    assert a2.plan.expectation.evaluated == history
     # A again, right after its own turn: its own block and cached history.
     a3 = await plans.plan(
         follow_up(follow_up(a1, "Done.", "alpha again"), "Done.", "beta"), headers("A")
     )
-    assert a3.block_start is None and a3.selection.names == ["alpha", "beta", "gamma"]
-    assert a3.expectation is not None and a3.expectation.evaluated < history
+    assert a3.plan.block_start is None and a3.plan.selection.names == ["alpha", "beta", "gamma"]
+    assert a3.plan.expectation is not None and a3.plan.expectation.evaluated < history
 
 
 async def test_with_a_cache_per_conversation_a_later_turn_keeps_its_own_block() -> None:
@@ -443,8 +443,8 @@ async def test_with_a_cache_per_conversation_a_later_turn_keeps_its_own_block() 
     await plans.plan(a1, headers("A"))
     await plans.plan(body("gamma"), headers("B"))
     a2 = await plans.plan(follow_up(a1, "Done.", "alpha again"), headers("A"))
-    assert a2.block_start is None and a2.selection.names == ["alpha", "beta"]
-    assert a2.expectation is not None and a2.expectation.evaluated < estimated_text_tokens(
+    assert a2.plan.block_start is None and a2.plan.selection.names == ["alpha", "beta"]
+    assert a2.plan.expectation is not None and a2.plan.expectation.evaluated < estimated_text_tokens(
         follow_up(a1, "Done.", "alpha again")["messages"][1:]
     )
 

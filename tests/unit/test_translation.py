@@ -52,41 +52,41 @@ def test_the_whole_turn_forwards_every_tool_kept_first_without_defer_loading() -
     turn = whole_turn(planner().selector, read, HEADERS, "fallback", shared=False)
     assert turn is not None and turn.whole == "fallback" and turn.decision == "fallback"
     # alpha and beta are the client's CORE; the rest go after them in the client's order.
-    assert turn.selection.names[:2] == ["alpha", "beta"]
-    assert sorted(turn.selection.names) == sorted(turn.catalog.names)
-    assert turn.meta is None  # no search tool: nothing to answer, nothing invented
+    assert turn.plan.selection.names[:2] == ["alpha", "beta"]
+    assert sorted(turn.plan.selection.names) == sorted(turn.plan.catalog.names)
+    assert turn.plan.meta is None  # no search tool: nothing to answer, nothing invented
     body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert "defer_loading" not in json.dumps(body)
-    assert [t["function"]["name"] for t in body["tools"]] == turn.selection.names
+    assert [t["function"]["name"] for t in body["tools"]] == turn.plan.selection.names
     assert "n_cache_reuse" not in body and "tool_choice" not in body
 
 
 def test_the_client_search_stays_offered_unless_tool_choice_forbids_it() -> None:
     read = request("x", search=REGEX)
     turn = whole_turn(planner().selector, read, HEADERS, "dry_run", shared=False)
-    assert turn is not None and turn.meta is not None
-    assert turn.meta.client_search == "tool_search_tool_regex" and turn.search == REGEX
+    assert turn is not None and turn.plan.meta is not None
+    assert turn.plan.meta.client_search == "tool_search_tool_regex" and turn.search == REGEX
     body = json.loads(ChatRequest(read).upstream_body(turn, with_meta=True))
     assert body["tools"][-1]["function"]["name"] == "tool_search_tool_regex"
     silenced = request("x", search=REGEX)
     silenced = TurnInput(silenced.body, silenced.native, silenced.messages,
                          ToolChoice(offer_meta=False), search=REGEX)
     quiet = whole_turn(planner().selector, silenced, HEADERS, "dry_run", shared=False)
-    assert quiet is not None and quiet.meta is None
+    assert quiet is not None and quiet.plan.meta is None
 
 
 async def test_a_search_in_a_whole_turn_is_answered_and_nothing_is_stored() -> None:
     plans = planner()
     turn = whole_turn(planner().selector, request("x", search=REGEX), HEADERS, "fallback", shared=False)
     assert turn is not None
-    before = turn.selection
+    before = turn.plan.selection
     call = MetaCall("srvtoolu_1", "tool_search_tool_regex", json.dumps({"query": "^gamma$"}))
     (answer,) = await plans.run_meta_calls(turn, [call])
     assert [found["name"] for found in json.loads(answer)["found"]] == ["gamma"]
     assert turn.searches["srvtoolu_1"].found == ("gamma",)
     assert turn.meta_events == [{"tool": "client_search", "loaded": [], "found": ["gamma"],
                                  "error": None}]
-    assert turn.selection is before  # every tool is forwarded already
+    assert turn.plan.selection is before  # every tool is forwarded already
     assert await plans.store.get(turn.conversation) is None
 
 
@@ -99,7 +99,7 @@ async def test_a_query_search_ranks_by_bm25_when_the_embedder_fails() -> None:
     turn = whole_turn(planner().selector, request("x", search=ClientSearch("query", "tool_search")), HEADERS,
                       "fallback", shared=False)
     assert turn is not None
-    searches = Searches(engine(FailingEmbedder()), planner().selector.policy, turn.catalog)
+    searches = Searches(engine(FailingEmbedder()), planner().selector.policy, turn.plan.catalog)
     assert turn.search is not None
     found = await searches.client_search(turn.search, json.dumps({"query": "the zeta tool"}))
     assert found.error is None and found.found[0] == "zeta"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.apis.chat.client import error_event
+from proxy.apis.chat.history import upstream_history
 from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
@@ -46,7 +47,7 @@ async def read_chat(body: dict[str, Any], catalogs: CatalogCache) -> TurnInput:
         native = catalogs.catalog(body["tools"], legacy=False)
     elif body.get("functions") is not None:
         native = catalogs.catalog(body["functions"], legacy=True)
-    return TurnInput(body, native, messages, read_tool_choice(body), text_path=True)
+    return TurnInput(body, native, messages, read_tool_choice(body), text_path=True, bridges=True)
 
 
 @dataclass
@@ -60,10 +61,10 @@ class ChatRequest:
     def forwarded_entries(self, turn: Turn, with_meta: bool) -> list[Any]:
         """The forwarded ``tools`` (or ``functions``) array: other-typed entries, then the
         block (:meth:`Turn.block_entries`)."""
-        if turn.native is None:
+        if turn.plan.native is None:
             return []
-        meta = list(turn.meta.definitions) if with_meta and turn.meta else []
-        return [*turn.native.others, *turn.block_entries(meta)]
+        meta = list(turn.plan.meta.definitions) if with_meta and turn.plan.meta else []
+        return [*turn.plan.native.others, *turn.plan.block_entries(meta)]
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
         """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`. An empty tools array
@@ -72,15 +73,16 @@ class ChatRequest:
         ``function_call``) go too. The messages are the plan's
         (:meth:`selection.types.Plan.upstream_messages`: a text block keeps only the
         selected entries, the client's own search results no definition the request
-        forwards)."""
+        forwards), then written as the upstream saw them where tools are delivered in the
+        conversation (:func:`proxy.apis.chat.history.upstream_history`)."""
         body = dict(turn.body)
-        if turn.native is not None:
-            key = "functions" if turn.native.legacy else "tools"
+        if turn.plan.native is not None:
+            key = "functions" if turn.plan.native.legacy else "tools"
             body[key] = self.forwarded_entries(turn, with_meta)
             if not body[key]:
                 for field_name in (key, *_NEEDS_TOOLS):
                     body.pop(field_name, None)
-        body["messages"] = turn.plan.upstream_messages(body["messages"])
+        body["messages"] = upstream_history(turn, turn.plan.upstream_messages(body["messages"]))
         if self.appended:
             body["messages"] = [*body.get("messages", []), *self.appended]
         if turn.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
@@ -88,20 +90,25 @@ class ChatRequest:
         turn.add_llama_fields(body)
         return json_bytes(body)
 
-    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+    def history_length(self) -> int:
+        """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the messages."""
+        return len(self.input.messages)
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> list[Any]:
         """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`: the assistant
         message (``reply.items``: its content as shown) with the meta-calls as
         ``tool_calls``, then one ``tool`` message per call (legacy ``functions``: one
         ``function_call`` and its ``function`` message)."""
         (message,) = reply.items
         calls = reply.meta
-        if turn.native is not None and turn.native.legacy:
+        before = len(self.appended)
+        if turn.plan.native is not None and turn.plan.native.legacy:
             call = calls[0]
             self.appended.append({
                 **message, "function_call": {"name": call.name, "arguments": call.arguments},
             })
             self.appended.append({"role": "function", "name": call.name, "content": results[0]})
-            return
+            return self.appended[before:]
         self.appended.append({
             **message,
             "tool_calls": [
@@ -112,6 +119,7 @@ class ChatRequest:
         })
         for call, result in zip(calls, results, strict=True):
             self.appended.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        return self.appended[before:]
 
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool

@@ -32,7 +32,12 @@ llama-server put it before May 2025). An id or name that is null or ``""`` is ab
 The client sees each real call once its name is known: an opening item (``index``
 renumbered from 0 in the order calls were named, ``id`` — synthesised when the upstream
 gave none —, ``type``, ``function.name``, the arguments so far), then argument fragments
-only. Meta-calls are never shown. A call whose name never came is never shown: with no
+only. Meta-calls are never shown. A bridge call (a call of ``call_tool``, standing for a
+tool delivered in the conversation: :mod:`selection.clients.bridge`) is held to the end of
+the round, with every real call after it in its choice (so the client gets the calls in
+the model's order); then it is shown as the call it stands for, in one opening item with
+its whole arguments (:meth:`CallAssembler.resolve_bridges`), or, when it cannot be made,
+it becomes a meta-call the proxy answers. A call whose name never came is never shown: with no
 arguments either (an entry such as ``{"id": "", "type": "function"}``) it is an empty
 entry, dropped (:meth:`CallAssembler.drop_empty`); with arguments, the proxy does not
 invent a name, nor tell it from the tail of a hidden call, so the round cannot be served
@@ -47,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.turn.turn import arguments_text
+from selection.types import BridgedCall
 
 #: The call index standing for the legacy ``function_call`` delta.
 LEGACY_INDEX = -1
@@ -73,6 +79,7 @@ class Call:
     name: str | None = None
     arguments: list[str] = field(default_factory=list)
     meta: bool | None = None
+    bridge: bool = False
     id: str | None = None
     client_index: int | None = None
     shown: int = -1  # fragments shown to the client; -1: not opened yet
@@ -94,14 +101,21 @@ class Call:
 class CallAssembler:
     """Assembles the tool-call deltas of one round; see the module docstring.
 
-    ``is_meta(name)``: whether a function name is a meta-tool's.
+    ``is_meta(name)``: whether a function name is a meta-tool's; ``is_bridge(name)``:
+    whether it is the bridge's.
     """
 
-    def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
+    def __init__(
+        self, is_meta: Callable[[str | None], bool],
+        is_bridge: Callable[[str | None], bool] = lambda name: False,
+    ) -> None:
         self.is_meta = is_meta
+        self.is_bridge = is_bridge
         self.calls: list[Call] = []
         self._latest: dict[tuple[int, int], Call] = {}
         self._next_client_index: dict[int, int] = {}
+        #: Choices with a bridge call: their later real calls are held to the round's end.
+        self._holding: set[int] = set()
 
     def feed(self, choice: int, items: Any) -> list[dict[str, Any]]:
         """Take one ``delta.tool_calls`` list; return the items the client sees."""
@@ -140,6 +154,25 @@ class CallAssembler:
     def unnamed(self) -> list[Call]:
         """At the end of the round: the calls whose name never came (never shown)."""
         return [call for call in self.calls if call.meta is None]
+
+    def resolve_bridges(self, resolve: Callable[[str], BridgedCall]) -> list[tuple[int, dict[str, Any]]]:
+        """At the end of the round: each bridge call made the call it stands for
+        (``resolve`` reads its arguments) or, when it cannot be, a meta-call; returns the
+        held calls' opening items (``(choice, item)``, whole arguments), in call order."""
+        shown: list[tuple[int, dict[str, Any]]] = []
+        for call in self.calls:
+            if call.bridge:
+                resolved = resolve(call.arguments_text)
+                call.bridge = False
+                if not resolved.ok or resolved.name is None:
+                    call.meta = True
+                    continue
+                call.name, call.arguments = resolved.name, [resolved.arguments]
+            if call.meta is False and call.shown < 0 and call.choice in self._holding:
+                self._number(call)
+                shown.extend((call.choice, item) for item in self._shown_items(call, held=False))
+        self._holding.clear()
+        return shown
 
     def meta_calls(self) -> list[Call]:
         return [call for call in self.calls if call.meta]
@@ -183,7 +216,10 @@ class CallAssembler:
         if name is not None and call.name is None:
             call.name = name
             call.meta = self.is_meta(name)
-            if not call.meta:
+            call.bridge = not call.meta and self.is_bridge(name)
+            if call.bridge:
+                self._holding.add(call.choice)
+            elif not call.meta and call.choice not in self._holding:
                 self._number(call)
         fragment = arguments_text(function.get("arguments"))
         if fragment:
@@ -200,8 +236,11 @@ class CallAssembler:
         call.shown = len(call.arguments)
         return "".join(call.arguments[start:])
 
-    def _shown_items(self, call: Call) -> list[dict[str, Any]]:
-        if call.meta is not False:
+    def _shown_items(self, call: Call, *, held: bool | None = None) -> list[dict[str, Any]]:
+        """What the client sees of ``call`` now: nothing for a meta-call, a bridge call,
+        or a real call held behind one (``held``: None reads it from the call's choice)."""
+        held = call.choice in self._holding if held is None else held
+        if call.meta is not False or call.bridge or (held and call.shown < 0):
             return []
         if call.shown < 0:
             arguments = self._pending_text(call)

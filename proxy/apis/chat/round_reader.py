@@ -31,6 +31,7 @@ from typing import Any
 from proxy.apis.chat.calls import CallAssembler, new_call_id
 from proxy.apis.chat.text_calls import TextCallFilter
 from proxy.turn.turn import MetaCall, meta_call
+from selection.types import BridgedCall
 
 #: Chunk fields the reader handles itself; others are kept as ``extras``.
 _STANDARD = frozenset({"id", "object", "created", "model", "system_fingerprint", "choices", "usage", "error"})
@@ -39,7 +40,9 @@ _CHOICE_OWN = frozenset({"index", "delta", "message", "finish_reason"})
 
 
 class RoundReader:
-    """Reads one round; ``is_meta(name)`` says whether a function name is a meta-tool's.
+    """Reads one round; ``is_meta(name)`` says whether a function name is a meta-tool's,
+    ``is_bridge(name)`` whether it is the bridge's, and ``resolve(arguments)`` reads a
+    bridge call into the client's call (:meth:`proxy.apis.chat.calls.CallAssembler.resolve_bridges`).
 
     After the round: ``identity`` (``id``, ``created``, ``model``, ``system_fingerprint``
     of its first chunk), ``usage`` (the last one), ``finish`` (choice index →
@@ -50,9 +53,14 @@ class RoundReader:
     the decision log).
     """
 
-    def __init__(self, is_meta: Callable[[str | None], bool]) -> None:
+    def __init__(
+        self, is_meta: Callable[[str | None], bool],
+        is_bridge: Callable[[str | None], bool] = lambda name: False,
+        resolve: Callable[[str], BridgedCall] | None = None,
+    ) -> None:
         self.is_meta = is_meta
-        self.calls = CallAssembler(is_meta)
+        self.resolve = resolve
+        self.calls = CallAssembler(is_meta, is_bridge)
         self.identity: dict[str, Any] | None = None
         self.usage: Any = None
         self.finish: dict[int, str] = {}
@@ -128,6 +136,9 @@ class RoundReader:
             self.problem = "the upstream's answer has a tool call without a name"
             return []
         shown = []
+        if self.resolve is not None:
+            for choice, item in self.calls.resolve_bridges(self.resolve):
+                shown.append({"index": choice, "delta": {"tool_calls": [item]}})
         for index, text_filter in self._filters.items():
             text = text_filter.end()
             if text:

@@ -53,8 +53,14 @@ class ChatView(ClientView):
             StreamClient(out.send, headers, self.note_output, include_usage=asks_usage(turn.body))
             if stream else PlainClient(out.send, headers, self.note_output)
         )
-        self.reader = RoundReader(turn.is_meta)
+        self.reader = self._reader()
         self.usage: dict[str, Any] | None = None
+
+    def _reader(self) -> RoundReader:
+        """A round's reader: meta-calls hidden, bridge calls made the client's calls."""
+        plan = self.turn.plan
+        return RoundReader(self.turn.is_meta, self.turn.is_bridge,
+                           plan.bridged if plan.bridge is not None else None)
 
     @property
     def started(self) -> bool:
@@ -66,7 +72,7 @@ class ChatView(ClientView):
 
     async def start_round(self, response: UpstreamResponse) -> None:
         await super().start_round(response)
-        self.reader = RoundReader(self.turn.is_meta)
+        self.reader = self._reader()
         self.reader.streamed = is_event_stream(response)
 
     async def comment(self, raw: bytes) -> None:

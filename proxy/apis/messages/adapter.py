@@ -128,23 +128,29 @@ class MessagesRequest:
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
         """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`."""
-        assert turn.native is not None
+        assert turn.plan.native is not None
         body = dict(turn.body)
         tools = [
-            *(without_deferral(entry) for entry in turn.native.others if not is_search_tool(entry)),
-            *turn.block_entries(meta_entries(turn.meta, messages_tool) if with_meta else []),
+            *(without_deferral(entry) for entry in turn.plan.native.others if not is_search_tool(entry)),
+            *turn.plan.block_entries(meta_entries(turn.plan.meta, messages_tool) if with_meta else []),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
-        messages = upstream_history(body["messages"], turn.catalog)
+        messages = upstream_history(body["messages"], turn.plan.catalog)
         if turn.finder is not None:  # the client runs its own search: its menu goes first
-            system, messages = menus_in_system(body.get("system"), messages, turn.catalog.names)
+            system, messages = menus_in_system(body.get("system"), messages, turn.plan.catalog.names)
             if system is not None:
                 body["system"] = system
         body["messages"] = [*messages, *self.appended]
         return json_bytes(body)
 
-    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+    def history_length(self) -> int:
+        """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the messages."""
+        messages = self.input.body.get("messages")
+        return len(messages) if isinstance(messages, list) else 0
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> list[Any]:
         """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`."""
+        before = len(self.appended)
         answers = [
             {"type": "tool_result", "tool_use_id": call.id, "content": result}
             for call, result in zip(reply.meta, results, strict=True)
@@ -153,6 +159,7 @@ class MessagesRequest:
         self.appended.append({"role": "user", "content": answers})
         if any(is_search_call(turn, block) for block in reply.items):
             self.shown += client_output(turn, reply.items)  # a plain response shows them
+        return self.appended[before:]
 
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool
@@ -178,7 +185,7 @@ class MessagesRequest:
         for block in content:
             if self.is_meta_block(turn, block):
                 call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
-                if block["name"] == turn.meta.client_search:  # type: ignore[union-attr]
+                if block["name"] == turn.plan.meta.client_search:  # type: ignore[union-attr]
                     call_id = client_search_id(call_id)  # the id the client will send back
                 given = block.get("input", {})
                 arguments = given if isinstance(given, str) else json.dumps(given, ensure_ascii=False)

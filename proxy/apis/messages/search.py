@@ -276,8 +276,8 @@ def _is_call(block: Any) -> bool:
 def is_search_call(turn: Turn, block: Any) -> bool:
     """Whether ``block`` is a ``tool_use`` of the function standing for the search tool."""
     return (
-        _is_call(block) and turn.meta is not None and turn.meta.client_search is not None
-        and block.get("name") == turn.meta.client_search
+        _is_call(block) and turn.plan.meta is not None and turn.plan.meta.client_search is not None
+        and block.get("name") == turn.plan.meta.client_search
     )
 
 

@@ -132,11 +132,11 @@ class ResponsesRequest:
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
         """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`."""
-        assert turn.native is not None
+        assert turn.plan.native is not None
         body = dict(turn.body)
         body["tools"] = [
-            *turn.native.others,
-            *turn.block_entries(meta_entries(turn.meta, responses_tool) if with_meta else []),
+            *turn.plan.native.others,
+            *turn.plan.block_entries(meta_entries(turn.plan.meta, responses_tool) if with_meta else []),
         ]
         if turn.tool_choice.forward is not KEEP:
             body["tool_choice"] = turn.tool_choice.forward
@@ -145,10 +145,15 @@ class ResponsesRequest:
         turn.add_llama_fields(body)
         return json_bytes(body)
 
-    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> None:
+    def history_length(self) -> int:
+        """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the ``input`` items."""
+        return len(input_items(self.input.body.get("input")))
+
+    def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> list[Any]:
         """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`. A round that ran a
         hosted search is also kept in :attr:`shown` as the client sees it (a plain
         response shows it before the last round's output, as a stream does)."""
+        before = len(self.appended)
         self.appended.extend(reply.items)
         self.appended.extend(
             {"type": "function_call_output", "call_id": call.id, "output": result}
@@ -156,6 +161,7 @@ class ResponsesRequest:
         )
         if any(is_search_call(turn, item) for item in reply.items):
             self.shown.extend(self.client_output(turn, reply.items))
+        return self.appended[before:]
 
     def view(
         self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool

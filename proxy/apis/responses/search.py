@@ -66,9 +66,9 @@ def client_search_id(call_id: str, prefix: str = CALL_ID_PREFIX) -> str:
 def is_search_call(turn: Turn, item: Any) -> bool:
     """Whether ``item`` is a ``function_call`` of the function standing for hosted search."""
     return (
-        turn.meta is not None and turn.meta.client_search is not None
+        turn.plan.meta is not None and turn.plan.meta.client_search is not None
         and isinstance(item, Mapping) and item.get("type") == "function_call"
-        and item.get("name") == turn.meta.client_search
+        and item.get("name") == turn.plan.meta.client_search
     )
 
 

@@ -1,0 +1,201 @@
+"""Tools delivered in the conversation, and the one bridge the model calls them through.
+
+Once a conversation's tool block is in the upstream's KV cache, a tool found later is not
+added to the block (the block stands before every message, and a server evaluates
+everything after a change again: llama.cpp's chunk reuse stops at inserted text, and a
+model with sliding-window or hybrid attention cannot reuse past any change). It reaches the
+model where the search result stands, as Anthropic's tool search and Qwen Code's deferred
+tools do: the result of a ``load_tools`` / ``search_tools`` call (or of the client's own
+search) carries the tool's definition (:func:`definitions`), and the model calls it through
+``call_tool`` (:func:`bridge_definition`), a function of the block that never changes. A
+local server's tool-call grammar only lets a model name a function of ``tools``, hence one
+bridge rather than the tool's own name.
+
+The proxy turns a ``call_tool`` call into the call its client expects
+(:func:`read_bridge_call`: the tool's name and arguments, checked against its schema), and
+writes the client's later history back into ``call_tool`` calls, so every forwarded prompt
+extends the one before it. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from selection.catalog.catalog import Catalog, Tool
+from selection.clients.meta_tools import MetaTools, closest_names, free_name
+
+CALL_TOOL = "call_tool"
+#: Schema violations a failed bridge call is told about (the first ones found).
+MAX_ARGUMENT_ERRORS = 3
+#: Characters of one violation's message (a huge schema or value is not echoed whole).
+ARGUMENT_ERROR_CHARS = 200
+#: How the model calls a delivered tool: the same words in the bridge's description and in
+#: every result that delivers a tool.
+HOW_TO_CALL = (
+    'Call a loaded tool with call_tool: {"name": "<tool name>", "arguments": {<its '
+    "arguments, as its parameters say>}}."
+)
+
+
+def bridge_definition(name: str, legacy: bool) -> dict[str, Any]:
+    """The bridge function (``name``: ``call_tool``, renamed on a clash with a client
+    tool), in OpenAI's function-tool shape (``legacy``: a ``functions`` entry)."""
+    function = {
+        "name": name,
+        "description": (
+            "Calls a tool that a tool search or load result gave you (its definition is in "
+            "that result, not in your tool list). " + HOW_TO_CALL.replace("call_tool", name)
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The loaded tool's name."},
+                "arguments": {"type": "object", "description": "The loaded tool's arguments."},
+            },
+            "required": ["name", "arguments"],
+        },
+    }
+    return function if legacy else {"type": "function", "function": function}
+
+
+def definition(tool: Tool) -> dict[str, Any]:
+    """The definition a result delivers: ``name``, ``description``, ``parameters`` (the
+    tool's schema as its client gave it), whatever the client's API."""
+    return {"name": tool.name, "description": tool.description,
+            "parameters": dict(tool.parameters)}
+
+
+def definitions(names: Sequence[str], catalog: Catalog) -> list[dict[str, Any]]:
+    """The definitions of the known ``names``, in order."""
+    return [definition(tool) for name in names if (tool := catalog.get(name)) is not None]
+
+
+@dataclass(frozen=True)
+class BridgedCall:
+    """A ``call_tool`` call read: the real call (``name``, ``arguments`` as JSON object
+    text), or why it cannot be made (``error``: the answer the model gets, JSON text)."""
+
+    name: str | None
+    arguments: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def read_bridge_call(arguments: str, catalog: Catalog) -> BridgedCall:
+    """The call a ``call_tool`` call stands for. ``arguments``: its JSON text, an object
+    ``{"name": str, "arguments": object}`` (``arguments`` may also be an object written as
+    a JSON string, as some models do). The name must be a tool of ``catalog`` (else the
+    error names the closest ones) and the arguments must satisfy its ``parameters`` schema
+    (JSON Schema, by the ``jsonschema`` library; a schema that is itself invalid checks
+    nothing beyond the object)."""
+    try:
+        value = json.loads(arguments or "{}")
+    except (json.JSONDecodeError, RecursionError):
+        return _failed(None, "the arguments were cut off or are not valid JSON")
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        return _failed(None, 'arguments must be {"name": "<tool name>", "arguments": {...}}')
+    name, inner = value["name"], value.get("arguments", {})
+    if isinstance(inner, str):
+        try:
+            inner = json.loads(inner) if inner.strip() else {}
+        except (json.JSONDecodeError, RecursionError):
+            inner = None
+    tool = catalog.get(name)
+    if tool is None:
+        return _failed(name, f"no tool is named {name[:128]!r}",
+                       did_you_mean=closest_names(name[:128], catalog.names))
+    if not isinstance(inner, dict):
+        return _failed(name, f"the arguments of {name} must be a JSON object")
+    problems = schema_problems(tool.parameters, inner)
+    if problems:
+        return _failed(name, f"the arguments do not fit {name}'s parameters",
+                       problems=problems, parameters=dict(tool.parameters))
+    return BridgedCall(name, json.dumps(inner, ensure_ascii=False))
+
+
+def schema_problems(schema: Mapping[str, Any], instance: Any) -> list[str]:
+    """The first :data:`MAX_ARGUMENT_ERRORS` ways ``instance`` breaks ``schema`` (each
+    message cut to :data:`ARGUMENT_ERROR_CHARS`); none when it fits, or when the schema is
+    not a valid JSON Schema (a client's schema is its own business)."""
+    from jsonschema import SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_class = validator_for(schema)
+        validator_class.check_schema(schema)
+        errors = validator_class(schema).iter_errors(instance)
+        found = []
+        for error in errors:
+            where = "/".join(str(part) for part in error.absolute_path)
+            found.append((f"{where}: " if where else "") + error.message[:ARGUMENT_ERROR_CHARS])
+            if len(found) == MAX_ARGUMENT_ERRORS:
+                break
+        return found
+    except (SchemaError, RecursionError, TypeError, ValueError):
+        return []
+
+
+def _failed(name: str | None, error: str, **detail: Any) -> BridgedCall:
+    answer = {"error": error, **detail, "how_to_call": HOW_TO_CALL}
+    return BridgedCall(name, "{}", json.dumps(answer, ensure_ascii=False))
+
+
+def bridge_arguments(name: str, arguments: str) -> str:
+    """A real call (``name``, its ``arguments`` JSON text) written back as the bridge
+    call's arguments, ``{"name": ..., "arguments": {...}}`` (arguments that are not a JSON
+    object are kept as the string they are)."""
+    try:
+        inner: Any = json.loads(arguments) if arguments.strip() else {}
+    except (json.JSONDecodeError, RecursionError):
+        inner = arguments
+    return json.dumps({"name": name, "arguments": inner}, ensure_ascii=False)
+
+
+def delivering(content: str, names: Sequence[str], catalog: Catalog) -> str:
+    """A ``load_tools`` / ``search_tools`` result (JSON object text) that delivers the
+    tools it loaded (``names``) in the conversation: their definitions under ``tools`` and
+    the words that say how to call them (``note``). A result that is not a JSON object, or
+    loads nothing, is returned as it is."""
+    try:
+        result = json.loads(content)
+    except json.JSONDecodeError:
+        return content
+    delivered = definitions(names, catalog)
+    if not isinstance(result, dict) or not delivered:
+        return content
+    result["tools"] = delivered
+    result["note"] = HOW_TO_CALL
+    return json.dumps(result, ensure_ascii=False)
+
+
+def delivered_results(
+    contents: Sequence[str], loads: Sequence[Sequence[str]], forwarded: set[str],
+    delivered: list[str], catalog: Catalog,
+) -> list[str]:
+    """The results of one round's meta-calls (``contents``, JSON text each) delivering
+    what each loaded or found (``loads``) outside the block (``forwarded``): each tool's
+    definition once per conversation (``delivered``: the tools delivered before, extended
+    here), by :func:`delivering`."""
+    results = []
+    for content, names in zip(contents, loads, strict=True):
+        new = [name for name in dict.fromkeys(names)
+               if name not in forwarded and name not in delivered]
+        results.append(delivering(content, new, catalog))
+        delivered.extend(new)
+    return results
+
+
+def with_bridge(meta: MetaTools | None, catalog: Catalog) -> MetaTools:
+    """``meta`` (None: no meta-tool) with the bridge offered after its definitions, named
+    ``call_tool`` unless a tool of ``catalog`` has that name (:func:`free_name`)."""
+    name = free_name(CALL_TOOL, set(catalog.names))
+    definition_ = bridge_definition(name, catalog.legacy)
+    if meta is None:
+        return MetaTools(None, None, (definition_,), bridge=name)
+    return replace(meta, definitions=(*meta.definitions, definition_), bridge=name)
