@@ -331,6 +331,7 @@ class Selector:
             results = tuple(delivered_results(
                 results, [answer.found for answer in answers], set(plan.selection.names),
                 selection.state.delivered, plan.catalog,
+                again=[answer.label == "client_search" for answer in answers],
             ))
         replanned = replace(plan, selection=selection, frozen=plan.delivers,
                             agent_state=agent_block(selection.state, conversation))

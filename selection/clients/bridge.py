@@ -176,18 +176,21 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog) -> str:
 
 def delivered_results(
     contents: Sequence[str], loads: Sequence[Sequence[str]], forwarded: set[str],
-    delivered: list[str], catalog: Catalog,
+    delivered: list[str], catalog: Catalog, *, again: Sequence[bool] = (),
 ) -> list[str]:
     """The results of one round's meta-calls (``contents``, JSON text each) delivering
-    what each loaded or found (``loads``) outside the block (``forwarded``): each tool's
-    definition once per conversation (``delivered``: the tools delivered before, extended
-    here), by :func:`delivering`."""
+    what each loaded or found (``loads``) outside the block (``forwarded``), by
+    :func:`delivering`: each tool's definition once per conversation (``delivered``: the
+    tools delivered before, extended here), except for a result marked in ``again`` (a
+    search the client sees, whose result its later requests show again and the proxy
+    renders from its finds alone: every find outside the block, delivered before or not)."""
     results = []
-    for content, names in zip(contents, loads, strict=True):
+    for position, (content, names) in enumerate(zip(contents, loads, strict=True)):
+        repeat = position < len(again) and again[position]
         new = [name for name in dict.fromkeys(names)
-               if name not in forwarded and name not in delivered]
+               if name not in forwarded and (repeat or name not in delivered)]
         results.append(delivering(content, new, catalog))
-        delivered.extend(new)
+        delivered.extend(name for name in new if name not in delivered)
     return results
 
 
