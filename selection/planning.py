@@ -260,7 +260,7 @@ class Selector:
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
                                 upstream.context_tokens, history, bridge=delivers),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
-            client_core=reading.deferral.client_core,
+            client_core=_client_core(reading.deferral, delivers),
             count_evicts=reuse > 0 or not upstream.caches_prefix,
             frozen=delivers and continued and start.kind is None and start.state.turn > 0,
         )
@@ -322,7 +322,7 @@ class Selector:
         facts = TurnFacts(
             now=self.clock(), pinned=plan.pinned, requested=admit, top_k=plan.top_k,
             found=[*plan.state.found, *(searched if deferral.active else ())],
-            preload=plan.reading.preload, client_core=deferral.client_core,
+            preload=plan.reading.preload, client_core=_client_core(deferral, plan.delivers),
             count_evicts=plan.count_evicts, frozen=plan.delivers,
         )
         selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
@@ -377,6 +377,17 @@ class _Answer:
     @property
     def event(self) -> dict[str, Any]:
         return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}
+
+
+def _client_core(deferral: Deferral, delivers: bool) -> tuple[str, ...] | None:
+    """The client's CORE as the turn forwards it: without the tools its searches found
+    where those are delivered in the conversation (a client that sends a found tool as a
+    plain function would otherwise grow the block with it)."""
+    core = deferral.client_core
+    if not delivers or core is None:
+        return core
+    found = set(deferral.found)
+    return tuple(name for name in core if name not in found)
 
 
 def _deferral(request: TurnInput, catalog: Catalog, native: Catalog | None) -> Deferral:
