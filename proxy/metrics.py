@@ -142,7 +142,9 @@ class Metrics:
             "toolprune_cache_breaks_total",
             "Acting requests whose forwarded tools changed after the conversation started, so "
             "the upstream evaluates its history again: `appended` (tools admitted at the "
-            "block's end), `evicted` (a tool also left the block: at a cap).",
+            "block's end), `evicted` (a tool also left the block: at a cap), `rewritten` (the "
+            "client rewrote its history, which breaks the cached prefix whatever is forwarded, "
+            "so the block was chosen afresh where tools are delivered in the conversation).",
             ["reason"], registry=r,
         )
         self.state_errors = Counter(

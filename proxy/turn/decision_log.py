@@ -69,13 +69,23 @@ def log_decision(
 def cache_fields(turn: Turn) -> dict[str, Any]:
     """The decision log's prefix-cache fields: the tokens the proxy expects the upstream
     to reuse and to evaluate, whether the forwarded block changed after the conversation
-    started (``cache_break``), and how the block began (``block``)."""
-    expectation = turn.plan.expectation
+    started (``cache_break``), how the block began (``block``), where later tools reach
+    the model (``delivery``: ``conversation`` or ``block``), and where they do in the
+    conversation, whether the client's history continued its last request's
+    (``history_continued``: False when the client rewrote it) and the tools the turn
+    wanted that stay outside the block (``outside``: delivered, or left to a search)."""
+    plan = turn.plan
+    expectation = plan.expectation
     if expectation is None:
         return {}
-    return {
+    fields: dict[str, Any] = {
         "expected_cached_tokens": expectation.reused,
         "expected_evaluated_tokens": expectation.evaluated,
         "cache_break": expectation.broken,
-        "block": turn.plan.block_start,
+        "block": plan.block_start,
+        "delivery": "conversation" if plan.delivers else "block",
     }
+    if plan.delivers:
+        fields["history_continued"] = plan.continued
+        fields["outside"] = list(plan.selection.outside)
+    return fields

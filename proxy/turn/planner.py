@@ -94,7 +94,8 @@ class Planner:
         if plan.ranking is not None:
             self.metrics.embedding_seconds.observe(plan.ranking.embedding_s)
         if plan.expectation is not None:
-            self._observe_cache(plan.expectation, bool(plan.selection.evicted))
+            self._observe_cache(plan.expectation, bool(plan.selection.evicted),
+                                rewritten=plan.delivers and not plan.continued)
         if save:
             await self._save(plan, conversation, agent)
         return Turn(plan, conversation, agent)
@@ -141,11 +142,12 @@ class Planner:
         if agent is not None and plan.agent_state is not None:
             await self._save_state(agent, plan.agent_state)
 
-    def _observe_cache(self, expectation: CacheExpectation, evicted: bool) -> None:
+    def _observe_cache(self, expectation: CacheExpectation, evicted: bool, *, rewritten: bool) -> None:
         self.metrics.expected_reused_tokens.observe(expectation.reused)
         self.metrics.expected_evaluated_tokens.observe(expectation.evaluated)
         if expectation.broken:
-            self.metrics.cache_breaks.labels("evicted" if evicted else "appended").inc()
+            reason = "rewritten" if rewritten else "evicted" if evicted else "appended"
+            self.metrics.cache_breaks.labels(reason).inc()
 
     async def _load_state(self, conversation: str) -> ConversationState:
         try:
