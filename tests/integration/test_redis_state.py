@@ -202,3 +202,35 @@ def test_a_redis_that_stops_answering_costs_a_request_about_the_timeout(
     assert elapsed < REDIS_TIMEOUT_S + 1.5, f"a paused Redis held the request {elapsed:.2f}s"
     post(a, "conv-slow")
     assert LOADED in last_forwarded(upstream)  # the state written before the pause is back
+
+
+def test_a_conversation_delivered_through_replica_a_keeps_its_shape_on_replica_b(
+    upstream: RunningUpstream, redis: RedisServer, start_proxy: ProxyFactory
+) -> None:
+    """Tools delivered in the conversation (``late_tools=conversation``): replica A serves
+    a request whose model loads a tool (a hidden exchange, kept in Redis) and calls it
+    through the bridge; the client's next request, served by replica B, is forwarded as the
+    upstream saw the conversation: the same block, the hidden exchange in its place, the
+    client's call written back as the bridge call."""
+    settings: dict[str, object] = {"state_url": redis.url, "max_tools": 6, "top_k": 4,
+                                   "threshold": 0.0, "redis_timeout_s": 5.0,
+                                   "late_tools": "conversation"}
+    a, b = start_proxy(**settings), start_proxy(**settings)
+    arguments = {"name": "session", "value": "abc"}
+    bridged = {"id": "bridge_1", "name": "call_tool",
+               "arguments": json.dumps({"name": LOADED, "arguments": arguments})}
+    upstream.upstream.script(Chat(tool_calls=[load_call(LOADED)]), Chat(tool_calls=[bridged]))
+    before = len(chat_requests(upstream))
+    (call,) = post(a, "conv-delivered").json()["choices"][0]["message"]["tool_calls"]
+    assert call["function"]["name"] == LOADED and json.loads(call["function"]["arguments"]) == arguments
+    upstream.upstream.script(Chat(content="Set."))
+    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
+               {"role": "tool", "tool_call_id": call["id"], "content": "ok"}]
+    post(b, "conv-delivered", json.dumps({"model": "m", "messages": history,
+                                          "tools": PLAYWRIGHT}).encode())
+    first, second, third = (r.json() for r in chat_requests(upstream)[before:])
+    assert names(third["tools"]) == names(second["tools"]) == names(first["tools"])
+    assert third["messages"][: len(second["messages"])] == second["messages"]
+    written = third["messages"][len(second["messages"])]["tool_calls"][0]["function"]
+    assert written["name"] == "call_tool"
+    assert json.loads(written["arguments"]) == {"name": LOADED, "arguments": arguments}
