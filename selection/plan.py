@@ -16,7 +16,7 @@ from selection.catalog.text_plan import TextPlan
 from selection.choosing.block_order import Selection
 from selection.choosing.prefix import CacheExpectation
 from selection.choosing.state import ConversationState
-from selection.clients.bridge import BridgedCall, read_bridge_call
+from selection.clients.bridge import CALL_TOOL, BridgedCall, read_bridge_call
 from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
@@ -248,7 +248,7 @@ class Plan:
     def bridged(self, arguments: str) -> BridgedCall:
         """The client's call a bridge call stands for (``arguments``: its JSON text), or
         the error the model is answered with (:func:`selection.clients.bridge.read_bridge_call`)."""
-        return read_bridge_call(arguments, self.catalog)
+        return read_bridge_call(arguments, self.catalog, self.bridge or CALL_TOOL)
 
     def outside_block(self, name: str) -> bool:
         """Whether a call of tool ``name`` goes through the bridge in the history the

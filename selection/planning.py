@@ -41,7 +41,7 @@ from selection.choosing.prefix import (
 )
 from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState
-from selection.clients.bridge import delivered_results
+from selection.clients.bridge import CALL_TOOL, delivered_results
 from selection.clients.deferral import Deferral, read_deferral
 from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
 from selection.clients.searches import Searches
@@ -332,6 +332,7 @@ class Selector:
                 results, [answer.found for answer in answers], set(plan.selection.names),
                 selection.state.delivered, plan.catalog,
                 again=[answer.label == "client_search" for answer in answers],
+                bridge=plan.bridge or CALL_TOOL,
             ))
         replanned = replace(plan, selection=selection, frozen=plan.delivers,
                             agent_state=agent_block(selection.state, conversation))

@@ -32,12 +32,13 @@ CALL_TOOL = "call_tool"
 MAX_ARGUMENT_ERRORS = 3
 #: Characters of one violation's message (a huge schema or value is not echoed whole).
 ARGUMENT_ERROR_CHARS = 200
-#: How the model calls a delivered tool: the same words in the bridge's description and in
-#: every result that delivers a tool.
-HOW_TO_CALL = (
-    'Call a loaded tool with call_tool: {"name": "<tool name>", "arguments": {<its '
-    "arguments, as its parameters say>}}."
-)
+
+
+def how_to_call(bridge: str) -> str:
+    """How the model calls a delivered tool through ``bridge``: the same words in every
+    result that delivers a tool and in every refused bridge call."""
+    return (f'Call it with {bridge}: {{"name": "<its name>", "arguments": {{<its arguments, '
+            'as its parameters say>}}.')
 
 
 def bridge_definition(name: str, legacy: bool) -> dict[str, Any]:
@@ -46,8 +47,9 @@ def bridge_definition(name: str, legacy: bool) -> dict[str, Any]:
     function = {
         "name": name,
         "description": (
-            "Calls a tool that a tool search or load result gave you (its definition is in "
-            "that result, not in your tool list). " + HOW_TO_CALL.replace("call_tool", name)
+            "Calls a tool whose definition a tool search or load result gave you (it is not "
+            "in your tool list): name is the tool's name, arguments are its arguments, as "
+            "its parameters say."
         ),
         "parameters": {
             "type": "object",
@@ -87,19 +89,19 @@ class BridgedCall:
         return self.error is None
 
 
-def read_bridge_call(arguments: str, catalog: Catalog) -> BridgedCall:
+def read_bridge_call(arguments: str, catalog: Catalog, bridge: str = CALL_TOOL) -> BridgedCall:
     """The call a ``call_tool`` call stands for. ``arguments``: its JSON text, an object
     ``{"name": str, "arguments": object}`` (``arguments`` may also be an object written as
     a JSON string, as some models do). The name must be a tool of ``catalog`` (else the
     error names the closest ones) and the arguments must satisfy its ``parameters`` schema
     (JSON Schema, by the ``jsonschema`` library; a schema that is itself invalid checks
-    nothing beyond the object)."""
+    nothing beyond the object). ``bridge``: the bridge's name, as an error names it."""
     try:
         value = json.loads(arguments or "{}")
     except (json.JSONDecodeError, RecursionError):
-        return _failed(None, "the arguments were cut off or are not valid JSON")
+        return _failed(bridge, None, "the arguments were cut off or are not valid JSON")
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return _failed(None, 'arguments must be {"name": "<tool name>", "arguments": {...}}')
+        return _failed(bridge, None, 'arguments must be {"name": "<tool name>", "arguments": {...}}')
     name, inner = value["name"], value.get("arguments", {})
     if isinstance(inner, str):
         try:
@@ -108,13 +110,13 @@ def read_bridge_call(arguments: str, catalog: Catalog) -> BridgedCall:
             inner = None
     tool = catalog.get(name)
     if tool is None:
-        return _failed(name, f"no tool is named {name[:128]!r}",
+        return _failed(bridge, name, f"no tool is named {name[:128]!r}",
                        did_you_mean=closest_names(name[:128], catalog.names))
     if not isinstance(inner, dict):
-        return _failed(name, f"the arguments of {name} must be a JSON object")
+        return _failed(bridge, name, f"the arguments of {name} must be a JSON object")
     problems = schema_problems(tool.parameters, inner)
     if problems:
-        return _failed(name, f"the arguments do not fit {name}'s parameters",
+        return _failed(bridge, name, f"the arguments do not fit {name}'s parameters",
                        problems=problems, parameters=dict(tool.parameters))
     return BridgedCall(name, json.dumps(inner, ensure_ascii=False))
 
@@ -141,8 +143,8 @@ def schema_problems(schema: Mapping[str, Any], instance: Any) -> list[str]:
         return []
 
 
-def _failed(name: str | None, error: str, **detail: Any) -> BridgedCall:
-    answer = {"error": error, **detail, "how_to_call": HOW_TO_CALL}
+def _failed(bridge: str, name: str | None, error: str, **detail: Any) -> BridgedCall:
+    answer = {"error": error, **detail, "how_to_call": how_to_call(bridge)}
     return BridgedCall(name, "{}", json.dumps(answer, ensure_ascii=False))
 
 
@@ -157,11 +159,12 @@ def bridge_arguments(name: str, arguments: str) -> str:
     return json.dumps({"name": name, "arguments": inner}, ensure_ascii=False)
 
 
-def delivering(content: str, names: Sequence[str], catalog: Catalog) -> str:
+def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str = CALL_TOOL) -> str:
     """A ``load_tools`` / ``search_tools`` result (JSON object text) that delivers the
     tools it loaded (``names``) in the conversation: their definitions under ``tools`` and
-    the words that say how to call them (``note``). A result that is not a JSON object, or
-    loads nothing, is returned as it is."""
+    the words that say how to call them through ``bridge`` (``note``; tools it names as
+    ``already_available`` are in the model's tool list, and called directly). A result
+    that is not a JSON object, or loads nothing, is returned as it is."""
     try:
         result = json.loads(content)
     except json.JSONDecodeError:
@@ -170,13 +173,16 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog) -> str:
     if not isinstance(result, dict) or not delivered:
         return content
     result["tools"] = delivered
-    result["note"] = HOW_TO_CALL
+    note = 'The tools under "tools" are not in your tool list. ' + how_to_call(bridge)
+    if result.get("already_available"):
+        note += ' Those under "already_available" are: call them directly.'
+    result["note"] = note
     return json.dumps(result, ensure_ascii=False)
 
 
 def delivered_results(
     contents: Sequence[str], loads: Sequence[Sequence[str]], forwarded: set[str],
-    delivered: list[str], catalog: Catalog, *, again: Sequence[bool] = (),
+    delivered: list[str], catalog: Catalog, *, again: Sequence[bool] = (), bridge: str = CALL_TOOL,
 ) -> list[str]:
     """The results of one round's meta-calls (``contents``, JSON text each) delivering
     what each loaded or found (``loads``) outside the block (``forwarded``), by
@@ -189,7 +195,7 @@ def delivered_results(
         repeat = position < len(again) and again[position]
         new = [name for name in dict.fromkeys(names)
                if name not in forwarded and (repeat or name not in delivered)]
-        results.append(delivering(content, new, catalog))
+        results.append(delivering(content, new, catalog, bridge))
         delivered.extend(name for name in new if name not in delivered)
     return results
 

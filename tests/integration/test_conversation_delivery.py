@@ -82,7 +82,7 @@ def test_a_loaded_tool_is_called_through_the_bridge_and_reaches_the_client_by_na
     assert call_id == "meta_1" and delivered["loaded"] == [LOADED]
     assert [tool["name"] for tool in delivered["tools"]] == [LOADED]
     assert delivered["tools"][0]["parameters"]["required"] == ["name", "value"]
-    assert "call_tool" in delivered["note"]
+    assert "call_tool" in delivered["note"] and "not in your tool list" in delivered["note"]
 
 
 @pytest.mark.parametrize(("name", "stream"), [c for c in CASES if c[0] == "chat"],

@@ -657,3 +657,18 @@ def test_property_left_out_is_the_best_scored_unforwarded_tools(scenario) -> Non
         )
         assert [s for _, s in chosen.left_out] == missing[:LEFT_OUT_REPORTED]
         assert not set(dict(chosen.left_out)) & set(chosen.names)
+
+
+def test_a_frozen_block_admits_nothing_and_reports_what_the_turn_wanted_outside_it() -> None:
+    catalog = catalog_of("a", "b", "c", "d")
+    first = select(catalog, ranked(scores_for(catalog, a=0.9, b=0.8)), policy(top_k=2), ConversationState(),
+                   TurnFacts(now=1))
+    state = first.state
+    state.turn = 1
+    later = select(catalog, ranked(scores_for(catalog, c=0.95, d=0.9)), policy(top_k=2), state,
+                   TurnFacts(now=2, pinned=["d"], frozen=True))
+    assert later.names == first.names == ["a", "b"] and not later.changed
+    assert later.outside == ("d", "c")  # pinned first, then what the ranking wants
+    unfrozen = select(catalog, ranked(scores_for(catalog, c=0.95, d=0.9)), policy(top_k=2), state,
+                      TurnFacts(now=2, pinned=["d"]))
+    assert "d" in unfrozen.names and unfrozen.outside == ()

@@ -85,6 +85,20 @@ def test_the_meta_tools_place_round_trips_and_copies() -> None:
     assert state.copy().meta_at == 1
 
 
+def test_what_the_conversation_delivered_round_trips_and_copies() -> None:
+    state = sample_state()
+    assert not {"delivered", "exchanges", "seen"} & set(json.loads(state.to_json()))
+    state.delivered = ["list_issues"]
+    state.exchanges = [{"at": 2, "turn": 1, "items": [{"role": "tool", "content": "{}"}]}]
+    state.seen = {"messages": 2, "digest": "ab"}
+    read = ConversationState.from_json(state.to_json())
+    assert (read.delivered, read.exchanges, read.seen) == (state.delivered, state.exchanges, state.seen)
+    clone = state.copy()
+    clone.exchanges.append({"at": 3})
+    clone.delivered.append("x")
+    assert len(state.exchanges) == 1 and state.delivered == ["list_issues"]
+
+
 @pytest.mark.parametrize(
     "raw",
     [
@@ -103,6 +117,9 @@ def test_the_meta_tools_place_round_trips_and_copies() -> None:
         '{"loaded": [], "turn": -4, "meta_calls": 0}',
         '{"loaded": [], "turn": 1, "meta_calls": -1}',
         '{"loaded": [], "turn": 1, "meta_calls": 0, "history_tokens": -2}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "exchanges": {"at": 1}}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "exchanges": [1]}',
+        '{"loaded": [], "turn": 1, "meta_calls": 0, "seen": [3, "x"]}',
         b"\xff\xfe",
         # Values JSON reads but int() cannot (OverflowError), and nesting json cannot
         # (RecursionError): a corrupt Redis value must read as unreadable, not as a defect.

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from proxy.apis.chat.calls import CallAssembler
 from proxy.apis.chat.text_calls import HOLD_LIMIT, TextCallFilter
 from proxy.turn.turn import meta_call
+from selection.types import BridgedCall
 
 
 def is_meta(name: str | None) -> bool:
@@ -168,3 +170,37 @@ def test_held_text_is_bounded() -> None:
 
 def test_a_cut_off_meta_call_in_text_is_taken_out_with_no_arguments() -> None:
     assert run_filter('<tool_call>{"name": "load_tools", "arguments": {"names": ["get_') == ("", [("load_tools", "")])
+
+
+def is_bridge(name: str | None) -> bool:
+    return name == "call_tool"
+
+
+def resolve(arguments: str) -> BridgedCall:
+    value = json.loads(arguments)
+    if value["name"] == "nope":
+        return BridgedCall("nope", "{}", '{"error": "no tool is named nope"}')
+    return BridgedCall(value["name"], json.dumps(value["arguments"]))
+
+
+def test_a_bridge_call_is_held_and_shown_as_the_call_it_stands_for_in_the_models_order() -> None:
+    calls = CallAssembler(is_meta, is_bridge)
+    shown = calls.feed(0, [item(0, "a", "first", '{"x": 1}')])
+    shown += calls.feed(0, [item(1, "b", "call_tool", '{"name": "real", ')])
+    shown += calls.feed(0, [item(1, None, None, '"arguments": {"y": 2}}')])
+    shown += calls.feed(0, [item(2, "c", "after", "{}")])
+    assert [s.get("id") for s in shown] == ["a"]  # the bridge and every call after it are held
+    held = calls.resolve_bridges(resolve)
+    assert [(choice, s["index"], s["id"], s["function"]) for choice, s in held] == [
+        (0, 1, "b", {"name": "real", "arguments": '{"y": 2}'}),
+        (0, 2, "c", {"name": "after", "arguments": "{}"}),
+    ]
+    assert [c.name for c in calls.real_calls()] == ["first", "real", "after"]
+
+
+def test_a_bridge_call_that_cannot_be_made_becomes_a_hidden_meta_call() -> None:
+    calls = CallAssembler(is_meta, is_bridge)
+    calls.feed(0, [item(0, "b", "call_tool", '{"name": "nope", "arguments": {}}')])
+    assert calls.resolve_bridges(resolve) == []
+    (meta,) = calls.meta_calls()
+    assert (meta.name, meta.upstream_id) == ("call_tool", "b") and calls.real_calls() == []
