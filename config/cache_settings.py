@@ -85,3 +85,11 @@ class CacheSettings(SignalSettings):
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
+    proactive_loads: bool = Field(
+        False,
+        description="With tools delivered in the conversation (`late_tools`), a new user "
+        "turn whose best tools the conversation's block lacks gets them delivered before "
+        "the model asks: the proxy makes the `load_tools`/`search_tools` call itself, and "
+        "its result, with their definitions, follows the user's message. `false`: the "
+        "model searches when it needs a tool (measured: docs/sessions.md).",
+    )

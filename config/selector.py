@@ -69,6 +69,7 @@ def selector_settings(settings: Settings) -> SelectorSettings:
         query_parts=settings.query_parts,
         tool_budget_share=settings.tool_budget_share,
         search_tools_min_catalog=settings.search_tools_min_catalog,
+        proactive_loads=settings.proactive_loads,
     )
 
 

@@ -155,7 +155,9 @@ class Plan:
     request's history continues the one its conversation sent last
     (:mod:`selection.conversation.continuity`), so the proxy's hidden exchanges stand
     where they stood; ``frozen``: the block is the one the upstream's cache holds for the
-    conversation, unchanged."""
+    conversation, unchanged; ``proactive``: tools the proxy delivers before the first
+    round, as the result of a meta-call it makes itself (a new user turn whose best tools
+    the frozen block lacks, ``proactive_loads`` on)."""
 
     reading: TurnReading
     selection: Selection
@@ -172,6 +174,7 @@ class Plan:
     delivers: bool = False
     continued: bool = False
     frozen: bool = False
+    proactive: tuple[str, ...] = ()
 
     @property
     def catalog(self) -> Catalog:

@@ -65,13 +65,16 @@ class SelectorSettings:
     (``query_user_messages`` user messages, ``query_chars`` characters, ``query_parts``
     parts: :func:`selection.conversation.query.query_parts`), the share of the upstream's context the
     forwarded tools may take (``tool_budget_share``), and the catalogue size above which
-    the meta-tool is ``search_tools`` rather than ``load_tools``."""
+    the meta-tool is ``search_tools`` rather than ``load_tools``. ``proactive_loads``: on a
+    frozen block, a new user turn's best tools the block lacks are delivered in the
+    conversation before the model asks (:attr:`selection.plan.Plan.proactive`)."""
 
     query_user_messages: int = 1
     query_chars: int = 1000
     query_parts: int = 6
     tool_budget_share: float = 0.5
     search_tools_min_catalog: int = 100
+    proactive_loads: bool = False
 
 
 class MetaCallLike(Protocol):
@@ -277,10 +280,15 @@ class Selector:
             state.meta_at = None  # a meta-tool forwarded later starts at the end
         expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
                                reuse=reuse > 0, history_tokens=history)
+        proactive = ()
+        if self.settings.proactive_loads and facts.frozen and meta is not None and (
+            meta.load_name or meta.search_name
+        ) and new_user_turn(messages):
+            proactive = tuple(name for name in selection.missing if name not in state.delivered)
         return Plan(
             reading, selection, agent_block(state, conversation), meta, ranking,
             pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
-            delivers=delivers, continued=continued, frozen=facts.frozen,
+            delivers=delivers, continued=continued, frozen=facts.frozen, proactive=proactive,
         )
 
     def _select(
@@ -378,6 +386,13 @@ class _Answer:
     @property
     def event(self) -> dict[str, Any]:
         return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}
+
+
+def new_user_turn(messages: Sequence[Any]) -> bool:
+    """Whether the conversation's last message is the user's (a new user turn, not the
+    results of the model's own calls)."""
+    last = messages[-1] if messages else None
+    return isinstance(last, dict) and last.get("role") == "user"
 
 
 def _client_core(deferral: Deferral, delivers: bool) -> tuple[str, ...] | None:

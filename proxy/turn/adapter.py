@@ -203,6 +203,10 @@ class ApiRequest(Protocol):
         the re-issued request; returns what it appended (the API's messages or items:
         the exchange the client never sees, kept to stand in later requests' history)."""
 
+    def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
+        """A round whose answer is ``call`` alone, in the API's shape: a meta-call the proxy
+        makes itself (a proactive load) appended as if the model had made it."""
+
     def history_length(self) -> int:
         """How many messages (or ``input`` items) of history the client sent: where this
         request's exchanges stand in its later requests."""

@@ -42,7 +42,7 @@ from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
 from proxy.turn.sender import plain_body, send_round
-from proxy.turn.turn import Turn
+from proxy.turn.turn import MetaCall, Turn
 
 
 def empty_answer_note(rounds: int, ending: Ending, loaded: bool) -> str:
@@ -82,6 +82,7 @@ class _TurnServer:
         self.view: ClientView | None = None
 
     async def run(self) -> None:
+        await self._deliver_proactively()
         max_rounds = self.services.max_meta_rounds
         streams = self.services.upstream_stream
         plain_upstream = self.stream and streams is not None and not await streams()
@@ -106,6 +107,26 @@ class _TurnServer:
                 await response.aclose()
             if reply is None or not await self._after(reply, offered):
                 return
+
+    async def _deliver_proactively(self) -> None:
+        """Before the first round: the tools the plan delivers proactively, as a meta-call
+        the proxy makes itself (its meta-tool, for those names), answered and appended as
+        a hidden exchange, kept for the conversation's later requests."""
+        turn, meta = self.turn, self.turn.plan.meta
+        names = turn.plan.proactive
+        if not names or meta is None or not (meta.load_name or meta.search_name):
+            return
+        if meta.load_name:
+            call = MetaCall(f"toolprune_load_{turn.plan.state.turn}", meta.load_name,
+                            json.dumps({"names": list(names)}))
+        else:
+            call = MetaCall(f"toolprune_load_{turn.plan.state.turn}", meta.search_name or "",
+                            json.dumps({"query": ", ".join(names)}))
+        results = await self.services.run_meta_calls(turn, [call])
+        turn.meta_events[-1]["proactive"] = True
+        exchange = self.request.append_exchange(turn, self.request.meta_reply(turn, call), results)
+        if self.services.record_exchange is not None:
+            await self.services.record_exchange(turn, self.request.history_length(), exchange)
 
     async def _after(self, reply: Reply, offered: bool) -> bool:
         """Act on a round's outcome (the one meta-round step); True when the request is

@@ -52,7 +52,8 @@ class Selection:
     first). ``parents``: dependency → the forwarded tool whose identifier it produces.
     ``outside``: on a frozen block, the tools the turn selected (found, pinned, requested,
     wanted by its ranking) that stay out of it, in priority order: they reach the model
-    in the conversation.
+    in the conversation. ``missing``: of those, the turn's best tools and their
+    dependencies, what a block that grows would have admitted as needed (insurance aside).
     """
 
     tools: tuple[SelectedTool, ...]
@@ -63,6 +64,7 @@ class Selection:
     tier: tuple[str, ...] = ()
     parents: tuple[tuple[str, str], ...] = ()
     outside: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -121,6 +123,7 @@ def block(
     catalog: Catalog, scores: np.ndarray | None, state: ConversationState, contract: Contract,
     loaded: LoadedSet, reasons: Mapping[str, Reason], wants: Wanted,
     score_of: Mapping[str, float], *, has_block: bool, outside: Sequence[str] = (),
+    missing: Sequence[str] = (),
 ) -> Selection:
     """The turn's :class:`Selection`. On a block that held a meta-tool (``state.meta_at``)
     the meta-tool keeps its text and place (the upstream's cached prefix): tools admitted
@@ -156,5 +159,5 @@ def block(
     return Selection(
         tuple(tools), tuple(loaded.admitted), tuple(loaded.evicted),
         tuple(left_out(catalog, scores, forwarded)) if scores is not None else (),
-        new_state, tier, parents, tuple(outside),
+        new_state, tier, parents, tuple(outside), tuple(missing),
     )

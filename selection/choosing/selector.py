@@ -114,10 +114,13 @@ def select(
         zip(catalog.names, np.asarray(scores).tolist(), strict=True)
     )
     loaded = _admitted(catalog, policy, state, facts, contract, wants, reasons, score_of)
+    frozen = facts.frozen
     return block(
         catalog, scores, state, contract, loaded, reasons, wants, score_of,
         has_block=state.turn > 0 or bool(state.loaded),
-        outside=[name for name in reasons if name not in loaded.loaded] if facts.frozen else (),
+        outside=[name for name in reasons if name not in loaded.loaded] if frozen else (),
+        missing=[c.name for c in wants.semantic
+                 if c.name not in loaded.loaded and c.name not in wants.spare] if frozen else (),
     )
 
 

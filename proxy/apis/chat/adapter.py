@@ -24,7 +24,7 @@ from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, Reply, upstream_error_object
-from proxy.turn.turn import Turn, json_bytes
+from proxy.turn.turn import MetaCall, Turn, json_bytes
 from selection.types import KEEP, CatalogCache, NothingToPrune, TurnInput, read_tool_choice
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
@@ -89,6 +89,11 @@ class ChatRequest:
             body["tool_choice"] = turn.tool_choice.forward
         turn.add_llama_fields(body)
         return json_bytes(body)
+
+    def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
+        """See :meth:`proxy.turn.adapter.ApiRequest.meta_reply`: an assistant message with
+        no content, the call its ``tool_calls``."""
+        return Reply(meta=[call], items=[{"role": "assistant", "content": None}])
 
     def history_length(self) -> int:
         """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the messages."""
