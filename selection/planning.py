@@ -46,9 +46,10 @@ from selection.clients.deferral import Deferral, read_deferral
 from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
 from selection.clients.searches import Searches
 from selection.clients.tool_search import SearchResult, search_meta_tools
-from selection.conversation.continuity import HistoryMark, continues, mark
+from selection.conversation.continuity import mark
 from selection.conversation.history import ToolChoice, called_tools
 from selection.conversation.query import query_parts
+from selection.delivery import client_core, proactive_names, read_delivery
 from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
 from selection.indexes.query_embedding import QueryEmbeddingStats
@@ -254,41 +255,35 @@ class Selector:
         ]))
         history = estimated_text_tokens(reading.history)
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
-        native = reading.native
-        delivers = (upstream.delivery == "conversation" and reading.request.bridges
-                    and native is not None and not native.legacy)
-        continued = continues(HistoryMark.from_json(start.state.seen), messages)
+        delivery = read_delivery(reading, start, upstream)
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
-                                upstream.context_tokens, history, bridge=delivers),
+                                upstream.context_tokens, history, bridge=delivery.delivers),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
-            client_core=_client_core(reading.deferral, delivers),
-            count_evicts=reuse > 0 or not upstream.caches_prefix,
-            frozen=delivers and continued and start.kind is None and start.state.turn > 0,
+            client_core=delivery.client_core, count_evicts=reuse > 0 or not upstream.caches_prefix,
+            frozen=delivery.frozen,
         )
         selection = self._select(reading, ranking, start.state, facts)
         state = selection.state
         state.turn = start.state.turn + 1
         state.history_tokens = history
         state.seen = mark(messages).to_json()
-        if not continued:  # what the proxy delivered stood in a history that is gone
+        if not delivery.continued:  # what the proxy delivered stood in a history that is gone
             state.exchanges, state.delivered = [], []
         meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog,
-                          bridge=delivers)
+                          bridge=delivery.delivers)
         if meta is None:
             state.meta_at = None  # a meta-tool forwarded later starts at the end
         expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
                                reuse=reuse > 0, history_tokens=history)
-        proactive = ()
-        if self.settings.proactive_loads and facts.frozen and meta is not None and (
-            meta.load_name or meta.search_name
-        ) and new_user_turn(messages):
-            proactive = tuple(name for name in selection.missing if name not in state.delivered)
+        proactive = proactive_names(selection.missing, state.delivered, meta, messages) if (
+            self.settings.proactive_loads and facts.frozen) else ()
         return Plan(
             reading, selection, agent_block(state, conversation), meta, ranking,
             pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
-            delivers=delivers, continued=continued, frozen=facts.frozen, proactive=proactive,
+            delivers=delivery.delivers, continued=delivery.continued, frozen=facts.frozen,
+            proactive=proactive,
         )
 
     def _select(
@@ -330,7 +325,7 @@ class Selector:
         facts = TurnFacts(
             now=self.clock(), pinned=plan.pinned, requested=admit, top_k=plan.top_k,
             found=[*plan.state.found, *(searched if deferral.active else ())],
-            preload=plan.reading.preload, client_core=_client_core(deferral, plan.delivers),
+            preload=plan.reading.preload, client_core=client_core(deferral, plan.delivers),
             count_evicts=plan.count_evicts, frozen=plan.delivers,
         )
         selection = select(plan.catalog, plan.ranking, self.policy, state, facts,
@@ -386,24 +381,6 @@ class _Answer:
     @property
     def event(self) -> dict[str, Any]:
         return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}
-
-
-def new_user_turn(messages: Sequence[Any]) -> bool:
-    """Whether the conversation's last message is the user's (a new user turn, not the
-    results of the model's own calls)."""
-    last = messages[-1] if messages else None
-    return isinstance(last, dict) and last.get("role") == "user"
-
-
-def _client_core(deferral: Deferral, delivers: bool) -> tuple[str, ...] | None:
-    """The client's CORE as the turn forwards it: without the tools its searches found
-    where those are delivered in the conversation (a client that sends a found tool as a
-    plain function would otherwise grow the block with it)."""
-    core = deferral.client_core
-    if not delivers or core is None:
-        return core
-    found = set(deferral.found)
-    return tuple(name for name in core if name not in found)
 
 
 def _deferral(request: TurnInput, catalog: Catalog, native: Catalog | None) -> Deferral:

@@ -93,8 +93,12 @@ SELECTION_PARTS: dict[str, set[str]] = {
     "selection.planning_costs": {
         "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
     },
+    "selection.delivery": {
+        "selection.plan", "selection.choosing", "selection.clients", "selection.conversation",
+    },
     "selection.planning": {
-        "selection.plan", "selection.planning_costs", "selection.catalog", "selection.choosing",
+        "selection.plan", "selection.planning_costs", "selection.delivery", "selection.catalog",
+        "selection.choosing",
         "selection.clients", "selection.conversation", "selection.embedders",
         "selection.indexes", "selection.ranking",
     },

@@ -1,0 +1,71 @@
+"""Where a turn's later tools reach the model: in the conversation, through the bridge
+(:mod:`selection.clients.bridge`), or in a block that grows. Read once per turn from what
+the request is, the block it starts from and the upstream's facts; pure.
+
+A turn *delivers* when the upstream is known to cache the prompt's prefix (or the setting
+says so: :attr:`selection.plan.Upstream.delivery`) and its API's adapter writes the bridge.
+Its block is *frozen* — kept as the upstream cached it — when the request continues its
+conversation's history (:mod:`selection.conversation.continuity`) on the conversation's own
+block; a history the client rewrote, a block shared with another conversation of the agent,
+or the conversation's first request may choose afresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from selection.choosing.blocks import BlockStart
+from selection.clients.deferral import Deferral
+from selection.clients.meta_tools import MetaTools
+from selection.conversation.continuity import HistoryMark, continues
+from selection.plan import TurnReading, Upstream
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A turn's delivery: ``delivers``, ``continued`` (the history continues the
+    conversation's last request's), ``frozen`` and the client's CORE as the turn forwards
+    it (``client_core``: without what its searches found, where those are delivered)."""
+
+    delivers: bool
+    continued: bool
+    frozen: bool
+    client_core: tuple[str, ...] | None
+
+
+def read_delivery(reading: TurnReading, start: BlockStart, upstream: Upstream) -> Delivery:
+    """The turn's :class:`Delivery` (see the module docstring)."""
+    native = reading.native
+    delivers = (upstream.delivery == "conversation" and reading.request.bridges
+                and native is not None and not native.legacy)
+    continued = continues(HistoryMark.from_json(start.state.seen), reading.request.messages)
+    frozen = delivers and continued and start.kind is None and start.state.turn > 0
+    return Delivery(delivers, continued, frozen, client_core(reading.deferral, delivers))
+
+
+def client_core(deferral: Deferral, delivers: bool) -> tuple[str, ...] | None:
+    """The client's CORE as the turn forwards it: without the tools its searches found
+    where those are delivered in the conversation (a client that sends a found tool as a
+    plain function would otherwise grow the block with it)."""
+    core = deferral.client_core
+    if not delivers or core is None:
+        return core
+    found = set(deferral.found)
+    return tuple(name for name in core if name not in found)
+
+
+def proactive_names(
+    missing: Sequence[str], delivered: Sequence[str], meta: MetaTools | None,
+    messages: Sequence[Any],
+) -> tuple[str, ...]:
+    """What a frozen turn delivers before the model asks: its ``missing`` best tools not
+    ``delivered`` yet, on a new user turn (the last message the user's), where a meta-tool
+    can load them."""
+    last = messages[-1] if messages else None
+    if meta is None or not (meta.load_name or meta.search_name):
+        return ()
+    if not (isinstance(last, dict) and last.get("role") == "user"):
+        return ()
+    return tuple(name for name in missing if name not in delivered)
