@@ -54,11 +54,11 @@ from proxy.http.server import CLIENT_GONE_SCOPE_KEY, configure
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
+from proxy.servers.upstream_info import UpstreamInfo
+from proxy.servers.upstream_kind import StreamingSupport
 from proxy.turn.decisions import late_error_reporter
 from proxy.turn.handler import TurnHandler
 from proxy.turn.planner import Planner
-from proxy.turn.upstream_info import UpstreamInfo
-from proxy.turn.upstream_kind import StreamingSupport
 from proxy.usage.learning_schedule import start_learning
 from proxy.usage.learning_share import SharedStates
 from proxy.usage.writer import UsageLog

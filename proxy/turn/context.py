@@ -31,7 +31,7 @@ class TurnServices:
     (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``: answers meta-tool calls and
     updates the conversation's state (:meth:`proxy.turn.planner.Planner.run_meta_calls`);
     ``upstream_stream``: whether streaming requests are sent upstream as streaming
-    (:class:`proxy.turn.upstream_kind.StreamingSupport`; None: always)."""
+    (:class:`proxy.servers.upstream_kind.StreamingSupport`; None: always)."""
 
     api: str
     forwarder: Forwarder

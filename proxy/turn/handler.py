@@ -21,6 +21,7 @@ from config.settings import Settings
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
+from proxy.servers.upstream_kind import StreamingSupport
 from proxy.turn.adapter import Api, ApiRequest, ClientOut
 from proxy.turn.context import TurnServices, UsageRecorder
 from proxy.turn.decisions import DecisionFlow
@@ -28,7 +29,6 @@ from proxy.turn.planner import Planner
 from proxy.turn.rounds import serve_turn
 from proxy.turn.translation import whole_turn
 from proxy.turn.turn import Turn
-from proxy.turn.upstream_kind import StreamingSupport
 
 
 class TurnHandler:

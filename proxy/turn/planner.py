@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from config.settings import Settings
 from proxy.http.headers import Headers, state_key
 from proxy.metrics import Metrics
+from proxy.servers.upstream_info import UpstreamInfo
 from proxy.state.store import StateStore
 from proxy.turn.identity import request_conversation
 from proxy.turn.turn import MetaCall, Turn, with_problem
-from proxy.turn.upstream_info import UpstreamInfo
 from selection.planning import Selector
 from selection.types import (
     CacheExpectation,
