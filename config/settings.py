@@ -169,9 +169,9 @@ class Settings(SignalSettings):
     context_tokens: int | None = Field(
         None,
         gt=0,
-        description="The upstream's context per request, in tokens. Unset: llama-server's "
-        "`/props` (`n_ctx` of a slot), fetched once and refreshed; other servers: no token "
-        "cap, only `max_tools`.",
+        description="The upstream's context per request, in tokens. Unset: what the server "
+        "reports for the model (docs/servers/: `/props`, `/models`, `/api/ps`…), refreshed; "
+        "a server that reports none: no token cap, only `max_tools`.",
     )
     tool_budget_share: float = Field(
         0.5,
@@ -188,31 +188,31 @@ class Settings(SignalSettings):
         "slot): they share one tool block, and a turn after another conversation's takes "
         "it, since its history is evaluated again anyway. `per_conversation`: many prompts "
         "(vLLM automatic prefix caching, SGLang): each conversation keeps its own block. "
-        "`auto`: `last_prompt` when the upstream answers llama-server's `/props` (not asked "
-        "while `context_tokens` is set).",
+        "`auto`: `last_prompt` for a server known to keep one prompt per slot (llama-server, "
+        "Lemonade, Ollama, LM Studio), else `per_conversation`.",
     )
     cache_reuse_tokens: int = Field(
         64,
         ge=0,
         description="llama-server's `n_cache_reuse`, sent with each chat completions and "
-        "Responses request (llama-server drops it from Messages requests) to an upstream "
-        "that answers `/props` unless the request sets it: cached "
+        "Responses request (llama-server drops it from Messages requests) for a model that "
+        "llama.cpp serves (llama-server, Lemonade's `llamacpp`) unless the request sets it: cached "
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
     upstream_props_refresh_s: float = Field(
         600.0,
         gt=0,
-        description="Seconds between fetches of the upstream's `/props`; also how long an "
-        "upstream without `/props` or `/tokenize` is not asked again (tokens are estimated).",
+        description="Seconds between reads of what the server is and reports (docs/servers/); "
+        "also how long a tokenizer that failed is not asked again (tokens are estimated).",
     )
     upstream_stream: bool | None = Field(
         None,
         description="Whether acting chat-completions requests that stream are sent upstream "
         "streaming. `false`: sent without streaming, the client's SSE made from the JSON "
         "answer (upstreams that drop streamed tool calls: the answer ends `stop` with no "
-        "content). Unset: `false` for an upstream that names itself Ollama before v0.8.0 at "
-        "`GET /api/version`, else `true`. A streamed answer to a request with tools that ends "
+        "content). Unset: `false` for an upstream identified as Ollama before v0.8.0 "
+        "(`GET /api/version`), else `true`. A streamed answer to a request with tools that ends "
         "`stop` with no content nor call is logged (`upstream_suspicious_stop`) and counted "
         "(`toolprune_upstream_suspicious_stops_total`).",
     )

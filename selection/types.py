@@ -42,7 +42,7 @@ from selection.errors import (
 from selection.history import KEEP, ToolChoice, called_tools, read_tool_choice
 from selection.meta_tools import MetaTools, free_name
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
-from selection.prefix import CacheExpectation
+from selection.prefix import TEMPLATE_RESERVE_TOKENS, CacheExpectation
 from selection.query import content_text
 from selection.state import ConversationState, LoadedTool
 from selection.text_path import text_called_tools
@@ -51,7 +51,7 @@ from selection.tokens import estimated_tokens
 from selection.tool_search import UNAVAILABLE, ClientSearch, SearchResult
 
 __all__ = [
-    "DEFER_LOADING", "KEEP", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
+    "DEFER_LOADING", "KEEP", "TEMPLATE_RESERVE_TOKENS", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
     "CatalogError", "ClientSearch", "ConversationState", "DeclaredGroup", "Embedder",
     "EmbedderError", "EmbedderTimeout", "IndexPending", "LoadedTool", "MetaTools",
     "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",

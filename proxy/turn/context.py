@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from proxy.http.forwarding import Forwarder
+from proxy.http.forwarding import ErrorReader, Forwarder
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.turn.turn import MetaCall, Turn
@@ -31,7 +31,9 @@ class TurnServices:
     (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``: answers meta-tool calls and
     updates the conversation's state (:meth:`proxy.turn.planner.Planner.run_meta_calls`);
     ``upstream_stream``: whether streaming requests are sent upstream as streaming
-    (:class:`proxy.servers.upstream_kind.StreamingSupport`; None: always)."""
+    (:meth:`proxy.servers.probe.ServerProbe.streams_tool_calls`; None: always);
+    ``errors``: reads an upstream error answer as the proxy's own (a context overflow in
+    the client's API's shape; None: relayed as sent)."""
 
     api: str
     forwarder: Forwarder
@@ -39,6 +41,7 @@ class TurnServices:
     max_meta_rounds: int
     run_meta_calls: MetaCallRunner
     upstream_stream: Callable[[], Awaitable[bool]] | None = None
+    errors: ErrorReader | None = None
 
     def suspicious_stop(self, request_id: bytes) -> None:
         """A streamed answer to a request with tools ended normally (``stop``,
