@@ -43,9 +43,9 @@ class CacheSettings(SignalSettings):
     context_tokens: int | None = Field(
         None,
         gt=0,
-        description="The upstream's context per request, in tokens. Unset: llama-server's "
-        "`/props` (`n_ctx` of a slot), fetched once and refreshed; other servers: no token "
-        "cap, only `max_tools`.",
+        description="The upstream's context per request, in tokens. Unset: what the server "
+        "reports for the model (docs/servers/: `/props`, `/models`, `/api/ps`…), refreshed; "
+        "a server that reports none: no token cap, only `max_tools`.",
     )
     tool_budget_share: float = Field(
         0.5,
@@ -62,8 +62,8 @@ class CacheSettings(SignalSettings):
         "slot): they share one tool block, and a turn after another conversation's takes "
         "it, since its history is evaluated again anyway. `per_conversation`: many prompts "
         "(vLLM automatic prefix caching, SGLang): each conversation keeps its own block. "
-        "`auto`: `last_prompt` when the upstream answers llama-server's `/props` (not asked "
-        "while `context_tokens` is set).",
+        "`auto`: `last_prompt` for a server known to keep one prompt per slot (llama-server, "
+        "Lemonade, Ollama, LM Studio), else `per_conversation`.",
     )
     late_tools: Literal["auto", "conversation", "block"] = Field(
         "auto",
@@ -73,15 +73,16 @@ class CacheSettings(SignalSettings):
         "client's own search result, carries the tool's definition, and the model calls it "
         "through the `call_tool` bridge, which the proxy turns into the client's real call. "
         "`block`: the tool joins the block, and the upstream evaluates the history after "
-        "the block again. `auto`: `conversation` when the upstream is known to cache the "
-        "prompt's prefix (it answers llama-server's `/props`), else `block`.",
+        "the block again. `auto`: `conversation` when the upstream is a server known to cache "
+        "the prompt's prefix (llama-server, Lemonade, vLLM, Ollama, LM Studio: "
+        "docs/servers/), else `block`.",
     )
     cache_reuse_tokens: int = Field(
         64,
         ge=0,
         description="llama-server's `n_cache_reuse`, sent with each chat completions and "
-        "Responses request (llama-server drops it from Messages requests) to an upstream "
-        "that answers `/props` unless the request sets it: cached "
+        "Responses request (llama-server drops it from Messages requests) for a model that "
+        "llama.cpp serves (llama-server, Lemonade's `llamacpp`) unless the request sets it: cached "
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )

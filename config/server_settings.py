@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,6 +23,20 @@ class ServerSettings(BaseSettings):
         "http://127.0.0.1:8080/v1",
         description="The upstream's OpenAI base URL (llama-server `http://HOST:8080/v1`, "
         "Lemonade `http://HOST:8000/api/v1`).",
+    )
+    upstream_kind: Literal[
+        "auto", "llama-server", "lemonade", "vllm", "lmstudio", "ollama", "other"
+    ] = Field(
+        "auto",
+        description="Which server the upstream is (docs/servers/). `auto`: learned from its "
+        "own endpoints (shown by `/readyz`); a kind: only that kind's endpoints are asked; "
+        "`other` (a gateway): none, the settings alone apply.",
+    )
+    upstream_api_key: SecretStr | None = Field(
+        None,
+        description="Bearer token of the proxy's own requests to the upstream (what it asks "
+        "the server about itself, token counts), for a server behind an API key (vLLM "
+        "`--api-key`, LEMONADE_API_KEY, LM Studio's tokens). Clients' requests carry their own.",
     )
     host: str = Field("127.0.0.1", description="Address `toolprune serve` binds.")
     port: int = Field(8088, ge=1, le=65535, description="Port `toolprune serve` listens on.")

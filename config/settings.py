@@ -148,16 +148,16 @@ class Settings(CacheSettings):
     upstream_props_refresh_s: float = Field(
         600.0,
         gt=0,
-        description="Seconds between fetches of the upstream's `/props`; also how long an "
-        "upstream without `/props` or `/tokenize` is not asked again (tokens are estimated).",
+        description="Seconds between reads of what the server is and reports (docs/servers/); "
+        "also how long a tokenizer that failed is not asked again (tokens are estimated).",
     )
     upstream_stream: bool | None = Field(
         None,
         description="Whether acting chat-completions requests that stream are sent upstream "
         "streaming. `false`: sent without streaming, the client's SSE made from the JSON "
         "answer (upstreams that drop streamed tool calls: the answer ends `stop` with no "
-        "content). Unset: `false` for an upstream that names itself Ollama before v0.8.0 at "
-        "`GET /api/version`, else `true`. A streamed answer to a request with tools that ends "
+        "content). Unset: `false` for an upstream identified as Ollama before v0.8.0 "
+        "(`GET /api/version`), else `true`. A streamed answer to a request with tools that ends "
         "`stop` with no content nor call is logged (`upstream_suspicious_stop`) and counted "
         "(`toolprune_upstream_suspicious_stops_total`).",
     )

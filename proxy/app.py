@@ -54,11 +54,10 @@ from proxy.http.server import CLIENT_GONE_SCOPE_KEY, configure
 from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
+from proxy.servers.probe import ServerProbe
 from proxy.turn.decisions import late_error_reporter
 from proxy.turn.handler import TurnHandler
 from proxy.turn.planner import Planner
-from proxy.turn.upstream_info import UpstreamInfo
-from proxy.turn.upstream_kind import StreamingSupport
 from proxy.usage.learning_schedule import start_learning
 from proxy.usage.learning_share import SharedStates
 from proxy.usage.writer import UsageLog
@@ -84,6 +83,8 @@ class Services:
     #: The acting handlers, by path (``/v1/chat/completions``, ``/v1/responses``,
     #: ``/v1/messages``): one turn core, one adapter each.
     apis: dict[str, TurnHandler]
+    #: What the upstream is (``/readyz`` shows it).
+    server: ServerProbe
     #: Tasks serving proxied requests: at shutdown, those the server cancelled get a
     #: moment to tell their clients before the process exits.
     in_flight: set[asyncio.Task[Any] | None] = field(default_factory=set)
@@ -239,29 +240,29 @@ def create_app(settings: Settings) -> Starlette:
                 settings.usage_db, settings.learn_interval_s, selector,
                 shared=shared, refresh_s=settings.learn_refresh_s,
             )
-        upstream_info = UpstreamInfo(settings, upstream)
-        streaming = StreamingSupport(settings, upstream)
+        server = ServerProbe(settings, upstream)
+        await server.identify()  # the upstream_server line (bounded wait)
         planner = Planner(
             settings=settings, selector=selector, store=store, metrics=metrics,
             on_late_error=late_error_reporter(metrics, settings.fallback_log_interval_s),
-            upstream=upstream_info,
+            upstream=server,
         )
         catalogs = CatalogCache(
             settings.catalog_cache_bytes, max_tool_bytes=settings.max_tool_definition_bytes
         )
         adapters = (
-            (CHAT_COMPLETIONS_PATH, ChatApi(catalogs), streaming),
+            (CHAT_COMPLETIONS_PATH, ChatApi(catalogs), server),
             (RESPONSES_PATH, ResponsesApi(), None),
             (MESSAGES_PATH, MessagesApi(), None),
         )
         apis = {
             path: TurnHandler(
                 api=api, settings=settings, planner=planner, forwarder=forwarder,
-                metrics=metrics, usage=usage, streaming=api_streaming,
+                metrics=metrics, usage=usage, server=server, streaming=api_streaming,
             )
             for path, api, api_streaming in adapters
         }
-        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, apis)
+        app.state.services = Services(settings, metrics, upstream, forwarder, embedder, apis, server)
         loading = asyncio.create_task(load_embedder(embedder))
         warming = asyncio.create_task(warm_catalogs(settings.warm_files, selector))
         app.state.warming = warming
@@ -281,8 +282,7 @@ def create_app(settings: Settings) -> Starlette:
                 await shared.aclose()
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
-            await upstream_info.aclose()
-            await streaming.aclose()
+            await server.aclose()
             await selector.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()
@@ -294,7 +294,9 @@ def create_app(settings: Settings) -> Starlette:
 
     async def readyz(request: Request) -> JSONResponse:
         """Readiness: the upstream answers ``GET {upstream_url}/models``, the embedder
-        is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled)."""
+        is loaded and the ``warm_files`` catalogues are indexed (when pruning is enabled).
+        ``server``: what the upstream is and reports, with where each fact came from
+        (:meth:`proxy.servers.probe.ServerProbe.shown`; asked again when due)."""
         services: Services = request.app.state.services
         checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
         if settings.enabled:
@@ -302,8 +304,10 @@ def create_app(settings: Settings) -> Starlette:
             if settings.warm_files:
                 checks["warm_catalogs"] = request.app.state.warming.done()
         ready = all(checks.values())
+        await services.server.facts()
         return JSONResponse(
-            {"status": "ready" if ready else "not_ready", "checks": checks},
+            {"status": "ready" if ready else "not_ready", "checks": checks,
+             "server": services.server.shown()},
             status_code=200 if ready else 503,
         )
 

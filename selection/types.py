@@ -27,7 +27,7 @@ from selection.catalog.text_path import text_called_tools
 from selection.catalog.text_plan import TextPlan
 from selection.catalog.tokens import estimated_tokens
 from selection.choosing.block_order import SelectedTool, Selection
-from selection.choosing.prefix import CacheExpectation
+from selection.choosing.prefix import TEMPLATE_RESERVE_TOKENS, CacheExpectation
 from selection.choosing.state import ConversationState, LoadedTool
 from selection.clients.bridge import BridgedCall, bridge_arguments
 from selection.clients.client_deferral import deferred_menu
@@ -52,7 +52,7 @@ from selection.errors import (
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
 
 __all__ = [
-    "DEFER_LOADING", "KEEP", "BridgedCall", "bridge_arguments", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
+    "DEFER_LOADING", "KEEP", "TEMPLATE_RESERVE_TOKENS", "BridgedCall", "bridge_arguments", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
     "CatalogError", "ClientSearch", "ConversationState", "DeclaredGroup", "Embedder",
     "EmbedderError", "EmbedderTimeout", "IndexPending", "LoadedTool", "MetaTools",
     "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",

@@ -4,7 +4,9 @@ OpenAI's shape, per its API reference ("Error codes"):
 ``{"error": {"message": str, "type": str, "param": str | None, "code": str | None}}``;
 on Anthropic's ``/v1/messages`` routes (:data:`ERROR_SHAPE` set to ``"anthropic"``),
 Anthropic's, per its "Errors" reference: ``{"type": "error", "error": {"type", "message"}}``.
-Upstream errors are never wrapped: their status and body pass through unchanged.
+Upstream errors pass through unchanged, but for one: a context overflow, in whatever shape
+the server wraps it (:mod:`proxy.servers.overflow`), reaches the client as its API's own
+(:class:`ContextOverflow`).
 """
 
 from __future__ import annotations
@@ -136,6 +138,41 @@ class InvalidHeader(InvalidRequest):
     """A toolprune request header has a value the proxy does not understand: HTTP 400."""
 
     code = "invalid_toolprune_header"
+
+
+class ContextOverflow(InvalidRequest):
+    """The upstream refused the request as longer than the model's context: HTTP 400 in
+    the client's API's own words, the counts the server gave kept. OpenAI's (its
+    ``context_length_exceeded`` error: "This model's maximum context length is M tokens.
+    However, your messages resulted in N tokens…", ``param`` ``messages``), with
+    llama-server's ``n_prompt_tokens`` and ``n_ctx`` beside; Anthropic's on Messages
+    ("prompt is too long: N tokens > M maximum", what Claude Code compacts on). The
+    server's own message follows, with its kind."""
+
+    code = "context_length_exceeded"
+
+    def __init__(self, server_message: str, prompt_tokens: int | None,
+                 context_tokens: int | None, server: str) -> None:
+        where = f"(upstream {server}: {server_message})"
+        if prompt_tokens is not None and context_tokens is not None:
+            openai = (f"This model's maximum context length is {context_tokens} tokens. However, "
+                      f"your messages resulted in {prompt_tokens} tokens. Please reduce the "
+                      f"length of the messages. {where}")
+            anthropic = f"prompt is too long: {prompt_tokens} tokens > {context_tokens} maximum {where}"
+        else:
+            openai = f"The request exceeds the model's maximum context length {where}"
+            anthropic = f"prompt is too long {where}"
+        super().__init__(openai)
+        self.anthropic_message = anthropic
+        self.prompt_tokens, self.context_tokens = prompt_tokens, context_tokens
+
+    def body(self) -> bytes:
+        if ERROR_SHAPE.get() == "anthropic":
+            return anthropic_error_body(self.anthropic_message, self.status_code)
+        counts = {"n_prompt_tokens": self.prompt_tokens, "n_ctx": self.context_tokens}
+        error = {"message": self.message, "type": self.error_type, "param": "messages",
+                 "code": self.code, **{k: v for k, v in counts.items() if v is not None}}
+        return json.dumps({"error": error}).encode()
 
 
 class ConnectionLimit(ProxyError):

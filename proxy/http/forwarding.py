@@ -9,15 +9,19 @@ from dataclasses import dataclass, field
 
 from starlette.types import Send
 
-from proxy.http.asgi import send_body, send_error, start_response
+from proxy.http.asgi import send_body, send_complete, send_error, start_response
 from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.headers import Headers, end_to_end, upstream_request_headers
 from proxy.http.request_log import RequestLog
-from proxy.http.upstream import Upstream, UpstreamResponse, raw_chunks
+from proxy.http.upstream import Upstream, UpstreamResponse, decoded, raw_chunks
 from proxy.log import get_logger
 from proxy.metrics import Metrics, route_label
 
 logger = get_logger("forwarding")
+
+#: Reads an upstream error answer (status, decoded body) as an error of the proxy's own
+#: (None: relayed as sent).
+ErrorReader = Callable[[int, bytes], ProxyError | None]
 
 
 @dataclass(frozen=True)
@@ -69,18 +73,20 @@ class Forwarder:
         *,
         body: bytes | None = None,
         extra_response_headers: Headers = (),
+        errors: ErrorReader | None = None,
     ) -> None:
         """Send ``request`` upstream (with ``body`` instead of the client's, if given) and
-        relay the response. Proxy errors become OpenAI-shaped error responses; a stream
-        that breaks after the response started ends with an SSE error event (never
-        ``[DONE]``), or, for other bodies, with the connection closed."""
+        relay the response (``errors``: see :meth:`relay`). Proxy errors become
+        OpenAI-shaped error responses; a stream that breaks after the response started
+        ends with an SSE error event (never ``[DONE]``), or, for other bodies, with the
+        connection closed."""
         try:
             response = await self.open(request, body)
         except ProxyError as error:
             await send_error(send, error)
             return
         try:
-            await self.relay(response, send, extra_response_headers)
+            await self.relay(response, send, extra_response_headers, errors)
         finally:
             await response.aclose()
 
@@ -106,9 +112,15 @@ class Forwarder:
         return response
 
     async def relay(
-        self, response: UpstreamResponse, send: Send, extra_headers: Headers = ()
+        self, response: UpstreamResponse, send: Send, extra_headers: Headers = (),
+        errors: ErrorReader | None = None,
     ) -> None:
-        """Relay an open upstream response to the client, chunk by chunk."""
+        """Relay an open upstream response to the client, chunk by chunk. An error answer
+        (status 400 or more) that ``errors`` reads as one of the proxy's is answered as
+        that error instead (a context overflow, in the client's API's shape)."""
+        if errors is not None and response.status_code >= 400:
+            await self._relay_error(response, send, extra_headers, errors)
+            return
         await start_response(
             send, response.status_code, [*response_headers(response), *extra_headers]
         )
@@ -124,3 +136,21 @@ class Forwarder:
                 await send_body(send, sse_error_event(error), more=False)
             return  # other bodies: returning unfinished makes the server close the connection
         await send_body(send, b"", more=False)
+
+    @staticmethod
+    async def _relay_error(
+        response: UpstreamResponse, send: Send, extra_headers: Headers, errors: ErrorReader
+    ) -> None:
+        """An error answer read whole: ``errors``' error for it, else the answer as sent."""
+        try:
+            raw = b"".join([chunk async for chunk in raw_chunks(response)])
+            error = errors(response.status_code, decoded(raw, response.header(b"content-encoding")))
+        except ProxyError as broken:
+            await send_error(send, broken, headers=extra_headers)
+            return
+        if error is not None:
+            await send_error(send, error, headers=extra_headers)
+            return
+        headers = [(name, value) for name, value in response_headers(response)
+                   if name not in (b"content-length", b"transfer-encoding")]
+        await send_complete(send, response.status_code, [*headers, *extra_headers], raw)

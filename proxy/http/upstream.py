@@ -292,7 +292,15 @@ async def read_decoded(response: UpstreamResponse) -> bytes:
     encoding, or a body that does not decode).
     """
     body = b"".join([chunk async for chunk in raw_chunks(response)])
-    encoding = (response.header(b"content-encoding") or b"identity").strip().lower()
+    return decoded(body, response.header(b"content-encoding"))
+
+
+def decoded(body: bytes, content_encoding: bytes | None) -> bytes:
+    """A body as its ``Content-Encoding`` (gzip, deflate or none) leaves it decoded.
+
+    Raises: UpstreamResponseInvalid (another encoding, or a body that does not decode).
+    """
+    encoding = (content_encoding or b"identity").strip().lower()
     if encoding in (b"", b"identity"):
         return body
     if encoding not in (b"gzip", b"x-gzip", b"deflate"):

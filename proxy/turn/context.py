@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.http.forwarding import Forwarder
+from proxy.http.forwarding import ErrorReader, Forwarder
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.turn.turn import MetaCall, Turn
@@ -34,9 +34,11 @@ class TurnServices:
     (``TOOLPRUNE_MAX_META_ROUNDS``); ``run_meta_calls``: answers meta-tool calls and
     updates the conversation's state (:meth:`proxy.turn.planner.Planner.run_meta_calls`);
     ``upstream_stream``: whether streaming requests are sent upstream as streaming
-    (:class:`proxy.turn.upstream_kind.StreamingSupport`; None: always);
-    ``record_exchange``: keeps a hidden exchange of a turn that delivers tools in the
-    conversation (:meth:`proxy.turn.planner.Planner.record_exchange`)."""
+    (:meth:`proxy.servers.probe.ServerProbe.streams_tool_calls`; None: always);
+    ``errors``: reads an upstream error answer as the proxy's own (a context overflow in
+    the client's API's shape; None: relayed as sent); ``record_exchange``: keeps a hidden
+    exchange of a turn that delivers tools in the conversation
+    (:meth:`proxy.turn.planner.Planner.record_exchange`)."""
 
     api: str
     forwarder: Forwarder
@@ -44,6 +46,7 @@ class TurnServices:
     max_meta_rounds: int
     run_meta_calls: MetaCallRunner
     upstream_stream: Callable[[], Awaitable[bool]] | None = None
+    errors: ErrorReader | None = None
     record_exchange: ExchangeRecorder | None = None
 
     def suspicious_stop(self, request_id: bytes) -> None:

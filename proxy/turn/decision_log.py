@@ -40,6 +40,7 @@ def log_decision(
             "fields": {
                 "request_id": request_id.decode("latin-1"),
                 "api": api,
+                "server": turn.server,
                 "decision": decision,
                 "path": turn.path,
                 "conversation": log_id(turn.conversation),

@@ -28,7 +28,11 @@ keep-alives started carries every later outcome on that stream (an error as the 
 error event). Forwarding the client's bytes as they came (passthrough, a request not
 pruned nor translated) stops them, unless they already started the response.
 What a decision reports (the response's ``X-Tool-Pruning-*`` headers, the one
-``pruning_decision`` log line) is :mod:`proxy.turn.decision_log`'s.
+``pruning_decision`` log line) is :mod:`proxy.turn.decision_log`'s; a planned prompt
+expected not to fit the model's context adds ``X-Tool-Pruning-Warning`` and a
+``prompt_exceeds_context`` line (:mod:`proxy.servers.fit`). Every request but a
+``disabled`` one has the upstream's context overflow answered in the API's own error
+shape (``errors``: :mod:`proxy.servers.overflow`); ``disabled`` relays its bytes.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
-from proxy.http.forwarding import ClientRequest, Forwarder
+from proxy.http.forwarding import ClientRequest, ErrorReader, Forwarder
 from proxy.http.headers import (
     TOOLS_HEADER,
     Headers,
@@ -55,6 +59,7 @@ from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
+from proxy.servers.fit import WARNING_HEADER
 from proxy.turn.context import UsageRecorder
 from proxy.turn.decision_log import log_decision, tools_header
 from proxy.turn.planner import InvalidToolRequest
@@ -113,8 +118,12 @@ class DecisionFlow:
         metrics: Metrics,
         usage: UsageRecorder | None = None,
         stream_error: ErrorEvent | None = None,
+        errors: ErrorReader | None = None,
     ) -> None:
         self.api = api
+        #: Reads the upstream's error answers to a request the proxy acts on (all but
+        #: ``disabled``): a context overflow is answered in the API's shape.
+        self.errors = errors
         #: The API's SSE error event: with it, a streaming request is kept alive
         #: (``sse_keepalive_s``; :mod:`proxy.http.keepalive`).
         self.stream_error = stream_error
@@ -157,7 +166,7 @@ class DecisionFlow:
             return
         if body is None:
             self.count(Decision.PASSTHROUGH, log=request.log)
-            await self.forwarder.forward(request, send)
+            await self.forwarder.forward(request, send, errors=self.errors)
             return
         interval_s = self.settings.sse_keepalive_s
         if body.get("stream") is not True or self.stream_error is None or interval_s <= 0:
@@ -184,7 +193,7 @@ class DecisionFlow:
             return
         if not isinstance(planned, Turn):  # counted by _plan
             if planned is Decision.PASSTHROUGH:
-                await self.forwarder.forward(request, await unchanged(send))
+                await self.forwarder.forward(request, await unchanged(send), errors=self.errors)
             else:
                 reason = request.log.fallback_reason  # set by a fallback only
                 report = [] if reason is None else [(FALLBACK_HEADER, reason.encode())]
@@ -198,6 +207,11 @@ class DecisionFlow:
         report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
         if turn.lexical_only or turn.partial_index:
             report.append((INDEX_HEADER, b"building"))
+        if turn.shortfall is not None:
+            report.append((WARNING_HEADER, turn.shortfall.header()))
+            logger.warning("prompt_exceeds_context", extra={"fields": {
+                "request_id": request.request_id.decode("latin-1"), "api": self.api,
+                **turn.shortfall.fields()}})
         if isinstance(send, KeepAliveSend):  # a prefill may outlast the keep-alive interval
             send.declare_headers(report)
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
@@ -259,7 +273,9 @@ class DecisionFlow:
             except RecursionError:  # writing the translated body, before any byte was sent
                 if getattr(send, "started", True):
                     raise
-        await self.forwarder.forward(request, await unchanged(send), extra_response_headers=report)
+        await self.forwarder.forward(
+            request, await unchanged(send), extra_response_headers=report, errors=self.errors
+        )
         return None
 
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:

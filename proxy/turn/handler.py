@@ -18,9 +18,13 @@ from typing import Any
 from starlette.types import Send
 
 from config.settings import Settings
+from proxy.http.errors import ProxyError
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
+from proxy.servers.facts import UNKNOWN
+from proxy.servers.overflow import read_overflow
+from proxy.servers.probe import ServerProbe
 from proxy.turn.adapter import Api, ApiRequest, ClientOut
 from proxy.turn.context import TurnServices, UsageRecorder
 from proxy.turn.decisions import DecisionFlow
@@ -28,13 +32,14 @@ from proxy.turn.planner import Planner
 from proxy.turn.rounds import serve_turn
 from proxy.turn.translation import whole_turn
 from proxy.turn.turn import Turn
-from proxy.turn.upstream_kind import StreamingSupport
 
 
 class TurnHandler:
-    """Serves one API's acting requests; see the module docstring. ``streaming``: whether
-    streamed turns go upstream streamed (None: always; only an API whose client view makes
-    a stream of a JSON answer takes it: Chat Completions)."""
+    """Serves one API's acting requests; see the module docstring. ``server``: what the
+    upstream is: its context overflows reach the client in the API's shape
+    (:func:`proxy.servers.overflow.read_overflow`; None: any server's); ``streaming``:
+    whether streamed turns go upstream streamed (None: always; only an API whose client
+    view makes a stream of a JSON answer takes it: Chat Completions)."""
 
     def __init__(
         self,
@@ -45,16 +50,22 @@ class TurnHandler:
         forwarder: Forwarder,
         metrics: Metrics,
         usage: UsageRecorder | None = None,
-        streaming: StreamingSupport | None = None,
+        server: ServerProbe | None = None,
+        streaming: ServerProbe | None = None,
     ) -> None:
         self.api = api
         self.planner = planner
         self.forwarder = forwarder
         self.metrics = metrics
         self.shared_state = settings.state_shared_across_credentials
+
+        def overflow(status: int, body: bytes) -> ProxyError | None:
+            kind = server.current.kind if server is not None else UNKNOWN
+            return read_overflow(status, body, kind)
+
         self.decisions = DecisionFlow(
             api=api.api, settings=settings, forwarder=forwarder, metrics=metrics, usage=usage,
-            stream_error=api.stream_error,
+            stream_error=api.stream_error, errors=overflow,
         )
         self.services = TurnServices(
             api=api.api,
@@ -64,6 +75,7 @@ class TurnHandler:
             run_meta_calls=planner.run_meta_calls,
             record_exchange=planner.record_exchange,
             upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
+            errors=overflow,
         )
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
@@ -88,7 +100,8 @@ class TurnHandler:
             if turn.plan.native is None:  # text path: the answer is not rewritten
                 rewritten = read.upstream_body(turn, False)
                 await self.forwarder.forward(
-                    request, send, body=rewritten, extra_response_headers=report
+                    request, send, body=rewritten, extra_response_headers=report,
+                    errors=self.services.errors,
                 )
                 return
 

@@ -1,8 +1,9 @@
 """Planning an acting request of any API, the proxy's side of it: the keys its state lives
-under (headers, credentials), what the upstream is known to be (``/props``, exact token
-counts), the metrics, and every state read and write. Every selection decision is the
-front door's (:class:`selection.planning.Selector`); the proxy and ``toolprune explain``
-share this code path.
+under (headers, credentials), what the upstream is known to be (its kind and the
+requested model's facts: :class:`proxy.servers.probe.ServerProbe`; exact token counts),
+the metrics, and every state read and write. Every selection decision is the front
+door's (:class:`selection.planning.Selector`); the proxy and ``toolprune explain`` share
+this code path.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from typing import Any
 from config.settings import Settings
 from proxy.http.headers import Headers, state_key
 from proxy.metrics import Metrics
+from proxy.servers.facts import ModelFacts, PrefixCache, ServerFacts
+from proxy.servers.fit import shortfall
+from proxy.servers.probe import ServerProbe
+from proxy.servers.tokens import tokenizer
 from proxy.state.store import StateStore
 from proxy.turn.identity import request_conversation
 from proxy.turn.turn import MetaCall, Turn, with_problem
-from proxy.turn.upstream_info import UpstreamInfo
 from selection.planning import Selector
 from selection.types import (
     CacheExpectation,
@@ -58,7 +62,7 @@ class Planner:
         store: StateStore,
         metrics: Metrics,
         on_late_error: Callable[[SelectionError], None],
-        upstream: UpstreamInfo | None = None,
+        upstream: ServerProbe | None = None,
     ) -> None:
         self.settings = settings
         self.selector = selector
@@ -78,9 +82,15 @@ class Planner:
 
         Raises: NothingToPrune, SmallCatalog, SelectionError (CatalogError,
         EmbedderError, EmbedderTimeout, StateStoreError): forward the request unchanged."""
-        reading = await self.selector.read(request, top_k=top_k, context_tokens=self._context)
-        # /props before planning: whether the upstream is llama-server decides what it caches.
-        facts = await self._upstream()
+        model = request.body.get("model")
+        model = model if isinstance(model, str) else None
+
+        async def context() -> int | None:
+            return (await self._facts(model))[1].context_tokens
+
+        reading = await self.selector.read(request, top_k=top_k, context_tokens=context)
+        # The server's facts before planning: what it is decides what it caches.
+        server, facts = await self._facts(model)
         shared = self.settings.state_shared_across_credentials
         conversation = request_conversation(
             headers, request.body, request.messages, request.conversation, reading.identity,
@@ -89,7 +99,8 @@ class Planner:
         agent = state_key(reading.agent, headers, shared=shared)
         plan = await self.selector.plan(
             reading, state=await self._load_state(conversation), conversation=conversation,
-            load_agent=lambda: self._load_state(agent), upstream=facts, top_k=top_k,
+            load_agent=lambda: self._load_state(agent), upstream=self._upstream(server, facts, model),
+            top_k=top_k,
         )
         if plan.ranking is not None:
             self.metrics.embedding_seconds.observe(plan.ranking.embedding_s)
@@ -97,42 +108,47 @@ class Planner:
             self._observe_cache(plan.expectation, bool(plan.selection.evicted),
                                 rewritten=plan.delivers and not plan.continued)
         if save:
-            await self._save(plan, conversation, agent)
-        return Turn(plan, conversation, agent)
+            await self._save(plan, conversation, agent, tokenizer(facts, model))
+        return Turn(plan, conversation, agent, server=server.kind,
+                    shortfall=shortfall(plan.expectation, facts, server))
 
-    async def _context(self) -> int | None:
-        """The upstream's context size: ``/props``, else the setting (None: unknown)."""
-        if self.upstream is not None:
-            return await self.upstream.context_tokens()
-        return self.settings.context_tokens
+    async def _facts(self, model: str | None) -> tuple[ServerFacts, ModelFacts]:
+        """What the server is and says of ``model``; without a probe, the settings."""
+        if self.upstream is None:
+            context = self.settings.context_tokens
+            source = "TOOLPRUNE_CONTEXT_TOKENS" if context is not None else None
+            return ServerFacts(), ModelFacts(context, source)
+        return await self.upstream.facts(), await self.upstream.model(model)
 
-    async def _upstream(self) -> Upstream:
-        """What is known of the upstream now: its context (``/props``, else the setting),
-        exact token counts, whether conversations of one agent share its block
-        (``prefix_cache``; ``auto``: when the upstream is llama-server, it answered
-        ``/props``), the ``n_cache_reuse`` to send and whether it caches the prompt's prefix
-        (llama-server), and where tools needed later reach the model (``late_tools``;
-        ``auto``: in the conversation where the upstream caches the prompt's prefix)."""
-        info, settings = self.upstream, self.settings
-        context = await self._context()
-        llama = info is not None and info.answers_props
-        mode = settings.prefix_cache
+    def _upstream(self, server: ServerFacts, facts: ModelFacts, model: str | None) -> Upstream:
+        """What selection reads of the upstream: the model's context, exact token counts
+        (its tokenizer's), whether conversations of one agent share its block
+        (``prefix_cache``; ``auto``: a server that keeps one prompt per slot), the
+        ``n_cache_reuse`` to send (a model llama.cpp serves), whether it caches the
+        prompt's prefix (any kind known), and where tools needed later reach the model
+        (``late_tools``; ``auto``: in the conversation where the prefix is cached)."""
+        settings, mode = self.settings, self.settings.prefix_cache
+        one_prompt = server.prefix_cache is PrefixCache.ONE_PROMPT
+        exact = self.upstream.tokens.exact(tokenizer(facts, model)) if self.upstream else None
+        caches = server.prefix_cache is not PrefixCache.UNKNOWN
         late = settings.late_tools
         return Upstream(
-            context_tokens=context,
-            exact=info.exact_tokens if info else None,
-            shares_agent_block=llama if mode == "auto" else mode == "last_prompt",
-            cache_reuse=settings.cache_reuse_tokens if llama else 0, caches_prefix=llama,
-            delivery="conversation" if late == "conversation" or (late == "auto" and llama)
+            context_tokens=facts.context_tokens, exact=exact,
+            shares_agent_block=one_prompt if mode == "auto" else mode == "last_prompt",
+            cache_reuse=settings.cache_reuse_tokens if facts.llama_cpp else 0,
+            caches_prefix=caches,
+            delivery="conversation" if late == "conversation" or (late == "auto" and caches)
             else "block",
         )
 
-    async def _save(self, plan: Plan, conversation: str, agent: str | None) -> None:
-        """Queue the block's tools to be counted exactly, then :meth:`_save_states`."""
+    async def _save(self, plan: Plan, conversation: str, agent: str | None,
+                    counts: tuple[str, str] | None) -> None:
+        """Queue the block's tools to be counted exactly (by ``counts``, the model's
+        tokenizer), then :meth:`_save_states`."""
         if self.upstream is not None:
-            self.upstream.count_later(
+            self.upstream.tokens.count_later(counts, (
                 tool for name in plan.state.loaded if (tool := plan.catalog.get(name)) is not None
-            )
+            ))
         await self._save_states(plan, conversation, agent)
 
     async def _save_states(self, plan: Plan, conversation: str, agent: str | None) -> None:

@@ -21,7 +21,8 @@ outcome, the same on every API:
   (:func:`empty_answer_note`);
 - an upstream error (a non-200 answer, an error event mid-stream): before the client's
   response started, the upstream's answer reaches it as it is; after, the API's error
-  event carries the upstream's error;
+  event carries the upstream's error; a context overflow, however the server words it,
+  reaches it as the API's own (:mod:`proxy.servers.overflow`), either way;
 - an answer the proxy cannot interpret (``Reply.problem``): the client gets
   ``upstream_invalid_response`` (an SSE error event, or 502), nothing of the round's
   calls, and no meta-call runs.
@@ -175,10 +176,17 @@ class _TurnServer:
             self.view = self.request.view(self.turn, self.out, response, stream=self.stream)
         view = self.view
         if response.status_code != 200:
+            errors = self.services.errors
             if not view.started:
-                await self.services.forwarder.relay(response, self.out.send, self.out.headers)
+                await self.services.forwarder.relay(
+                    response, self.out.send, self.out.headers, errors
+                )
+                return None
+            body = await read_decoded(response)
+            error = errors(response.status_code, body) if errors is not None else None
+            if error is not None:
+                await view.fail(error)
             else:
-                body = await read_decoded(response)
                 await view.fail_upstream(view.upstream_error(response.status_code, body))
             return None
         await view.start_round(response)

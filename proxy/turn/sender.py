@@ -14,7 +14,7 @@ from proxy.turn.turn import json_bytes
 def plain_body(body: bytes) -> bytes:
     """A streaming request's body asking for one JSON answer instead (``stream`` false,
     ``stream_options`` dropped), for upstreams that cannot stream tool calls
-    (:class:`proxy.turn.upstream_kind.StreamingSupport`)."""
+    (:meth:`proxy.servers.probe.ServerProbe.streams_tool_calls`)."""
     plain = json.loads(body)
     plain["stream"] = False
     plain.pop("stream_options", None)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from proxy.servers.fit import Shortfall
 from selection.types import (
     ClientSearch,
     Plan,
@@ -99,6 +100,10 @@ class Turn:
     earlier_admitted: list[str] = field(default_factory=list)
     #: Calls of the client's search tool answered this turn, by call id, in call order.
     searches: dict[str, SearchResult] = field(default_factory=dict)
+    #: The upstream's kind, as identified (:mod:`proxy.servers.probe`).
+    server: str = "unknown"
+    #: The prompt is expected to exceed the model's context (None: it fits, or unknown).
+    shortfall: Shortfall | None = None
 
     @property
     def body(self) -> dict[str, Any]:

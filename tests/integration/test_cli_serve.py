@@ -100,7 +100,8 @@ def test_sigterm_past_the_grace_period_ends_streams_with_an_error_event_and_answ
         received = next(chunks)
         waiter = threading.Thread(target=post_plain)
         waiter.start()
-        upstream.upstream.wait_for_requests(2)  # both requests are in flight upstream
+        upstream.upstream.wait_for(  # both requests are in flight upstream
+            lambda records: sum(r.path.endswith("/chat/completions") for r in records) == 2)
         process.send_signal(signal.SIGTERM)
         received += b"".join(chunks)
     waiter.join(30)

@@ -38,7 +38,10 @@ SOCKET_TIMEOUT_S = 10.0
 
 def guarded_proxy(stack: ExitStack, upstream_url: str, **overrides: Any) -> str:
     """A proxy served as ``toolprune serve`` serves it (guarded protocol)."""
-    settings = Settings(upstream_url=upstream_url, index_timeout_s=300.0, **overrides)
+    # A gateway to the proxy (``upstream_kind`` other): the upstream gets what the tests
+    # send and nothing else, not the proxy's own questions about which server it is.
+    settings = Settings(upstream_url=upstream_url, index_timeout_s=300.0, upstream_kind="other",
+                        **overrides)
     return stack.enter_context(serve_in_thread(create_app(settings), http=configure(settings)))
 
 

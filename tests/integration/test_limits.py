@@ -36,7 +36,10 @@ def start_served(upstream: RunningUpstream) -> Iterator[Any]:
     with ExitStack() as stack:
 
         def start(**overrides: Any) -> str:
-            settings = Settings(upstream_url=upstream.base_url, index_timeout_s=300.0, **overrides)
+            # ``upstream_kind`` other: the upstream gets only what the tests send (not the
+            # proxy's questions about which server it is).
+            settings = Settings(upstream_url=upstream.base_url, index_timeout_s=300.0,
+                                upstream_kind="other", **overrides)
             return stack.enter_context(serve_in_thread(create_app(settings), http=configure(settings)))
 
         yield start

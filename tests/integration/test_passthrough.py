@@ -211,7 +211,7 @@ def test_unreachable_upstream_is_a_502_in_openai_error_shape(start_proxy: ProxyF
 def test_upstream_idle_timeout_is_a_504_and_cancels_the_upstream_request(
     upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
-    proxy = start_proxy(idle_timeout_s=0.3)
+    proxy = start_proxy(idle_timeout_s=0.3, upstream_kind="other")  # the only request: the client's
     upstream.upstream.script(Hang())
     response = httpx.post(proxy + "/v1/chat/completions", json={"model": "m", "messages": MESSAGES})
     assert response.status_code == 504
@@ -271,7 +271,10 @@ def test_a_stream_that_breaks_ends_with_an_error_event_and_no_done(
     phase="after the client left",
     client="nothing more; the upstream request is closed",
 )
-def test_client_disconnect_mid_stream_cancels_the_upstream(upstream: RunningUpstream, proxy: str) -> None:
+def test_client_disconnect_mid_stream_cancels_the_upstream(
+    upstream: RunningUpstream, start_proxy: ProxyFactory
+) -> None:
+    proxy = start_proxy(upstream_kind="other")  # the only request: the client's
     gate = threading.Event()  # never set: the upstream holds the stream open
     first = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
     upstream.upstream.script(SSE([first, b"data: [DONE]\n\n"], gate=gate, gate_after=1))
@@ -288,8 +291,9 @@ def test_client_disconnect_mid_stream_cancels_the_upstream(upstream: RunningUpst
     client="nothing; the upstream request is closed",
 )
 def test_client_disconnect_while_waiting_for_a_plain_answer_cancels_the_upstream(
-    upstream: RunningUpstream, proxy: str
+    upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
+    proxy = start_proxy(upstream_kind="other")  # the only request: the client's
     upstream.upstream.script(Hang())
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(

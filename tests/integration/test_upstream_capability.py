@@ -67,7 +67,9 @@ def test_the_setting_overrides_what_the_server_says(
     proxy = start_proxy(max_tools=6, top_k=4, threshold=0.0, upstream_stream=True)
     assert httpx.post(proxy + PATHS["chat"], json=request_body("chat"), timeout=300).status_code == 200
     assert chat_requests(upstream)[0]["stream"] is True
-    assert not [r for r in upstream.upstream.requests if r.path == "/api/version"]
+    # The server is still known for what it is (/readyz), its streaming overridden.
+    server = httpx.get(proxy + "/readyz").json()["server"]
+    assert (server["kind"], server["version"], server["streams_tool_calls"]) == ("ollama", "0.6.8", False)
 
 
 def empty_stop(api: str) -> object:

@@ -44,8 +44,10 @@ ALLOWED: dict[str, set[str]] = {
     "proxy.log": set(),
     "proxy.metrics": set(),
     "proxy.http": {"proxy.log", "proxy.metrics", "config"},
+    "proxy.servers": {"proxy.http", "proxy.log", "config", "selection"},
     "proxy.turn": {
-        "proxy.http", "proxy.log", "proxy.metrics", "proxy.state", "config", "selection",
+        "proxy.http", "proxy.servers", "proxy.log", "proxy.metrics", "proxy.state", "config",
+        "selection",
     },
     "proxy.state": {"selection"},
     "proxy.apis": set(),  # the package's docstring
@@ -53,7 +55,7 @@ ALLOWED: dict[str, set[str]] = {
     "proxy.usage": {"proxy.turn", "proxy.state", "proxy.log", "selection"},
     "proxy.components": {"proxy.state", "proxy.log", "config", "selection"},
     "proxy.app": {
-        "proxy.http", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
+        "proxy.http", "proxy.servers", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.log",
         "proxy.metrics", "proxy.state", "config", "selection",
     },
     "proxy.cli": {
