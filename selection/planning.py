@@ -333,9 +333,7 @@ class Selector:
         if plan.delivers:  # the block of the first round stays: loads reach the model here
             results = tuple(delivered_results(
                 results, [answer.found for answer in answers], set(plan.selection.names),
-                selection.state.delivered, plan.catalog,
-                again=[answer.label == "client_search" for answer in answers],
-                bridge=plan.bridge or CALL_TOOL,
+                selection.state.delivered, plan.catalog, bridge=plan.bridge or CALL_TOOL,
             ))
         replanned = replace(plan, selection=selection, frozen=plan.delivers,
                             agent_state=agent_block(selection.state, conversation))

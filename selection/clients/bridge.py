@@ -182,19 +182,16 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str
 
 def delivered_results(
     contents: Sequence[str], loads: Sequence[Sequence[str]], forwarded: set[str],
-    delivered: list[str], catalog: Catalog, *, again: Sequence[bool] = (), bridge: str = CALL_TOOL,
+    delivered: list[str], catalog: Catalog, *, bridge: str = CALL_TOOL,
 ) -> list[str]:
     """The results of one round's meta-calls (``contents``, JSON text each) delivering
     what each loaded or found (``loads``) outside the block (``forwarded``), by
-    :func:`delivering`: each tool's definition once per conversation (``delivered``: the
-    tools delivered before, extended here), except for a result marked in ``again`` (a
-    search the client sees, whose result its later requests show again and the proxy
-    renders from its finds alone: every find outside the block, delivered before or not)."""
+    :func:`delivering`: every time, so a tool loaded again (its earlier result lost to the
+    model, or never shown it: a round whose results were not re-issued) comes with its
+    definition; ``delivered`` (the conversation's record) is extended with what is new."""
     results = []
-    for position, (content, names) in enumerate(zip(contents, loads, strict=True)):
-        repeat = position < len(again) and again[position]
-        new = [name for name in dict.fromkeys(names)
-               if name not in forwarded and (repeat or name not in delivered)]
+    for content, names in zip(contents, loads, strict=True):
+        new = [name for name in dict.fromkeys(names) if name not in forwarded]
         results.append(delivering(content, new, catalog, bridge))
         delivered.extend(name for name in new if name not in delivered)
     return results

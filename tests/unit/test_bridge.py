@@ -71,7 +71,7 @@ def test_a_schema_that_is_not_valid_json_schema_checks_nothing() -> None:
     assert schema_problems(SCHEMA, {"owner": 1}) == ["owner: 1 is not of type 'string'"]
 
 
-def test_a_load_result_delivers_the_definitions_outside_the_block_once() -> None:
+def test_a_load_result_delivers_the_definitions_outside_the_block_each_time() -> None:
     outcome = execute_load(["list_issues", "create_issue"], CATALOG, forwarded={"create_issue"})
     delivered: list[str] = []
     (first,) = delivered_results([outcome.content], [outcome.admit], {"create_issue"}, delivered,
@@ -83,10 +83,8 @@ def test_a_load_result_delivers_the_definitions_outside_the_block_once() -> None
     assert delivered == ["list_issues"]
     (again,) = delivered_results([outcome.content], [outcome.admit], {"create_issue"}, delivered,
                                  CATALOG)
-    assert "tools" not in json.loads(again)  # delivered before: not repeated
-    (search,) = delivered_results([outcome.content], [outcome.admit], {"create_issue"}, delivered,
-                                  CATALOG, again=[True])
-    assert [tool["name"] for tool in json.loads(search)["tools"]] == ["list_issues"]
+    assert [tool["name"] for tool in json.loads(again)["tools"]] == ["list_issues"]  # each time
+    assert delivered == ["list_issues"]
 
 
 def test_a_result_that_delivers_nothing_is_left_as_it_is() -> None:
