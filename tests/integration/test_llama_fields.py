@@ -23,11 +23,15 @@ from tests.integration.test_api_adapters import (
 )
 
 
-@pytest.fixture
-def proxy(upstream: RunningUpstream, start_proxy: ProxyFactory) -> str:
+def llama_proxy(upstream: RunningUpstream, start_proxy: ProxyFactory, **overrides: object) -> str:
     """A proxy in front of the upstream as llama-server (it answers ``/props``)."""
     upstream.upstream.n_ctx = 32768
-    return start_proxy(max_tools=6, top_k=4, threshold=0.0, readiness_timeout_s=30)
+    return start_proxy(max_tools=6, top_k=4, threshold=0.0, readiness_timeout_s=30, **overrides)
+
+
+@pytest.fixture
+def proxy(upstream: RunningUpstream, start_proxy: ProxyFactory) -> str:
+    return llama_proxy(upstream, start_proxy)
 
 
 def test_responses_requests_carry_n_cache_reuse_every_round(
@@ -73,12 +77,14 @@ def _load_four(record: Recorded) -> Message | None:
 
 
 def test_a_messages_block_at_its_cap_grows_at_its_end(
-    upstream: RunningUpstream, proxy: str
+    upstream: RunningUpstream, start_proxy: ProxyFactory
 ) -> None:
     """llama-server's Messages route reuses no chunk of its cached prompt after a change:
     a tool evicted from the block would make it evaluate every tool after it again. A
     block at ``max_tools`` (6) there keeps its tools and grows at its end; the token cap
-    from ``/props`` still bounds it."""
+    from ``/props`` still bounds it. (The block grows: TOOLPRUNE_LATE_TOOLS=block;
+    delivered in the conversation it stays: tests/integration/test_conversation_delivery.py.)"""
+    proxy = llama_proxy(upstream, start_proxy, late_tools="block")
     upstream.upstream.behaviour = _load_four
     body = {"model": "m", "max_tokens": 16, "messages": [{"role": "user", "content": ASK}],
             "tools": MESSAGES_TOOLS}

@@ -17,7 +17,7 @@ from proxy.apis.messages.adapter import (
     conversation_view as messages_view,
 )
 from proxy.apis.messages.stream import MessagesStream
-from proxy.apis.messages.tools import keep_cache_markers
+from proxy.apis.messages.tools import is_custom, keep_cache_markers
 from proxy.apis.responses.adapter import ResponsesApi, ResponsesRequest, conversation_view
 from proxy.apis.responses.chains import ResponseChains
 from proxy.apis.responses.stream import ResponsesStream
@@ -26,7 +26,7 @@ from proxy.http.sse import EventSplitter
 from proxy.turn.adapter import ClientOut, Reply
 from proxy.turn.events import EventStreamView
 from proxy.turn.turn import Turn
-from selection.catalog.catalog import build_catalog
+from selection.catalog.catalog import build_catalog, parse_flat_tools
 from selection.choosing.block_order import Selection
 from selection.choosing.state import ConversationState
 from selection.clients.meta_tools import MetaTools
@@ -252,3 +252,79 @@ async def test_messages_relay_renumbers_blocks_around_a_hidden_meta_call() -> No
     delta, stop = client.new()
     assert delta["delta"]["stop_reason"] == "tool_use" and stop == {"type": "message_stop"}
     assert delta["usage"] == {"input_tokens": 50, "output_tokens": 9}
+
+
+def bridge_turn() -> Turn:
+    """A planned turn that offered ``load_tools`` and the ``call_tool`` bridge, over one
+    tool (``write_file``, ``path`` required) the block does not hold."""
+    tools = [{"name": "write_file", "description": "Write a file.", "input_schema": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
+    catalog = parse_flat_tools(tools, is_custom, "input_schema")
+    selection = Selection((), (), (), (), ConversationState())
+    meta = MetaTools("load_tools", None, (), bridge="call_tool")
+    return planned_turn({"messages": []}, catalog, selection, meta=meta, choice=ToolChoice())
+
+
+def bridge_block(index: int, call_id: str, arguments: str) -> list[dict[str, Any]]:
+    """A bridge call's start and argument delta (no stop)."""
+    start = {"type": "tool_use", "id": call_id, "name": "call_tool", "input": {}}
+    return [
+        {"type": "content_block_start", "index": index, "content_block": start},
+        {"type": "content_block_delta", "index": index,
+         "delta": {"type": "input_json_delta", "partial_json": arguments}},
+    ]
+
+
+def text_block(index: int, text: str) -> list[dict[str, Any]]:
+    return [
+        {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}},
+        {"type": "content_block_stop", "index": index},
+    ]
+
+
+async def test_messages_relay_holds_blocks_behind_a_bridge_call_and_shows_the_call_it_stands_for() -> None:
+    turn = bridge_turn()
+    client = Client()
+    relay = MessagesStream(turn, out(client), MessagesRequest(TurnInput({}, None, [], ToolChoice())))
+    await relay.start_round(StreamAnswer())  # type: ignore[arg-type]
+    for data in [*bridge_block(0, "b1", '{"name": "write_file", "arguments": {"path": "a"}}'),
+                 *text_block(1, "Written.")]:  # a block started before the bridge call ended
+        await relay.event(data["type"], data)
+    assert client.new() == []  # held behind the bridge call
+    await relay.event("content_block_stop", {"type": "content_block_stop", "index": 0})
+    shown = client.new()
+    assert [(e["type"], e["index"]) for e in shown] == [
+        ("content_block_start", 0), ("content_block_delta", 0), ("content_block_stop", 0),
+        ("content_block_start", 1), ("content_block_delta", 1), ("content_block_stop", 1),
+    ]
+    assert shown[0]["content_block"] == {"type": "tool_use", "id": "b1", "name": "write_file", "input": {}}
+    assert json.loads(shown[1]["delta"]["partial_json"]) == {"path": "a"}
+    for data in [{"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+                 {"type": "message_stop"}]:
+        await relay.event(data["type"], data)
+    reply = await relay.end_round()
+    assert reply.meta == [] and reply.real_calls == ["write_file"]
+
+
+@pytest.mark.parametrize("arguments", [
+    '{"name": "write_file", "arguments": {}}',  # off its schema
+    '{"name": "write_fil", "arguments": {"path": "a"}}',  # unknown
+    '{"name": "write_file", "argu',  # cut off
+])
+async def test_messages_relay_hides_a_bridge_call_that_cannot_be_made(arguments: str) -> None:
+    turn = bridge_turn()
+    client = Client()
+    relay = MessagesStream(turn, out(client), MessagesRequest(TurnInput({}, None, [], ToolChoice())))
+    events = [
+        *bridge_block(0, "b1", arguments),
+        *text_block(1, "Hm."),  # the bridge call's stop never came: read at the round's end
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    reply = await play(relay, events)
+    assert [(e["type"], e.get("index")) for e in client.new()] == [
+        ("content_block_start", 0), ("content_block_delta", 0), ("content_block_stop", 0),
+    ]
+    assert [(call.id, call.name) for call in reply.meta] == [("b1", "call_tool")]
+    assert reply.real_calls == []

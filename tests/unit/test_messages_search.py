@@ -19,6 +19,7 @@ from proxy.apis.messages.search import (
 )
 from proxy.turn.planner import InvalidToolRequest
 from selection.catalog.catalog import Catalog, build_catalog, parse_function
+from selection.clients.bridge import delivering
 from selection.clients.tool_search import ClientSearch, SearchResult
 from tests.support.tool_search_requests import (
     PR_TOOL,
@@ -132,6 +133,29 @@ def test_the_tool_references_of_a_client_search_are_taken_out_and_nothing_replac
     assert result["content"] == [{"type": "text", "text": "1 match"}]
     alone = upstream_history(client_search_history(), tools)
     assert alone[2]["content"][0]["content"] == []
+
+
+def outside_the_block(name: str) -> bool:
+    """A block of the client's own tools: every MCP tool is outside it."""
+    return name.startswith("mcp__")
+
+
+def test_where_tools_are_delivered_a_search_result_carries_the_definitions_it_found() -> None:
+    """The result the upstream reads where the search stands, the same text each time:
+    the emulated search's JSON with the found tool's definition, the client's own
+    search's as one text block where its references stood."""
+    tools = catalog()
+    emulated = upstream_history(server_search_history(), tools, outside_the_block)
+    text = SearchResult("regex", None, (PR_TOOL,)).content(tools)
+    assert emulated[2]["content"][0]["content"] == delivering(text, [PR_TOOL], tools)
+    assert [tool["name"] for tool in json.loads(delivering(text, [PR_TOOL], tools))["tools"]] == [PR_TOOL]
+    history = client_search_history()
+    history[2]["content"][0]["content"].append({"type": "text", "text": "1 match"})
+    (result,) = upstream_history(history, tools, outside_the_block)[2]["content"]
+    assert result["content"] == [{"type": "text", "text": delivering("{}", [PR_TOOL], tools)},
+                                 {"type": "text", "text": "1 match"}]
+    in_block = upstream_history(client_search_history(), tools, lambda name: False)
+    assert in_block[2]["content"][0]["content"] == []  # a tool the block holds: nothing
 
 
 def test_server_ids_keep_the_models_suffix() -> None:

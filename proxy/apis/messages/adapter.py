@@ -19,6 +19,11 @@ search blocks and references are rewritten for the upstream and what they found 
 loaded; ``defer_loading`` never reaches the upstream. The deferred-tool menu of a client
 that runs its own search moves from ``messages`` to the end of ``system``
 (:mod:`proxy.apis.messages.menus`).
+
+Tools found after a conversation's first request may reach the model in the conversation
+(:attr:`selection.types.Plan.delivers`): a ``call_tool`` bridge call becomes the client's
+``tool_use`` (:mod:`proxy.apis.messages.bridge`), and each later request's history is
+written as the upstream saw it (:mod:`proxy.apis.messages.history`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from proxy.apis.messages.bridge import is_bridge_block, with_client_calls
+from proxy.apis.messages.history import upstream_history as delivered_history
 from proxy.apis.messages.menus import menus_in_system
 from proxy.apis.messages.search import (
     client_output,
@@ -127,17 +134,23 @@ class MessagesRequest:
     shown: list[Any] = field(default_factory=list)
 
     def upstream_body(self, turn: Turn, with_meta: bool) -> bytes:
-        """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`."""
-        assert turn.plan.native is not None
+        """See :meth:`proxy.turn.adapter.ApiRequest.upstream_body`. The history is the
+        client's as the upstream saw it where tools are delivered in the conversation
+        (:func:`proxy.apis.messages.history.upstream_history`), then rewritten for a
+        server without tool search (:func:`proxy.apis.messages.search.upstream_history`)."""
+        plan = turn.plan
+        assert plan.native is not None
         body = dict(turn.body)
         tools = [
-            *(without_deferral(entry) for entry in turn.plan.native.others if not is_search_tool(entry)),
-            *turn.plan.block_entries(meta_entries(turn.plan.meta, messages_tool) if with_meta else []),
+            *(without_deferral(entry) for entry in plan.native.others if not is_search_tool(entry)),
+            *plan.block_entries(meta_entries(plan.meta, messages_tool) if with_meta else []),
         ]
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
-        messages = upstream_history(body["messages"], turn.plan.catalog)
+        messages = delivered_history(turn, body["messages"])
+        messages = upstream_history(messages, plan.catalog,
+                                    plan.outside_block if plan.delivers else None)
         if turn.finder is not None:  # the client runs its own search: its menu goes first
-            system, messages = menus_in_system(body.get("system"), messages, turn.plan.catalog.names)
+            system, messages = menus_in_system(body.get("system"), messages, plan.catalog.names)
             if system is not None:
                 body["system"] = system
         body["messages"] = [*messages, *self.appended]
@@ -149,7 +162,13 @@ class MessagesRequest:
         return len(messages) if isinstance(messages, list) else 0
 
     def append_exchange(self, turn: Turn, reply: Reply, results: Sequence[str]) -> list[Any]:
-        """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`."""
+        """See :meth:`proxy.turn.adapter.ApiRequest.append_exchange`: the assistant message
+        (the round's blocks, meta-calls as they were run) and the user message with one
+        ``tool_result`` per meta-call, both returned: the exchange later requests put back
+        where it stood (a round that ran the client's search tool too: what the client
+        was shown of it is taken from its next assistant message there,
+        :mod:`proxy.apis.messages.history`). Such a round is also kept in :attr:`shown`,
+        as the client sees it."""
         before = len(self.appended)
         answers = [
             {"type": "tool_result", "tool_use_id": call.id, "content": result}
@@ -177,13 +196,15 @@ class MessagesRequest:
         )
 
     def split_content(self, turn: Turn, content: list[Any]) -> Reply:
-        """Meta-calls and client calls of a message's ``content`` blocks. A meta-call's
-        block is kept with the ``id`` and ``input`` (a JSON object) it is run with, so
-        the re-issued request pairs it with its ``tool_result``; an ``input`` given as
-        text (a streamed call whose JSON did not parse) is read as the model wrote it."""
+        """Meta-calls and client calls of a message's ``content`` blocks (bridge calls
+        already made the client's calls: :mod:`proxy.apis.messages.bridge`; one left is a
+        meta-call). A meta-call's block is kept with the ``id`` and ``input`` (a JSON
+        object) it is run with, so the re-issued request pairs it with its
+        ``tool_result``; an ``input`` given as text (a streamed call whose JSON did not
+        parse) is read as the model wrote it."""
         reply = Reply()
         for block in content:
-            if self.is_meta_block(turn, block):
+            if self.is_meta_block(turn, block) or is_bridge_block(turn, block):
                 call_id = block.get("id") or f"toolu_{uuid.uuid4().hex[:24]}"
                 if block["name"] == turn.plan.meta.client_search:  # type: ignore[union-attr]
                     call_id = client_search_id(call_id)  # the id the client will send back
@@ -210,6 +231,7 @@ class MessagesJson(JsonView):
         content = data["content"]
         if not isinstance(content, list):
             raise TypeError("content is not a list")
+        content = data["content"] = with_client_calls(self.turn, content)
         reply = self.request.split_content(self.turn, content)
         reply.ending = ending_of(data.get("stop_reason"))
         return reply
@@ -261,7 +283,7 @@ class MessagesApi:
         )
         return MessagesRequest(TurnInput(
             body=body, native=native, messages=conversation_view(body), choice=choice,
-            llama_fields=False, search=search, found=found, reshaped=reshaped,
+            llama_fields=False, search=search, found=found, reshaped=reshaped, bridges=True,
             # Deferred tools without a search tool: the client runs its own search.
             client_runs_search=search is None and bool(native.deferred),
         ))

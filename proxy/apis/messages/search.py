@@ -25,6 +25,13 @@ nothing is written in their place: a reference loads the tool, which the upstrea
 ``tools`` now carry (the client sends it, ``defer_loading``), and llama-server, sent the
 client's request directly, renders a ``tool_reference`` as nothing too; a text naming or
 describing the found tools would repeat what ``tools`` holds, in every later request.
+
+Where tools are delivered in the conversation (the block stays as the upstream cached it,
+:mod:`selection.clients.bridge`), a found tool the block does not hold is not in the
+upstream's ``tools``: a search's result then carries the definitions of its finds outside
+the block (:func:`selection.types.delivering`), the emulated search's in its JSON, the
+client's own search's as one text block where its ``tool_reference`` blocks stood; the
+same text on every later request, rendered from the finds and the block alone.
 :func:`client_output` writes what the client sees of a search the proxy ran.
 """
 
@@ -33,12 +40,19 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.turn.planner import InvalidToolRequest
 from proxy.turn.turn import Turn
-from selection.types import UNAVAILABLE, Catalog, ClientSearch, SearchResult, free_name
+from selection.types import (
+    UNAVAILABLE,
+    Catalog,
+    ClientSearch,
+    SearchResult,
+    delivering,
+    free_name,
+)
 
 #: The search tool types toolprune emulates → their kind.
 SEARCH_TYPES = {
@@ -180,11 +194,16 @@ def holds_searches(messages: Any) -> bool:
                for _, block in _blocks_of(messages))
 
 
-def upstream_history(messages: list[Any], catalog: Catalog) -> list[Any]:
+def upstream_history(
+    messages: list[Any], catalog: Catalog, outside: Callable[[str], bool] | None = None
+) -> list[Any]:
     """``messages`` as a plain Anthropic-compatible server accepts them (see the module
-    docstring); the client's list itself when nothing needs rewriting."""
+    docstring); the client's list itself when nothing needs rewriting. ``outside``: where
+    tools are delivered in the conversation, whether a tool is outside the block (its
+    definition then goes where a search found it); None: they are not."""
     if not holds_searches(messages):
         return messages
+    delivered = _delivery(catalog, outside)
     out: list[Any] = []
     pending: list[dict[str, Any]] = []  # tool_results owed to the next user turn
     kinds: dict[Any, str] = {}
@@ -194,7 +213,7 @@ def upstream_history(messages: list[Any], catalog: Catalog) -> list[Any]:
             out.extend(_flush(pending, message))
             continue
         if message.get("role") != "assistant":
-            out.extend(_flush(pending, {**message, "content": _user_blocks(content)}))
+            out.extend(_flush(pending, {**message, "content": _user_blocks(content, delivered)}))
             continue
         segment: list[Any] = []
         for block in content:
@@ -207,7 +226,7 @@ def upstream_history(messages: list[Any], catalog: Catalog) -> list[Any]:
             elif kind == SEARCH_RESULT:
                 result = _result_of(block, kinds.get(block.get("tool_use_id"), "regex"))
                 pending.append({"type": "tool_result", "tool_use_id": block.get("tool_use_id"),
-                                "content": result.content(catalog)})
+                                "content": delivered(result.content(catalog), result.found)})
                 if segment:
                     out.append({**message, "content": segment})
                     segment = []
@@ -234,15 +253,39 @@ def _flush(pending: list[dict[str, Any]], message: Any) -> list[Any]:
     return [{"role": "user", "content": owed}, *([] if message is None else [message])]
 
 
-def _user_blocks(content: list[Any]) -> list[Any]:
+#: A search result's text (JSON) and its finds → the text the upstream reads.
+Delivery = Callable[[str, Sequence[str]], str]
+
+
+def _delivery(catalog: Catalog, outside: Callable[[str], bool] | None) -> Delivery:
+    """The result text with the definitions of the finds ``outside`` the block
+    (:func:`selection.types.delivering`); the text as it is when none is (or ``outside``
+    is None: tools are not delivered in the conversation)."""
+    def delivered(content: str, found: Sequence[str]) -> str:
+        if outside is None:
+            return content
+        return delivering(content, [name for name in found if outside(name)], catalog)
+    return delivered
+
+
+def _user_blocks(content: list[Any], delivered: Delivery) -> list[Any]:
     """A user turn's blocks, each ``tool_result`` without its ``tool_reference`` blocks
-    (its other blocks kept)."""
+    (its other blocks kept); where they found tools outside the block, one text block
+    with their definitions stands where the first of them stood."""
     out = []
     for block in content:
-        if isinstance(block, Mapping) and block.get("type") == "tool_result" \
-                and _references(_content(block)):
-            kept = [b for b in block["content"]
-                    if not (isinstance(b, Mapping) and b.get("type") == TOOL_REFERENCE)]
+        found = _references(_content(block)) if isinstance(block, Mapping) \
+            and block.get("type") == "tool_result" else []
+        if found:
+            text = delivered("{}", found)
+            definitions = [{"type": "text", "text": text}] if text != "{}" else []
+            kept: list[Any] = []
+            for part in block["content"]:
+                if isinstance(part, Mapping) and part.get("type") == TOOL_REFERENCE:
+                    kept += definitions
+                    definitions = []
+                else:
+                    kept.append(part)
             block = {**block, "content": kept}
         out.append(block)
     return out
@@ -259,12 +302,14 @@ def client_search_id(call_id: str) -> str:
 def client_output(turn: Turn, blocks: Sequence[Any]) -> list[Any]:
     """What the client sees of a round's content blocks: a call of the search function
     becomes the ``server_tool_use`` + ``tool_search_tool_result`` pair of the search the
-    proxy ran (``turn.searches``), other meta-calls go, the rest stays."""
+    proxy ran (``turn.searches``), other meta-calls go (a bridge call left in ``blocks`` is
+    one that could not be made: a meta-call), the rest stays."""
     out: list[Any] = []
     for block in blocks:
         if is_search_call(turn, block):
             out += shown_search(turn, block)
-        elif not (_is_call(block) and turn.is_meta(block.get("name"))):
+        elif not (_is_call(block) and (turn.is_meta(block.get("name"))
+                                       or turn.is_bridge(block.get("name")))):
             out.append(block)
     return out
 

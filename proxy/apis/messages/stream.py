@@ -14,6 +14,13 @@ for the client's tool search tool is streamed, once run, as its ``server_tool_us
 ``tool_search_tool_result`` blocks (:mod:`proxy.apis.messages.search`). A note the
 proxy adds (:func:`proxy.turn.rounds.empty_answer_note`) is one more text block.
 
+A ``tool_use`` block of the bridge (a call of a tool delivered in the conversation:
+:mod:`proxy.apis.messages.bridge`) is held to its ``content_block_stop`` (or the round's
+``message_delta``), with every block started after it, so the client gets the blocks in
+the model's order; then it is shown as the call it stands for, started with an empty
+``input`` and given whole in one ``input_json_delta``, or, when it cannot be made, it is
+a meta-call, never shown.
+
 A round's ending is its ``message_delta``'s ``stop_reason`` (``max_tokens`` is cut off);
 a stream without one is unfinished.
 """
@@ -25,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proxy.apis.messages.bridge import client_call, is_bridge_block
 from proxy.apis.messages.search import is_search_call, shown_search, shown_search_events
 from proxy.http.errors import ANTHROPIC_ERROR_TYPES
 from proxy.turn.adapter import ClientOut, Ending, Reply, upstream_error_object
@@ -64,17 +72,27 @@ class ContentReader(Protocol):
 
 @dataclass
 class _Block:
-    """One content block of the current round, rebuilt from its deltas."""
+    """One content block of the current round, rebuilt from its deltas. ``hidden``: a
+    meta-call's; ``pending``: a bridge call not yet read; ``waiting``: its events not yet
+    relayed (held behind a pending bridge call); ``client_index``: its ``index`` for the
+    client, once relayed."""
 
     hidden: bool
-    client_index: int | None
     block: dict[str, Any]
+    pending: bool = False
+    client_index: int | None = None
     parts: dict[str, list[str]] = field(default_factory=dict)
+    waiting: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, delta: Mapping[str, Any]) -> None:
         spec = _DELTA_FIELDS.get(str(delta.get("type")))
         if spec is not None and isinstance(delta.get(spec[0]), str):
             self.parts.setdefault(spec[1], []).append(delta[spec[0]])
+
+    def input_text(self) -> str:
+        """The block's ``input`` as the model wrote it (JSON text, maybe broken)."""
+        parts = self.parts.get("input")
+        return "".join(parts) if parts else json.dumps(self.block.get("input", {}))
 
     def final(self) -> dict[str, Any]:
         """The block as a whole (``input`` parsed from its JSON deltas; when that JSON is
@@ -119,26 +137,68 @@ class MessagesStream(EventStreamView):
         if kind in ("message_delta", "message_stop"):
             if kind == "message_delta":
                 self.delta = data
-            return []
+            return self._released(ended=True)
         if kind == "content_block_start" and isinstance(data.get("content_block"), Mapping):
             block = dict(data["content_block"])
-            hidden = self.adapter.is_meta_block(self.turn, block)
-            self.blocks[data.get("index")] = _Block(hidden, None if hidden else self.next_index, block)
-            if hidden:
-                return []
-            self.next_index += 1
+            pending = is_bridge_block(self.turn, block)
+            hidden = not pending and self.adapter.is_meta_block(self.turn, block)
+            self.blocks[data.get("index")] = _Block(hidden, block, pending)
         block = self.blocks.get(data.get("index")) if "index" in data else None
         if block is None:
-            if "index" in data and any(known.hidden for known in self.blocks.values()):
-                # It may belong to the hidden call: neither relayed nor guessed at.
+            if "index" in data and any(known.hidden or known.pending for known in self.blocks.values()):
+                # It may belong to a hidden or held call: neither relayed nor guessed at.
                 self.problem = "the upstream sent an event about a content block it never started"
                 return []
             return [data]  # ping, and events this relay does not know
         if kind == "content_block_delta" and isinstance(data.get("delta"), Mapping):
             block.add(data["delta"])
-            if not block.hidden and data["delta"].get("type") in ("text_delta", "input_json_delta"):
-                self.first_token = True
-        return [] if block.hidden else [{**data, "index": block.client_index}]
+        if block.hidden:
+            return []
+        if block.pending:
+            if kind == "content_block_stop":
+                self._make_call(block)
+        else:
+            block.waiting.append(data)
+        return self._released()
+
+    def _make_call(self, block: _Block) -> None:
+        """A bridge call read whole: the client's call, given whole once relayed; a
+        hidden meta-call when it cannot be made."""
+        block.pending = False
+        call = client_call(self.turn, block.block, block.input_text())
+        if call is None:
+            block.hidden = True
+            return
+        arguments = json.dumps(call["input"], ensure_ascii=False)
+        block.block, block.parts = call, {"input": [arguments]}
+        block.waiting = [
+            {"type": "content_block_start", "content_block": {**call, "input": {}}},
+            {"type": "content_block_delta",
+             "delta": {"type": "input_json_delta", "partial_json": arguments}},
+            {"type": "content_block_stop"},
+        ]
+
+    def _released(self, *, ended: bool = False) -> list[dict[str, Any]]:
+        """The events now relayed: those of each block in the order blocks started, up to
+        a bridge call not read yet (``ended``: the round ended, every one is read now),
+        each block numbered for the client as its first event goes."""
+        events: list[dict[str, Any]] = []
+        for block in self.blocks.values():
+            if block.pending and ended:
+                self._make_call(block)
+            if block.pending:
+                break
+            if block.hidden or not block.waiting:
+                continue
+            if block.client_index is None:
+                block.client_index, self.next_index = self.next_index, self.next_index + 1
+            for event in block.waiting:
+                delta = event.get("delta")
+                if isinstance(delta, Mapping) and delta.get("type") in ("text_delta", "input_json_delta"):
+                    self.first_token = True
+                events.append({**event, "index": block.client_index})
+            block.waiting = []
+        return events
 
     def round_reply(self) -> Reply:
         usage = dict(self.round_usage)
