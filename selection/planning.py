@@ -254,7 +254,8 @@ class Selector:
         native = reading.native
         delivers = (upstream.delivery == "conversation" and reading.request.bridges
                     and native is not None and not native.legacy)
-        continued = continues(HistoryMark.from_json(start.state.seen), messages)
+        continued = reading.request.server_history or continues(
+            HistoryMark.from_json(start.state.seen), messages)
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,

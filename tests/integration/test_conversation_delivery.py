@@ -18,7 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.conversations import ClientCall, answered, client_calls, history_of
+from tests.support.conversations import (
+    ClientCall,
+    answered,
+    client_calls,
+    history_of,
+    with_history,
+)
 from tests.support.turn_apis import (
     CASES,
     IDS,
@@ -34,6 +40,9 @@ from tests.support.turn_apis import (
 
 #: Arguments that fit ``browser_cookie_set``'s schema (``name`` and ``value`` required).
 COOKIE = {"name": "session", "value": "abc123"}
+#: The APIs whose turns deliver tools in the conversation, plain and streamed.
+DELIVERING = [case for case in CASES if case[0] in ("chat", "responses")]
+DELIVERING_IDS = [i for case, i in zip(CASES, IDS, strict=True) if case in DELIVERING]
 
 
 def bridge(name: str, arguments: Any, call_id: str = "bridge_1") -> Call:
@@ -66,8 +75,7 @@ def first_turn(run: Bench) -> tuple[dict[str, Any], Answer, list[ClientCall]]:
     return body, answer, client_calls(run.api.name, answer.raw, run.stream)
 
 
-@pytest.mark.parametrize(("name", "stream"), [c for c in CASES if c[0] == "chat"],
-                         ids=[i for i in IDS if i.startswith("chat")])
+@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
 def test_a_loaded_tool_is_called_through_the_bridge_and_reaches_the_client_by_name(run: Bench) -> None:
     _, answer, calls = first_turn(run)
     assert (answer.status, answer.calls, answer.ending) == (200, [LOADED], "calls")
@@ -85,8 +93,7 @@ def test_a_loaded_tool_is_called_through_the_bridge_and_reaches_the_client_by_na
     assert "call_tool" in delivered["note"]
 
 
-@pytest.mark.parametrize(("name", "stream"), [c for c in CASES if c[0] == "chat"],
-                         ids=[i for i in IDS if i.startswith("chat")])
+@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
 def test_the_next_request_is_forwarded_as_the_upstream_saw_the_conversation(run: Bench) -> None:
     body, _, calls = first_turn(run)
     run.script(run.api.reply("The cookie is set."))
@@ -96,13 +103,12 @@ def test_the_next_request_is_forwarded_as_the_upstream_saw_the_conversation(run:
     assert run.api.offered(third) == run.api.offered(first)
     before, after = history_of(run.api.name, second), history_of(run.api.name, third)
     assert after[: len(before)] == before  # the prompt extends the previous one
-    (written,) = run.api.exchanged({**third, "messages": after[len(before):]})
+    (written,) = run.api.exchanged(with_history(run.api.name, third, after[len(before):]))
     assert (written.id, written.name) == ("bridge_1", "call_tool")
     assert json.loads(written.arguments) == {"name": LOADED, "arguments": COOKIE}
 
 
-@pytest.mark.parametrize(("name", "stream"), [c for c in CASES if c[0] == "chat"],
-                         ids=[i for i in IDS if i.startswith("chat")])
+@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
 @pytest.mark.parametrize(("called", "arguments", "told"), [
     ("browser_cookie_sett", COOKIE, "did_you_mean"),
     (LOADED, {"name": "session"}, "problems"),
