@@ -231,14 +231,16 @@ class ResponsesRequest:
         return meta_call(call_id, item["name"], arguments_text(item.get("arguments")))
 
     def split_output(self, turn: Turn, output: list[Any]) -> Reply:
-        """Meta-calls and client calls of a response's ``output``. A meta-call's item is
-        kept with the ``call_id`` and ``arguments`` (JSON object text) it is run with:
-        llama-server answers 500 to an input ``function_call`` whose arguments are not
+        """Meta-calls and client calls of a response's ``output`` (a bridge call is the
+        client's call it stands for, or a meta-call when it cannot be made). A meta-call's
+        item is kept with the ``call_id`` and ``arguments`` (JSON object text) it is run
+        with: llama-server answers 500 to an input ``function_call`` whose arguments are not
         JSON (cut off, or a small model's invented text)."""
         reply = Reply()
         for item in output:
-            bridged = bridged_item(turn, item) if is_bridge_item(turn, item) else None
-            if self.is_meta_item(turn, item) or (is_bridge_item(turn, item) and bridged is None):
+            bridge = is_bridge_item(turn, item)
+            bridged = bridged_item(turn, item) if bridge else None
+            if self.is_meta_item(turn, item) or (bridge and bridged is None):
                 call = self.meta_call(item)
                 reply.meta.append(call)
                 item = {**item, "call_id": call.id, "arguments": call.arguments}
