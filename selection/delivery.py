@@ -5,8 +5,9 @@ the request is, the block it starts from and the upstream's facts; pure.
 A turn *delivers* when the upstream is known to cache the prompt's prefix (or the setting
 says so: :attr:`selection.plan.Upstream.delivery`) and its API's adapter writes the bridge.
 Its block is *frozen* — kept as the upstream cached it — when the request continues its
-conversation's history (:mod:`selection.conversation.continuity`) on the conversation's own
-block; a history the client rewrote, a block shared with another conversation of the agent,
+conversation's history (:mod:`selection.conversation.continuity`; a history the upstream
+holds, a Responses ``previous_response_id`` chain, is taken to continue) on the
+conversation's own block; a history the client rewrote, a block shared with another conversation of the agent,
 or the conversation's first request may choose afresh.
 """
 
@@ -40,7 +41,8 @@ def read_delivery(reading: TurnReading, start: BlockStart, upstream: Upstream) -
     native = reading.native
     delivers = (upstream.delivery == "conversation" and reading.request.bridges
                 and native is not None and not native.legacy)
-    continued = continues(HistoryMark.from_json(start.state.seen), reading.request.messages)
+    continued = reading.request.server_history or continues(
+        HistoryMark.from_json(start.state.seen), reading.request.messages)
     frozen = delivers and continued and start.kind is None and start.state.turn > 0
     return Delivery(delivers, continued, frozen, client_core(reading.deferral, delivers))
 

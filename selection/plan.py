@@ -51,7 +51,10 @@ class TurnInput:
     in another shape than the client's beyond ``defer_loading`` (namespaces, search tools
     or search items), so even forwarded whole it is translated. ``bridges``: the adapter
     writes the bridge (its views make a bridge call the client's call, its history writes
-    the client's calls back), so tools may be delivered in the conversation."""
+    the client's calls back), so tools may be delivered in the conversation.
+    ``server_history``: the upstream holds the conversation's history (the Responses API's
+    ``previous_response_id`` / ``conversation``) and ``messages`` are only what is new:
+    the request continues its conversation whatever they hold."""
 
     body: dict[str, Any]
     native: Catalog | None
@@ -65,6 +68,7 @@ class TurnInput:
     found: tuple[str, ...] = ()
     reshaped: bool = False
     bridges: bool = False
+    server_history: bool = False
 
     @property
     def needs_translation(self) -> bool:

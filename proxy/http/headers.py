@@ -132,10 +132,13 @@ def check_conversation_id(headers: Headers, max_bytes: int) -> None:
 def state_key(conversation: str, headers: Headers, *, shared: bool) -> str:
     """The key of a conversation's state: its id, scoped by a hash of the request's
     credential (first of ``CREDENTIAL_HEADERS`` present) unless ``shared``, so a client
-    with another key can neither read nor plant loads in it. No credential: the id."""
+    with another key can neither read nor plant loads in it. No credential: the id. A key
+    this credential's scope made already (the conversation a Responses
+    ``previous_response_id`` names) is kept as it is."""
     if shared:
         return conversation
     credential = next((v for name in CREDENTIAL_HEADERS if (v := header(headers, name))), None)
     if credential is None:
         return conversation
-    return "c:" + hashlib.sha256(credential).hexdigest()[:24] + ":" + conversation
+    scope = "c:" + hashlib.sha256(credential).hexdigest()[:24] + ":"
+    return conversation if conversation.startswith(scope) else scope + conversation

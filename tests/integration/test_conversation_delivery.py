@@ -18,7 +18,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.conversations import ClientCall, answered, client_calls, history_of
+from tests.support.conversations import (
+    ClientCall,
+    answered,
+    client_calls,
+    history_of,
+    with_history,
+)
 from tests.support.turn_apis import (
     CASES,
     IDS,
@@ -33,9 +39,6 @@ from tests.support.turn_apis import (
     turn_servers,
 )
 
-#: The APIs that deliver tools in the conversation so far (``name``, ``stream``), and their ids.
-DELIVERING = [case for case in CASES if case[0] in ("chat", "messages")]
-DELIVERING_IDS = [i for i, case in zip(IDS, CASES, strict=True) if case in DELIVERING]
 #: Arguments that fit ``browser_cookie_set``'s schema (``name`` and ``value`` required).
 COOKIE = {"name": "session", "value": "abc123"}
 
@@ -70,7 +73,7 @@ def first_turn(run: Bench) -> tuple[dict[str, Any], Answer, list[ClientCall]]:
     return body, answer, client_calls(run.api.name, answer.raw, run.stream)
 
 
-@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_loaded_tool_is_called_through_the_bridge_and_reaches_the_client_by_name(run: Bench) -> None:
     _, answer, calls = first_turn(run)
     assert (answer.status, answer.calls, answer.ending) == (200, [LOADED], "calls")
@@ -88,7 +91,7 @@ def test_a_loaded_tool_is_called_through_the_bridge_and_reaches_the_client_by_na
     assert "call_tool" in delivered["note"] and "not in your tool list" in delivered["note"]
 
 
-@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_the_next_request_is_forwarded_as_the_upstream_saw_the_conversation(run: Bench) -> None:
     body, _, calls = first_turn(run)
     run.script(run.api.reply("The cookie is set."))
@@ -98,12 +101,12 @@ def test_the_next_request_is_forwarded_as_the_upstream_saw_the_conversation(run:
     assert run.api.offered(third) == run.api.offered(first)
     before, after = history_of(run.api.name, second), history_of(run.api.name, third)
     assert after[: len(before)] == before  # the prompt extends the previous one
-    (written,) = run.api.exchanged({**third, "messages": after[len(before):]})
+    (written,) = run.api.exchanged(with_history(run.api.name, third, after[len(before):]))
     assert (written.id, written.name) == ("bridge_1", "call_tool")
     assert json.loads(written.arguments) == {"name": LOADED, "arguments": COOKIE}
 
 
-@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_hidden_rounds_text_and_the_calls_after_a_bridge_call_keep_their_places(run: Bench) -> None:
     """The text a hidden round showed the client stands in the hidden exchange, not twice;
     a real call after a bridge call reaches the client after it, as the model made them."""
@@ -118,12 +121,12 @@ def test_a_hidden_rounds_text_and_the_calls_after_a_bridge_call_keep_their_place
     _, second, third = run.bodies()
     before, after = history_of(run.api.name, second), history_of(run.api.name, third)
     assert after[: len(before)] == before
-    assert [(c.id, c.name) for c in run.api.exchanged({**third, "messages": after[len(before):]})] == [
+    assert [(c.id, c.name) for c in run.api.exchanged(with_history(run.api.name, third, after[len(before):]))] == [
         ("bridge_1", "call_tool"), ("real_1", REAL)]
     assert "Loading the cookie tool." not in json.dumps(after[len(before):])
 
 
-@pytest.mark.parametrize(("name", "stream"), DELIVERING, ids=DELIVERING_IDS)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 @pytest.mark.parametrize(("called", "arguments", "told"), [
     ("browser_cookie_sett", COOKIE, "did_you_mean"),
     (LOADED, {"name": "session"}, "problems"),

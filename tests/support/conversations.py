@@ -86,7 +86,7 @@ def answered(api: str, body: dict[str, Any], calls: list[ClientCall], result: st
         return {**body, "messages": history}
     if api == "responses":
         items = body["input"] if isinstance(body["input"], list) else [
-            {"role": "user", "content": body["input"]}]
+            {"type": "message", "role": "user", "content": body["input"]}]
         items = [*items,
                  *([{"type": "message", "role": "assistant",
                      "content": [{"type": "output_text", "text": text}]}] if text else []),
@@ -112,3 +112,8 @@ def history_of(api: str, body: dict[str, Any]) -> list[Any]:
     if api == "responses":
         return body["input"] if isinstance(body["input"], list) else [body["input"]]
     return body["messages"]
+
+
+def with_history(api: str, body: dict[str, Any], history: list[Any]) -> dict[str, Any]:
+    """``body`` with ``history`` as its messages, or its ``input`` items."""
+    return {**body, "input" if api == "responses" else "messages": history}

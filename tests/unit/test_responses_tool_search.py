@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -164,6 +165,29 @@ def test_client_executed_search_items_round_trip() -> None:
     # What the client's search found is in the upstream's tools: its output repeats none.
     assert translated[1] == {"type": "function_call_output", "call_id": "c9", "output": ""}
 
+
+
+def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside_the_block() -> None:
+    """Where tools are delivered in the conversation, the output the upstream reads carries
+    the definitions of the finds the block does not hold, the same text on every turn; a
+    client-executed search's is that object alone, and stays empty with nothing outside."""
+    layout = read_layout([function("a"), CRM, {"type": "tool_search", "execution": "client"}])
+    output = {"type": "tool_search_output", "call_id": "c9", "execution": "client",
+              "status": "completed", "tools": [CRM]}
+    catalog = catalog_of(layout)
+    outside = {"crm__list_orders"}.__contains__
+    (client,) = upstream_history([output], layout, catalog, outside=outside)
+    delivered = json.loads(client["output"])
+    assert [tool["name"] for tool in delivered["tools"]] == ["crm__list_orders"]
+    assert delivered["tools"][0]["parameters"] == SCHEMA and "call_tool" in delivered["note"]
+    assert set(delivered) == {"tools", "note"}
+    assert upstream_history([output], layout, catalog, outside=outside) == [client]
+    assert upstream_history([output], layout, catalog, outside=set().__contains__)[0]["output"] == ""
+    hosted = {**output, "execution": "server", "call_id": None, "id": "tso_tp_call_7"}
+    (server,) = upstream_history([hosted], layout, catalog, outside=outside)
+    searched = json.loads(server["output"])
+    assert [found["name"] for found in searched["found"]] == ["crm__get_customer", "crm__list_orders"]
+    assert [tool["name"] for tool in searched["tools"]] == ["crm__list_orders"]
 
 def test_output_items_show_the_clients_names_and_validate_against_the_sdk() -> None:
     layout = read_layout(TOOLS)

@@ -11,6 +11,13 @@ meta-tool; the re-issued request appends the round's output items and one
 ``function_call_output`` per meta-call to ``input``. A round's ending is its status:
 ``incomplete`` (or ``failed``) is cut off.
 
+Tools delivered in the conversation (:mod:`selection.clients.bridge`): a ``function_call``
+of the bridge reaches the client as the call it stands for, or is a meta-call when it
+cannot be made (:mod:`proxy.apis.responses.bridge`); ``input`` is forwarded as the upstream
+saw the conversation (:mod:`proxy.apis.responses.delivery`). A request whose ``input``
+holds ``additional_tools`` items (tools the client adds mid-conversation, with no search
+output to deliver them in) keeps to the block.
+
 Tool search (OpenAI's tool search guide): the request's ``tools`` and ``input`` are
 translated for a plain server (:mod:`proxy.apis.responses.tools`,
 :mod:`proxy.apis.responses.history`; the request keeps its
@@ -27,8 +34,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from proxy.apis.responses.bridge import bridged_item, is_bridge_item
 from proxy.apis.responses.chains import ResponseChains
-from proxy.apis.responses.history import found_in_history, upstream_history
+from proxy.apis.responses.delivery import upstream_input
+from proxy.apis.responses.history import ADDITIONAL_TOOLS, found_in_history, upstream_history
 from proxy.apis.responses.search import client_output, is_search_call, read_search_tool
 from proxy.apis.responses.stream import ResponsesStream, ending_of, note_item, responses_error
 from proxy.apis.responses.tools import (
@@ -124,6 +133,8 @@ class ResponsesRequest:
     input: TurnInput
     layout: ToolLayout
     chains: ResponseChains
+    #: The ``input`` items as the client sent them (None: a string).
+    client_input: list[Any] | None = None
     #: The meta exchanges appended to ``input`` for re-issued rounds.
     appended: list[Any] = field(default_factory=list)
     #: What a plain response shows of rounds before the last: the hosted searches the
@@ -140,10 +151,25 @@ class ResponsesRequest:
         ]
         if turn.tool_choice.forward is not KEEP:
             body["tool_choice"] = turn.tool_choice.forward
+        body["input"] = self.forwarded_input(turn)
         if self.appended:
             body["input"] = [*input_items(body.get("input")), *self.appended]
         turn.add_llama_fields(body)
         return json_bytes(body)
+
+    def forwarded_input(self, turn: Turn) -> Any:
+        """The ``input`` the upstream gets before the meta exchanges: the client's,
+        translated for a plain server; where tools are delivered in the conversation, also
+        with the found tools' definitions where the searches stand and written as the
+        upstream saw the conversation (:func:`~proxy.apis.responses.delivery.upstream_input`).
+        A string, or a conversation the upstream holds (``previous_response_id``,
+        ``conversation``: the client sends only what is new), is forwarded as it is."""
+        plan = turn.plan
+        if not plan.delivers or self.client_input is None or self.input.server_history:
+            return turn.body.get("input")
+        items = upstream_history(self.client_input, self.layout, plan.catalog,
+                                 outside=plan.outside_block)
+        return upstream_input(turn, items)
 
     def history_length(self) -> int:
         """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the ``input`` items."""
@@ -178,6 +204,11 @@ class ResponsesRequest:
             and turn.is_meta(item.get("name"))
         )
 
+    @staticmethod
+    def is_bridge_item(turn: Turn, item: Any) -> bool:
+        """See :func:`proxy.apis.responses.bridge.is_bridge_item`."""
+        return is_bridge_item(turn, item)
+
     def client_output(self, turn: Turn, items: Sequence[Any]) -> list[Any]:
         """Output items as the client sees them (:func:`~proxy.apis.responses.search.client_output`)."""
         return client_output(turn, self.layout, items)
@@ -200,16 +231,21 @@ class ResponsesRequest:
         return meta_call(call_id, item["name"], arguments_text(item.get("arguments")))
 
     def split_output(self, turn: Turn, output: list[Any]) -> Reply:
-        """Meta-calls and client calls of a response's ``output``. A meta-call's item is
-        kept with the ``call_id`` and ``arguments`` (JSON object text) it is run with:
-        llama-server answers 500 to an input ``function_call`` whose arguments are not
+        """Meta-calls and client calls of a response's ``output`` (a bridge call is the
+        client's call it stands for, or a meta-call when it cannot be made). A meta-call's
+        item is kept with the ``call_id`` and ``arguments`` (JSON object text) it is run
+        with: llama-server answers 500 to an input ``function_call`` whose arguments are not
         JSON (cut off, or a small model's invented text)."""
         reply = Reply()
         for item in output:
-            if self.is_meta_item(turn, item):
+            bridge = is_bridge_item(turn, item)
+            bridged = bridged_item(turn, item) if bridge else None
+            if self.is_meta_item(turn, item) or (bridge and bridged is None):
                 call = self.meta_call(item)
                 reply.meta.append(call)
                 item = {**item, "call_id": call.id, "arguments": call.arguments}
+            elif bridged is not None:  # the client's call (:mod:`proxy.apis.responses.bridge`)
+                reply.real_calls.append(str(bridged["name"]))
             elif isinstance(item, Mapping) and item.get("type") in CLIENT_CALLS:
                 reply.real_calls.append(str(item.get("name")))
             reply.items.append(item)
@@ -303,23 +339,30 @@ class ResponsesApi:
         native = build_catalog(functions.tools, others, declared=declared_groups(layout))
         layout.hosted_name = free_name(TOOL_SEARCH, set(native.names))
         reshaped = layout.reshaped
+        adds_tools = False
         if isinstance(value, list):
+            adds_tools = any(isinstance(item, Mapping) and item.get("type") == ADDITIONAL_TOOLS
+                             for item in value)
             items = upstream_history(value, layout, native)
             reshaped |= len(items) != len(value) or any(a is not b for a, b in zip(items, value, strict=False))
             body = {**body, "input": items}
         choice = read_tool_choice(body)
+        conversation = _server_side_conversation(body, self.chains)
         plan_input = TurnInput(
             body=body,
             native=native,
             messages=conversation_view(body),
             choice=choice,
-            conversation=_server_side_conversation(body, self.chains),
+            conversation=conversation,
             search=read_search_tool(layout),
             client_runs_search=layout.client_search is not None,
             found=tuple(loaded.found),
             reshaped=reshaped,
+            bridges=not adds_tools,
+            server_history=conversation is not None,
         )
-        return ResponsesRequest(plan_input, layout, self.chains)
+        return ResponsesRequest(plan_input, layout, self.chains,
+                                value if isinstance(value, list) else None)
 
     def stream_error(self, status: int, body: bytes) -> bytes:
         """An error answer as the Responses ``error`` event (:func:`responses_error`)."""

@@ -16,7 +16,11 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
   (``execution: "client"``): empty, since the upstream's ``tools`` carry what it found (a
   text naming or describing them would repeat it in every later request). Its ``tools``
   are loaded for the conversation (:attr:`Loaded.found`); a definition the request's
-  ``tools`` lack (a client-executed search may return any) joins the catalogue.
+  ``tools`` lack (a client-executed search may return any) joins the catalogue. Where
+  tools are delivered in the conversation (``outside``: the finds the block does not
+  hold, :mod:`selection.clients.bridge`), either output also carries the definitions of
+  those finds and how to call them (``tools``, ``note``; a client-executed search's is
+  that object alone), the same text on every request while the block stays.
 * ``additional_tools`` ``{"tools": [definitions]}`` → removed; its tools are loaded the
   same way.
 * ``function_call`` / ``custom_tool_call`` with a ``namespace`` → the flattened name
@@ -27,12 +31,12 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.apis.responses.tools import DEFER_LOADING, Member, ToolLayout, flat_name
-from selection.types import Catalog, SearchResult
+from selection.types import Catalog, SearchResult, delivering
 
 SEARCH_CALL = "tool_search_call"
 SEARCH_OUTPUT = "tool_search_output"
@@ -105,9 +109,12 @@ def found_in_history(items: Sequence[Any], layout: ToolLayout) -> Loaded:
 class _Translator:
     """Translates one input (see the module docstring)."""
 
-    def __init__(self, layout: ToolLayout, catalog: Catalog) -> None:
+    def __init__(
+        self, layout: ToolLayout, catalog: Catalog, outside: Callable[[str], bool] | None
+    ) -> None:
         self.layout = layout
         self.catalog = catalog
+        self.outside = outside
         self.hosted_calls = 0
         self.unanswered: list[str] = []  # hosted call ids awaiting their output
 
@@ -128,6 +135,16 @@ class _Translator:
             return known
         return self.unanswered.pop(0) if self.unanswered else "tool_search_0"
 
+    def search_output(self, item: Mapping[str, Any]) -> str:
+        """The text the upstream reads where a ``tool_search_output`` stands (see the
+        module docstring)."""
+        names = tuple(name for name, _, _ in _definitions(item.get("tools")))
+        client = item.get("execution") == "client"
+        content = "" if client else SearchResult("query", None, names).content(self.catalog)
+        outside = self.outside
+        delivered = [name for name in dict.fromkeys(names) if outside(name)] if outside else []
+        return delivering(content or "{}", delivered, self.catalog) if delivered else content
+
     def item(self, item: Any) -> list[Any]:
         if not isinstance(item, Mapping):
             return [item]
@@ -143,12 +160,8 @@ class _Translator:
             return [{"type": "function_call", "call_id": self.call_id(item), "name": name,
                      "arguments": arguments}]
         if kind == SEARCH_OUTPUT:
-            content = ""
-            if item.get("execution") != "client":
-                names = tuple(name for name, _, _ in _definitions(item.get("tools")))
-                content = SearchResult("query", None, names).content(self.catalog)
             return [{"type": "function_call_output", "call_id": self.output_call_id(item),
-                     "output": content}]
+                     "output": self.search_output(item)}]
         if kind == ADDITIONAL_TOOLS:
             return []
         if "namespace" not in item:
@@ -159,8 +172,12 @@ class _Translator:
         return [translated]
 
 
-def upstream_history(items: Sequence[Any], layout: ToolLayout, catalog: Catalog) -> list[Any]:
+def upstream_history(
+    items: Sequence[Any], layout: ToolLayout, catalog: Catalog, *,
+    outside: Callable[[str], bool] | None = None,
+) -> list[Any]:
     """``items`` translated for the upstream (see the module docstring); ``catalog``: the
-    request's (for the found tools' purposes)."""
-    translator = _Translator(layout, catalog)
+    request's (for the found tools' purposes and definitions); ``outside``: whether a
+    found tool is delivered in the conversation (None: none is)."""
+    translator = _Translator(layout, catalog, outside)
     return [translated for item in items for translated in translator.item(item)]

@@ -24,6 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from proxy.apis.responses.bridge import bridged_item, is_bridge_item
 from proxy.apis.responses.history import (
     CALL_ID_PREFIX,
     OUTPUT_ID_PREFIX,
@@ -75,13 +76,17 @@ def is_search_call(turn: Turn, item: Any) -> bool:
 def client_output(turn: Turn, layout: ToolLayout, items: Sequence[Any]) -> list[Any]:
     """Output items as the client sees them: meta-calls hidden, but a call of the function
     standing for hosted search shown as the search's ``tool_search_call`` +
-    ``tool_search_output`` (:func:`shown_search`); the others through
-    :func:`client_item`."""
+    ``tool_search_output`` (:func:`shown_search`); a bridge call as the call it stands for
+    (:func:`proxy.apis.responses.bridge.bridged_item`), hidden when it cannot be made; the
+    others through :func:`client_item`."""
     shown: list[Any] = []
     for item in items:
         if is_search_call(turn, item):
             call_id = str(item.get("call_id"))
             shown += shown_search(layout, call_id, item.get("arguments"), turn.searches.get(call_id))
+        elif is_bridge_item(turn, item):
+            call = bridged_item(turn, item)
+            shown += [client_item(layout, call)] if call is not None else []
         elif not (isinstance(item, Mapping) and item.get("type") == "function_call"
                   and turn.is_meta(item.get("name"))):
             shown.append(client_item(layout, item))

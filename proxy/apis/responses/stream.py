@@ -19,6 +19,13 @@ refers to). A hosted search the proxy ran is streamed, once run, as its
 ``tool_search_call`` and ``tool_search_output`` items; a note the proxy adds
 (:func:`proxy.turn.rounds.empty_answer_note`) is one more output message.
 
+A ``function_call`` of the bridge (:mod:`proxy.apis.responses.bridge`) is held, with every
+item after it, until its ``response.output_item.done`` (or the round's terminal event)
+gives its whole arguments: then the client gets the call it stands for, its events whole
+(added, one arguments delta, done) at the next ``output_index``, and the items held
+after it in the model's order; a bridge call that cannot be made is hidden as a meta-call.
+Its ``response.function_call_arguments.*`` events are never relayed.
+
 A round's ending is its terminal event: ``response.incomplete`` (or ``.failed``) is cut
 off; a stream without one is unfinished.
 """
@@ -30,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proxy.apis.responses.item_events import item_events
 from proxy.apis.responses.search import is_search_call, shown_search_events
 from proxy.http.errors import ProxyError
 from proxy.turn.adapter import ClientOut, Ending, Reply, upstream_error_object
@@ -76,6 +84,8 @@ class OutputReader(Protocol):
 
     def is_meta_item(self, turn: Turn, item: Any) -> bool: ...
 
+    def is_bridge_item(self, turn: Turn, item: Any) -> bool: ...
+
     def is_client_search(self, item: Any) -> bool: ...
 
     def client_output(self, turn: Turn, items: list[Any]) -> list[Any]: ...
@@ -92,12 +102,17 @@ class OutputReader(Protocol):
 
 @dataclass
 class _Item:
-    """One output item of the current round."""
+    """One output item of the current round: ``client_index`` is given when it is first
+    shown. A bridge call (``bridge``) is ``settled`` once read: ``call`` the client's call
+    it stands for (None: it cannot be made, and is ``hidden``)."""
 
     hidden: bool
     client_index: int | None
     item: dict[str, Any]
     arguments: list[str] = field(default_factory=list)
+    bridge: bool = False
+    settled: bool = False
+    call: dict[str, Any] | None = None
 
 
 class ResponsesStream(EventStreamView):
@@ -112,6 +127,8 @@ class ResponsesStream(EventStreamView):
         self.output: list[Any] = []  # what the client saw, all rounds
         self.items: list[_Item] = []
         self.keys: dict[tuple[str, Any], _Item] = {}
+        #: Events held behind a bridge call not read yet, in arrival order.
+        self.held: list[tuple[_Item, dict[str, Any]]] = []
         self.terminal: dict[str, Any] | None = None
         #: The response id the client got in ``response.created`` (kept to the end).
         self.client_id: str | None = None
@@ -119,7 +136,7 @@ class ResponsesStream(EventStreamView):
         self.numbered = False
 
     def begin_round(self) -> None:
-        self.items, self.keys, self.terminal = [], {}, None
+        self.items, self.keys, self.terminal, self.held = [], {}, None, []
 
     # --- events -----------------------------------------------------------------
     def on_event(self, data: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,10 +153,10 @@ class ResponsesStream(EventStreamView):
             return [self._numbered(data)]
         if kind in TERMINAL:
             self.terminal = data
-            return []
+            return self._settle_all()
         item = self._item_of(data)
         if item is None:
-            if _names_an_item(data) and any(known.hidden for known in self.items):
+            if _names_an_item(data) and any(k.hidden or k.bridge for k in self.items):
                 # It may belong to the hidden call: neither relayed nor guessed at.
                 self.problem = "the upstream sent an event about an output item it never opened"
                 return []
@@ -147,6 +164,21 @@ class ResponsesStream(EventStreamView):
         if item.hidden:
             self._collect(item, data)
             return []
+        if item.bridge or self.held:  # the client gets the calls in the model's order
+            self.held.append((item, data))
+            if item.bridge:
+                self._collect(item, data)
+                if kind == "response.output_item.done":
+                    self._settle(item)
+                    return self._release()
+            return []
+        return self._shown(item, data)
+
+    def _shown(self, item: _Item, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """One event of an item the client sees, as the client sees it."""
+        kind = data.get("type")
+        if item.client_index is None:
+            item.client_index = self._next()
         if kind in ITEM_EVENTS:
             data = {**data, "item": self.adapter.client_output(self.turn, [data["item"]])[0]}
         elif self.adapter.is_client_search(item.item):
@@ -158,6 +190,48 @@ class ResponsesStream(EventStreamView):
         if kind in TOKEN_EVENTS and data.get("delta"):
             self.first_token = True
         return [self._numbered(data)]
+
+    def _next(self) -> int:
+        """The next ``output_index`` of the client's output."""
+        self.next_index += 1
+        return self.next_index - 1
+
+    def _settle(self, item: _Item) -> None:
+        """Read a bridge call whose arguments are whole: the client's call, or hidden."""
+        if item.arguments and not item.item.get("arguments"):
+            item.item["arguments"] = "".join(item.arguments)
+        shown = self.adapter.client_output(self.turn, [item.item])
+        item.settled, item.call, item.hidden = True, shown[0] if shown else None, not shown
+
+    def _settle_all(self) -> list[dict[str, Any]]:
+        """At the round's end: every bridge call read (its item as the terminal event's
+        ``output`` has it, else as streamed), every held event released."""
+        response = self.terminal.get("response") if self.terminal else None
+        output = response.get("output") if isinstance(response, Mapping) else None
+        final = {item.get("id"): item for item in output or () if isinstance(item, Mapping)}
+        for item in self.items:
+            if item.bridge and not item.settled:
+                item.item = dict(final.get(item.item.get("id"), item.item))
+                self._settle(item)
+        return self._release()
+
+    def _release(self) -> list[dict[str, Any]]:
+        """The held events the client may see now, in order, up to the first bridge call
+        not read yet: a bridge call made the client's is shown whole where it stood."""
+        shown: list[dict[str, Any]] = []
+        while self.held:
+            item, data = self.held[0]
+            if item.bridge and not item.settled:
+                break
+            del self.held[0]
+            if item.bridge and item.call is not None and item.client_index is None:
+                item.client_index = self._next()
+                self.first_token = True
+                shown += [self._numbered({**event, "sequence_number": 0} if self.numbered else event)
+                          for event in item_events(item.client_index, item.call)]
+            elif not item.bridge and not item.hidden:
+                shown += self._shown(item, data)
+        return shown
 
     def error_event(self, error: ProxyError) -> bytes:
         """The Responses ``error`` event (``code``, ``message``, ``param``,
@@ -188,7 +262,7 @@ class ResponsesStream(EventStreamView):
             {"type": "response.created", "response": {**answer, "status": "in_progress", "output": []}}
         ]
         for index, item in enumerate(output):
-            events += _item_events(index, item)
+            events += item_events(index, item)
         status = answer.get("status")
         terminal = f"response.{status}" if f"response.{status}" in TERMINAL else "response.completed"
         events.append({"type": terminal, "response": answer})
@@ -230,9 +304,8 @@ class ResponsesStream(EventStreamView):
         known = known or (self.keys.get(by_id) if by_id else None)
         if known is None and isinstance(payload, Mapping):
             hidden = self.adapter.is_meta_item(self.turn, payload)
-            known = _Item(hidden, None if hidden else self.next_index, dict(payload))
-            if not hidden:
-                self.next_index += 1
+            bridge = not hidden and self.adapter.is_bridge_item(self.turn, payload)
+            known = _Item(hidden, None, dict(payload), bridge=bridge)
             self.items.append(known)
         if known is not None:
             if isinstance(payload, Mapping):
@@ -259,7 +332,7 @@ class ResponsesStream(EventStreamView):
             return output
         items = []
         for item in self.items:
-            if item.hidden and item.arguments and not item.item.get("arguments"):
+            if (item.hidden or item.bridge) and item.arguments and not item.item.get("arguments"):
                 item.item["arguments"] = "".join(item.arguments)
             items.append(item.item)
         return items
@@ -282,37 +355,11 @@ class ResponsesStream(EventStreamView):
 
     def finish_events(self, reply: Reply) -> list[dict[str, Any]]:
         if self.terminal is None or not isinstance(self.terminal.get("response"), Mapping):
-            return []  # the upstream ended without a terminal event: so does the client
+            return self._settle_all()  # no terminal event from the upstream: none to the client
         response = self.adapter.client_response(
             self.turn, dict(self.terminal["response"]), self.output, self.usage, self.client_id
         )
         return [self._numbered({**self.terminal, "response": response})]
-
-
-def _item_events(index: int, item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The events that stream one whole output item at ``index``: a message's text parts
-    and a call's arguments in one delta each."""
-    at, kind = {"output_index": index}, item.get("type")
-    ref = {**at, "item_id": item.get("id")}
-    events: list[dict[str, Any]] = []
-    if kind == "message" and isinstance(item.get("content"), list):
-        events.append({"type": "response.output_item.added", **at, "item": {**item, "content": []}})
-        for part_index, part in enumerate(item["content"]):
-            text = part.get("text", "") if isinstance(part, Mapping) else ""
-            part_at = {**ref, "content_index": part_index}
-            events.append({"type": "response.content_part.added", **part_at, "part": {**part, "text": ""}})
-            if text:
-                events.append({"type": "response.output_text.delta", **part_at, "delta": text})
-                events.append({"type": "response.output_text.done", **part_at, "text": text})
-            events.append({"type": "response.content_part.done", **part_at, "part": part})
-    elif kind == "function_call":
-        arguments = item.get("arguments") or ""
-        events.append({"type": "response.output_item.added", **at, "item": {**item, "arguments": ""}})
-        events.append({"type": "response.function_call_arguments.delta", **ref, "delta": arguments})
-        events.append({"type": "response.function_call_arguments.done", **ref, "arguments": arguments})
-    else:
-        events.append({"type": "response.output_item.added", **at, "item": item})
-    return [*events, {"type": "response.output_item.done", **at, "item": item}]
 
 
 def _names_an_item(data: Mapping[str, Any]) -> bool:
