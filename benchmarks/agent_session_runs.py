@@ -12,7 +12,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from benchmarks.support.agent_behaviour import SESSION, AgentBehaviour
+from benchmarks.support.agent_behaviour import SESSION, AgentBehaviour, Task
 from benchmarks.support.agent_clients import Mode
 from benchmarks.support.agent_sessions import Session, run_session
 from benchmarks.support.body_tokens import body_tokens
@@ -136,7 +136,7 @@ def measure_session(mode: Mode, via_proxy: bool, out: Path, ctx: int | None) -> 
         llama = None if ctx is None else stack.enter_context(
             fresh_llama(folder, _llama_name(via), ctx))
         facts = LlamaFacts(AgentBehaviour(SESSION), llama, ctx or DEFAULT_CTX)
-        session = _scripted(mode, via_proxy, out, folder, facts)
+        session = scripted(mode, via_proxy, out, folder, facts, SESSION)
         done = task_done(session)
         requests = [exchange.request for exchange in session.model_exchanges()]
         variants = [(via, [(r.path, r.json()) for r in requests])]
@@ -159,20 +159,21 @@ def _llama_name(label: str) -> str:
     return "llama-" + re.sub(r"\W+", "-", label).strip("-")
 
 
-def _scripted(mode: Mode, via_proxy: bool, out: Path, folder: Path,
-              behaviour: LlamaFacts) -> Session:
-    """The CLI's session against the scripted upstream playing ``behaviour``, its client
-    folder at one path for every session (the same paths in the prompts), moved into
-    ``folder`` afterwards."""
+def scripted(mode: Mode, via_proxy: bool, out: Path, folder: Path, behaviour: LlamaFacts,
+             task: Task, **session: Any) -> Session:
+    """The CLI's session of ``task``'s user turns against the scripted upstream playing
+    ``behaviour``, its client folder at one path for every session (the same paths in
+    the prompts), moved into ``folder`` afterwards; ``session``: more keyword arguments
+    of :func:`~benchmarks.support.agent_sessions.run_session`."""
     work = out / "client"
     shutil.rmtree(work, ignore_errors=True)
     upstream = Upstream()
     upstream.behaviour = behaviour
     with serve_in_thread(upstream.app) as origin:
-        session = run_session(mode, origin, folder, via_proxy=via_proxy, timeout_s=RUN_TIMEOUT_S,
-                              prompts=[turn.prompt for turn in SESSION.turns], client_dir=work)
+        run = run_session(mode, origin, folder, via_proxy=via_proxy, timeout_s=RUN_TIMEOUT_S,
+                          prompts=[turn.prompt for turn in task.turns], client_dir=work, **session)
     shutil.move(str(work), str(folder / "client"))
-    return session
+    return run
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Run from the repository root::
     python -m benchmarks.agent_sessions --out DIR      # all modes: hours on 2 busy cores
     python -m benchmarks.agent_sessions --out DIR --vias toolprune   # after a proxy change
     python -m benchmarks.agent_sessions --no-llama     # minutes: the scripted part alone
+    python -m benchmarks.agent_sessions --long --out DIR   # the 16-turn session, simulated
     python -m benchmarks.agent_sessions --help
 
 Each mode of :data:`benchmarks.support.agent_clients.MODES` (Claude Code default and with
@@ -51,6 +52,21 @@ mode and via, the requests of each hop and ``result.json``. Sessions of a via no
 ``--vias`` are read from there (a change to the proxy re-runs ``--vias toolprune`` alone,
 beside the direct sessions measured before); ``--reuse`` also keeps those of ``--vias``
 already there. The captures hold the clients' prompts: never commit them.
+
+``--long``: the long session instead (:data:`benchmarks.support.long_task.LONG_SESSION`:
+16 user turns on ``acme/ledger``, 22 calls moving from pull requests through reviews,
+issues, CI runs and logs, branches and commits to releases, tool results sized like the
+real server's so the history passes 40k tokens), each mode directly and through a cold
+proxy with a progress bar per session (``--out``/``--reuse`` resume per mode and via,
+under ``DIR``). Its requests are not prefilled (40k tokens take over an hour here): each
+is rendered and tokenized by llama-server itself (``/apply-template``, ``/tokenize``) and
+counted by the simulation of its prompt cache (:mod:`benchmarks.support.cache_walk`,
+checked against real replays by ``tests/integration/test_cache_walk_real.py``) on one
+slot of ``--ctx`` tokens (default 131,072 here). Reported: cumulative evaluated tokens at
+a quarter, half, three quarters and the end of the user turns, direct against toolprune,
+the first request's, the requests whose forwarded tool block changed (and whether the
+client changed its own there), the last request's prompt, and each turn's task
+(:mod:`benchmarks.long_session_runs`).
 """
 
 from __future__ import annotations
@@ -60,10 +76,13 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.agent_session_report import plot, render
 from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
+from benchmarks.long_session_report import render as render_long
+from benchmarks.long_session_runs import LONG_CTX, run_long
 from benchmarks.support.agent_clients import MODES
 from benchmarks.support.text_tables import load_str
 
@@ -81,13 +100,22 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the sessions of --vias whose result.json is in --out")
     parser.add_argument("--no-llama", action="store_true",
                         help="scripted sessions only; prompt tokens from the request bodies")
-    parser.add_argument("--ctx", type=int, default=DEFAULT_CTX,
-                        help="llama-server's context, one slot (tokens)")
+    parser.add_argument("--ctx", type=int, default=None,
+                        help=f"llama-server's context, one slot (tokens; default {DEFAULT_CTX:,},"
+                             f" {LONG_CTX:,} with --long)")
+    parser.add_argument("--long", action="store_true",
+                        help="the 16-turn session, counted by the simulated prompt cache")
     parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="agent-sessions-"))
     print(f"captures: {out}\n{load_str()}", flush=True)
+    if args.long:
+        started = time.monotonic()
+        long_results = run_long(args.modes, args.vias, out, args.reuse, args.ctx or LONG_CTX)
+        print(f"\n{load_str()}; {time.monotonic() - started:,.0f} s\n\n"
+              f"{render_long(long_results, markdown=args.markdown)}\n", flush=True)
+        return 0
     results: list[SessionResult] = []
     for name in args.modes:
         for via in VIAS:
@@ -100,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name} {via} …", file=sys.stderr, flush=True)
             shutil.rmtree(out / name / via, ignore_errors=True)
             measured = measure_session(MODES[name], via == "toolprune", out,
-                                       ctx=None if args.no_llama else args.ctx)
+                                       ctx=None if args.no_llama else args.ctx or DEFAULT_CTX)
             saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
             results += measured
     rows = ratios(results)

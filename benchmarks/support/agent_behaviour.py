@@ -36,6 +36,7 @@ Shapes: OpenAI's Chat Completions and Responses API references (``function_call`
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -88,10 +89,12 @@ class UserTurn:
 @dataclass(frozen=True)
 class Task:
     """What the scripted agent must do: each of ``turns``; at most ``max_searches``
-    searches per step."""
+    searches per step; a turn's final answer quotes each of its results whole, or its
+    first ``quote_lines`` lines."""
 
     turns: tuple[UserTurn, ...] = (UserTurn(),)
     max_searches: int = 2
+    quote_lines: int | None = None
 
     def steps(self) -> list[Step]:
         """Every step of every turn, in order."""
@@ -176,19 +179,18 @@ class AgentBehaviour:
         task = self.task
         turn = next((turn for turn in reversed(task.turns) if turn.prompt in view.text),
                     task.turns[0])
-        results = [[text for name, text in view.results if _is_tool(name, step.tool)]
-                   for step in turn.steps]
+        results = _step_results(turn, view.results_after(turn.prompt))
         pending = next((step for step, found in zip(turn.steps, results, strict=True)
-                        if not found), None)
+                        if found is None), None)
         if pending is None:
-            quoted = "\n".join(found[-1] for found in results)
+            quoted = "\n".join(_quote(found, task.quote_lines) for found in results)
             return Action(text=f"{turn.answer_prefix}\n{quoted}")
         if not view.tools:
             return Action(text=SIDE_ANSWER)
-        needed = [tool for tool in view.tools if tool.kind == "function"
-                  and _is_tool(tool.name, pending.tool)]
-        if needed:
-            return Action(call=needed[0], arguments=_fit(needed[0].schema, pending.arguments, ""))
+        callable_now = callable_tool(view, pending)
+        if callable_now is not None:
+            return Action(call=callable_now,
+                          arguments=_fit(callable_now.schema, pending.arguments, ""))
         searches = [tool for tool in view.tools if is_search(tool)]
         allowed = task.max_searches * (task.steps().index(pending) + 1)
         if searches and view.searches < allowed:
@@ -225,6 +227,39 @@ class Action:
     arguments: dict[str, Any] = field(default_factory=dict)
     found: Offered | None = None
     found_arguments: dict[str, Any] = field(default_factory=dict)
+
+
+def callable_tool(view: View, step: Step) -> Offered | None:
+    """The tool of ``view`` through which the model calls ``step``'s tool now, with the
+    name it is called by (the ``name`` of the :class:`Offered`): a function the request
+    offers under the step's name, whatever prefix the client gives it; None when the step
+    cannot be called yet (a search or an answer follows)."""
+    return next((tool for tool in view.tools if tool.kind == "function"
+                 and _is_tool(tool.name, step.tool)), None)
+
+
+def _step_results(turn: UserTurn, results: list[tuple[str, str]]) -> list[str | None]:
+    """Each step's result among the turn's ``results`` (None: not called yet); a tool
+    the turn calls twice gets its results in order."""
+    found: list[str | None] = []
+    for index, step in enumerate(turn.steps):
+        earlier = sum(1 for other in turn.steps[:index] if other.tool == step.tool)
+        texts = [text for name, text in results if _is_tool(name, step.tool)]
+        found.append(texts[earlier] if len(texts) > earlier else None)
+    return found
+
+
+#: The lines Codex puts before an MCP tool's output ("Wall time: 0.0089 seconds",
+#: "Output:"): not the tool's, so not what a summary quotes.
+CLIENT_WRAPPER = re.compile(r"^(Wall time: [0-9.]+ seconds|Output:)$")
+
+
+def _quote(result: str, lines: int | None) -> str:
+    """``result`` whole, or its first ``lines`` lines after :data:`CLIENT_WRAPPER`'s."""
+    if lines is None:
+        return result
+    own = list(itertools.dropwhile(CLIENT_WRAPPER.match, result.splitlines()))
+    return "\n".join(own[:lines])
 
 
 def _is_tool(name: str, tool: str) -> bool:

@@ -38,6 +38,9 @@ PROMPT = "List the open pull requests in octo/widgets"
 DEFAULT_TIMEOUT_S = 300.0
 #: Agent turns a CLI may take (search, call, answer, and room for one retry).
 MAX_TURNS = 8
+#: The context window Codex's client-search mode is told its model has (tokens): Codex
+#: compacts the history when it nears it.
+CODEX_CONTEXT_WINDOW = 32768
 #: Environment of every run: telemetry, update checks, error reports and other
 #: non-essential traffic off (each CLI's documented switches).
 QUIET_ENV = {
@@ -120,10 +123,12 @@ def run_client(
     mode: Mode, origin: str, workdir: Path, *, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, prompt: str = PROMPT,
     env: Mapping[str, str] | None = None, follow_up: bool = False,
+    context_window: int = CODEX_CONTEXT_WINDOW,
 ) -> AgentRun:
     """Run ``mode``'s CLI once against ``origin`` (``http://host:port``, no ``/v1``), with
     ``env`` added to its environment; ``follow_up``: continue the session an earlier run
-    in ``workdir`` saved, ``prompt`` its next user turn.
+    in ``workdir`` saved, ``prompt`` its next user turn; ``context_window``: the model's
+    context Codex's client-search mode is told (tokens).
 
     ``workdir`` gets the throw-away home, the client's configuration, the MCP call log
     (``mcp_calls.jsonl``) and the CLI's output (``stdout.txt``, ``stderr.txt``). Raises
@@ -137,8 +142,9 @@ def run_client(
     calls = workdir / "mcp_calls.jsonl"
     full_env = _base_env(home)
     setup = _SETUPS[mode.client]
+    extra = {"context_window": context_window} if mode.client == "codex" else {}
     argv, client_env = setup(mode, origin, home, model, prompt, mcp_server_command(calls),
-                             follow_up)
+                             follow_up, **extra)
     full_env.update(client_env)
     full_env.update(env or {})
     started = time.monotonic()
@@ -211,14 +217,14 @@ def _claude_answer(stdout: str) -> str | None:
 
 #: The model entry Codex needs to offer its client ``tool_search`` (``supports_search_tool``);
 #: an unknown model gets fallback metadata without it. Fields: Codex's ``ModelInfo``.
-def _codex_model_catalog(model: str) -> dict[str, Any]:
+def _codex_model_catalog(model: str, context_window: int) -> dict[str, Any]:
     return {"models": [{
         "slug": model, "display_name": model, "description": "local model behind toolprune",
         "default_reasoning_level": "medium",
         "supported_reasoning_levels": [{"effort": "medium", "description": "default"}],
         "shell_type": "shell_command", "visibility": "list", "supported_in_api": True,
         "priority": 1, "base_instructions": "You are a coding agent. Use the tools you have.",
-        "context_window": 32768, "truncation_policy": {"mode": "tokens", "limit": 10000},
+        "context_window": context_window, "truncation_policy": {"mode": "tokens", "limit": 10000},
         "supports_parallel_tool_calls": False, "supports_search_tool": True,
         "input_modalities": ["text"], "experimental_supported_tools": [],
         "supports_reasoning_summaries": False,
@@ -231,7 +237,7 @@ def _toml_string(value: str) -> str:
 
 
 def _codex(mode: Mode, origin: str, home: Path, model: str, prompt: str,
-           mcp: list[str], follow_up: bool) -> Setup:
+           mcp: list[str], follow_up: bool, context_window: int = CODEX_CONTEXT_WINDOW) -> Setup:
     codex_home = home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -241,7 +247,7 @@ def _codex(mode: Mode, origin: str, home: Path, model: str, prompt: str,
     ]
     if mode.name == "codex-toolsearch":
         catalog = codex_home / "model_catalog.json"
-        catalog.write_text(json.dumps(_codex_model_catalog(model), indent=2))
+        catalog.write_text(json.dumps(_codex_model_catalog(model, context_window), indent=2))
         lines.append(f"model_catalog_json = {_toml_string(str(catalog))}")
     lines += [
         "",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Names of search or loading tools, compared without ``_``, ``-`` and case; a prefixed
@@ -50,6 +50,15 @@ class View:
     #: Every string of the request, to find the tool's full name in menus and prompts.
     text: str
     model: str
+    #: (results before it, its text) for every user message of the history, in order.
+    user_messages: list[tuple[int, str]] = field(default_factory=list)
+
+    def results_after(self, prompt: str) -> list[tuple[str, str]]:
+        """The results after the last user message holding ``prompt``: that turn's (all
+        of them when no user message holds it)."""
+        start = next((before for before, text in reversed(self.user_messages)
+                      if prompt in text), 0)
+        return self.results[start:]
 
 CHAT_PATH = "/chat/completions"
 MESSAGES_PATH = "/messages"
@@ -123,7 +132,8 @@ def _read_chat(body: dict[str, Any]) -> View:
                 function.get("name"), function.get("parameters"), function.get("description"))):
             tools.append(offered)
     names: dict[str, str] = {}
-    results = []
+    results: list[tuple[str, str]] = []
+    users: list[tuple[int, str]] = []
     for message in body.get("messages") or []:
         if not isinstance(message, dict):
             continue
@@ -133,8 +143,10 @@ def _read_chat(body: dict[str, Any]) -> View:
         if message.get("role") == "tool":
             name = names.get(str(message.get("tool_call_id")), "")
             results.append((name, _result_text(message.get("content"))))
+        elif message.get("role") == "user":
+            users.append((len(results), "\n".join(_strings(message.get("content")))))
     return View(tools, [], results, _count_searches(names.values()),
-                "\n".join(_strings(body)), str(body.get("model", "")))
+                "\n".join(_strings(body)), str(body.get("model", "")), users)
 
 
 def _count_searches(called: Any) -> int:
@@ -153,11 +165,14 @@ def _read_messages(body: dict[str, Any]) -> View:
                                   tool.get("description")):
             (deferred if tool.get("defer_loading") is True else tools).append(offered)
     names: dict[str, str] = {}
-    results = []
+    results: list[tuple[str, str]] = []
     searches = 0
     referenced: set[str] = set()
+    users: list[tuple[int, str]] = []
     for message in body.get("messages") or []:
         content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(message, dict) and message.get("role") == "user":
+            users.append((len(results), _user_text(content)))
         for block in content if isinstance(content, list) else []:
             if not isinstance(block, dict):
                 continue
@@ -173,7 +188,16 @@ def _read_messages(body: dict[str, Any]) -> View:
     # tool search: "tool_reference" blocks expand to the tool's definition).
     tools += [tool for tool in deferred if tool.name in referenced]
     return View(tools, deferred, results, searches + _count_searches(names.values()),
-                "\n".join(_strings(body)), str(body.get("model", "")))
+                "\n".join(_strings(body)), str(body.get("model", "")), users)
+
+
+def _user_text(content: Any) -> str:
+    """A Messages user message's own text (its text blocks, not its tool results)."""
+    if isinstance(content, str):
+        return content
+    blocks = content if isinstance(content, list) else []
+    return "\n".join(str(block.get("text")) for block in blocks
+                     if isinstance(block, dict) and block.get("type") == "text")
 
 
 def _references(content: Any) -> set[str]:
@@ -185,13 +209,16 @@ def _references(content: Any) -> set[str]:
 def _read_responses(body: dict[str, Any]) -> View:
     tools, deferred = _responses_tools(body.get("tools"))
     names: dict[str, str] = {}
-    results = []
+    results: list[tuple[str, str]] = []
+    users: list[tuple[int, str]] = []
     searches = 0
     items = body.get("input") if isinstance(body.get("input"), list) else []
     for item in items:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
+        if item.get("role") == "user":
+            users.append((len(results), "\n".join(_strings(item.get("content")))))
         if kind in ("function_call", "custom_tool_call"):
             names[str(item.get("call_id"))] = str(item.get("name"))
         elif kind == "tool_search_call":
@@ -204,7 +231,7 @@ def _read_responses(body: dict[str, Any]) -> View:
             name = names.get(str(item.get("call_id")), "")
             results.append((name, _result_text(item.get("output"))))
     return View(tools, deferred, results, searches + _count_searches(names.values()),
-                "\n".join(_strings(body)), str(body.get("model", "")))
+                "\n".join(_strings(body)), str(body.get("model", "")), users)
 
 
 def _responses_tools(declared: Any) -> tuple[list[Offered], list[Offered]]:

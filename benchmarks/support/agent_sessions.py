@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,7 @@ import httpx
 
 from benchmarks.processes import Server, clean_env, free_port, start_server
 from benchmarks.support.agent_clients import (
+    CODEX_CONTEXT_WINDOW,
     DEFAULT_TIMEOUT_S,
     PROMPT,
     AgentRun,
@@ -140,14 +141,18 @@ def run_session(
     mode: Mode, upstream_origin: str, out_dir: Path, *, via_proxy: bool, model: str = "test-model",
     timeout_s: float = DEFAULT_TIMEOUT_S, proxy_settings: Mapping[str, str] | None = None,
     client_env: Mapping[str, str] | None = None, prompts: Sequence[str] = (PROMPT,),
-    client_dir: Path | None = None,
+    client_dir: Path | None = None, session_timeout_s: float | None = None,
+    on_run: Callable[[AgentRun], None] | None = None, context_window: int = CODEX_CONTEXT_WINDOW,
 ) -> Session:
     """Run ``mode``'s CLI against ``upstream_origin`` (``http://host:port``), through a
     cold proxy when ``via_proxy``, once per prompt of ``prompts`` (the later ones continue
-    the session; none after a run that failed); write the captures (module docstring) to
+    the session; none after a run that failed, nor once ``session_timeout_s`` seconds have
+    passed, each run bounded by what is left); write the captures (module docstring) to
     ``out_dir``. ``client_env`` is added to the CLI's environment; ``client_dir``: the
     CLI's folder (its home and project; default ``out_dir/client``): the same path for
-    two sessions makes the paths in their prompts the same."""
+    two sessions makes the paths in their prompts the same; ``on_run`` is called with
+    each finished run; ``context_window``: the model's context as Codex's client-search
+    mode is told it (tokens)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         upstream_relay = RecordingRelay(upstream_origin, keep_bodies=True)
@@ -159,10 +164,18 @@ def run_session(
         client_relay = RecordingRelay(target)
         client_origin = stack.enter_context(serve_in_thread(client_relay))
         runs: list[AgentRun] = []
+        started = time.monotonic()
         for index, prompt in enumerate(prompts):
+            left = (timeout_s if session_timeout_s is None
+                    else min(timeout_s, session_timeout_s - (time.monotonic() - started)))
+            if left <= 0:
+                break
             runs.append(run_client(mode, client_origin, client_dir or out_dir / "client",
-                                   model=model, timeout_s=timeout_s, prompt=prompt,
-                                   env=client_env, follow_up=index > 0))
+                                   model=model, timeout_s=left, prompt=prompt,
+                                   env=client_env, follow_up=index > 0,
+                                   context_window=context_window))
+            if on_run is not None:
+                on_run(runs[-1])
             if runs[-1].returncode != 0:
                 break
     client_requests = client_relay.requests

@@ -5,7 +5,9 @@ Serves ``tests/data/real_catalogs/github_mcp_server.json`` (the tools' exact sch
 MCP's stdio transport with the ``mcp`` SDK's low-level server, and answers every
 ``tools/call`` with a canned result instead of calling GitHub: ``list_pull_requests``
 gets :data:`PULL_REQUESTS` as text, ``search_code`` :data:`CODE_MATCHES`, the other tools
-of the scripted session (:data:`CANNED`) theirs, any other tool a one-line acknowledgement.
+of the scripted session (:data:`CANNED`) theirs, a call about the long session's repository
+the result :mod:`benchmarks.support.github_results` generates for it (a diff, job logs…),
+any other tool a one-line acknowledgement.
 Each call is appended to the file given by ``--calls`` as one JSON line ``{"tool",
 "arguments"}``, flushed before the result is sent, so a test can assert that the CLI really
 called the tool (the agent CLIs start this script themselves; run it as
@@ -23,6 +25,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a script by the CLIs: make ``benchmarks`` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from benchmarks.support.github_results import generated_result, is_long_session
 
 CATALOG = Path(__file__).resolve().parents[2] / "tests" / "data" / "real_catalogs" / "github_mcp_server.json"
 SERVER_NAME = "github"
@@ -65,6 +72,8 @@ def catalog_tools() -> list[dict[str, Any]]:
 
 def canned_result(tool: str, arguments: dict[str, Any]) -> str:
     """The text a call of ``tool`` returns."""
+    if is_long_session(arguments):
+        return generated_result(tool, arguments)
     if tool == "list_pull_requests":
         return PULL_REQUESTS
     if tool == "search_code":

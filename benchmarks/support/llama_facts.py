@@ -6,7 +6,9 @@ caps a block by the context) and counts tool definitions with ``POST /tokenize``
 scripted upstream that decides a session's calls (``benchmarks.agent_sessions``) must
 answer both as the llama-server that counts the session's tokens would, or the proxy
 plans for another kind of server. :class:`LlamaFacts` wraps the upstream's behaviour:
-both routes go to a real llama-server (``origin``); without one (``--no-llama``),
+both routes go to a real llama-server (``origin``), ``/props`` reporting the context of
+the server the session is counted on (``n_ctx``: a simulated slot may be larger than the
+server that tokenizes for it); without one (``--no-llama``),
 ``/props`` gives ``n_ctx`` and ``/tokenize`` answers 404, so the proxy estimates tool
 tokens. Neither route touches llama-server's KV cache. Everything else goes to the
 wrapped behaviour.
@@ -54,4 +56,8 @@ class LlamaFacts:
         response = httpx.request(
             record.method, f"{self.origin}{record.path}", content=record.body or None,
             headers={"content-type": "application/json"}, timeout=FACTS_TIMEOUT_S)
+        if record.path == "/props" and response.status_code == 200:
+            props = response.json()
+            props.setdefault("default_generation_settings", {})["n_ctx"] = self.n_ctx
+            return Raw(200, props)
         return Raw(response.status_code, response.content)

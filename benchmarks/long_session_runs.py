@@ -1,0 +1,223 @@
+"""One long session of ``benchmarks/agent_sessions.py --long``
+(:data:`benchmarks.support.long_task.LONG_SESSION`): the CLI's scripted session, directly
+or through a cold proxy, each user turn's task checked, and every model request counted
+by the simulated llama-server prompt cache (:mod:`benchmarks.support.cache_walk`) on
+llama-server's own token ids (:mod:`benchmarks.support.llama_tokens`) instead of a real
+prefill (a 40k-token prefill takes over an hour on 2 cores)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.agent_session_runs import FLATTENED, scripted
+from benchmarks.support.agent_behaviour import AgentBehaviour, Task
+from benchmarks.support.agent_clients import MODES, AgentRun, Mode
+from benchmarks.support.agent_requests import read_request
+from benchmarks.support.agent_sessions import MODEL_PATHS, Session
+from benchmarks.support.cache_walk import Slot
+from benchmarks.support.github_mcp import canned_result
+from benchmarks.support.llama_facts import LlamaFacts
+from benchmarks.support.llama_replay import fresh_llama
+from benchmarks.support.llama_tokens import prompts_of, simulate
+from benchmarks.support.long_task import LONG_SESSION, checkpoints
+from benchmarks.support.plain_responses import flat_request, has_namespaces
+from benchmarks.support.session_blocks import block_changes, tool_block
+
+#: The simulated slot's context: Claude Code's default mode sends 53,700 tokens of tools
+#: and system prompt before a 40k-token history; a 128k-context model holds it.
+LONG_CTX = 131072
+#: A bound on one session's CLI runs (seconds): 16 runs of 3–60 s on a busy machine.
+SESSION_TIMEOUT_S = 2400.0
+
+
+@dataclass
+class LongResult:
+    """One long session's figures: per user turn whether its task was done (``turns``:
+    ``""`` done, else why not) and per model request its turn (1-based), prompt and
+    evaluated tokens, status, tools offered, and whether the forwarded block changed there
+    (and by the client); the proxy's logged ``cache_break`` count; seconds of CLI runs and of
+    tokenizing and simulating."""
+
+    mode: str
+    via: str
+    turns: list[str]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    logged_breaks: int | None = None
+    cli_s: float = 0.0
+    count_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> LongResult:
+        return cls(**value)
+
+    @property
+    def turns_done(self) -> int:
+        return sum(1 for why in self.turns if why == "")
+
+    def evaluated_through(self, turn: int) -> int | None:
+        """Evaluated tokens of the requests of turns 1…``turn``; None when a turn's
+        requests were not all served (llama-server refused one) or the turn never ran."""
+        if turn > len(self.turns):
+            return None
+        rows = [row for row in self.requests if row["turn"] <= turn]
+        if any(row["status"] != 200 for row in rows):
+            return None
+        return sum(row["evaluated"] for row in rows)
+
+    @property
+    def first(self) -> dict[str, Any] | None:
+        """The conversation's first request: the first that offers tools (a client's side
+        request, a title, may come before it)."""
+        return next((row for row in self.requests if row["tools"]), None)
+
+    @property
+    def first_evaluated(self) -> int | None:
+        return self.first["evaluated"] if self.first else None
+
+    @property
+    def last_prompt(self) -> int | None:
+        return self.requests[-1]["prompt"] if self.requests else None
+
+    @property
+    def grown(self) -> int | None:
+        """Tokens the prompt grew by from the conversation's first request to the last:
+        the history the session built."""
+        if self.first is None or None in (self.first["prompt"], self.last_prompt):
+            return None
+        return self.last_prompt - self.first["prompt"]  # type: ignore[operator]
+
+    @property
+    def refused(self) -> int:
+        return sum(1 for row in self.requests if row["status"] != 200)
+
+    def checkpoint_values(self) -> list[int | None]:
+        """Cumulative evaluated tokens at :func:`~benchmarks.support.long_task.checkpoints`."""
+        return [self.evaluated_through(turn) for turn in checkpoints(len(LONG_SESSION.turns))]
+
+
+def turn_results(session: Session, task: Task) -> list[str]:
+    """Per user turn that ran: ``""`` when its run exited 0, the MCP server got every
+    scripted call of the turn with its name and arguments, and the answer quotes the
+    first line of its last result; else what failed."""
+    outcome = []
+    seen = 0
+    for run, turn in zip(session.runs, task.turns, strict=False):
+        calls = run.calls[seen:]
+        seen = len(run.calls)
+        outcome.append(_turn_failure(run, turn.steps, calls))
+    return outcome
+
+
+def _turn_failure(run: AgentRun, steps: Any, calls: list[dict[str, Any]]) -> str:
+    if run.returncode != 0 or run.timed_out:
+        return f"exited {run.returncode}" + (" (timed out)" if run.timed_out else "")
+    for step in steps:
+        if not any(call["tool"] == step.tool and step.arguments.items() <= call["arguments"].items()
+                   for call in calls):
+            return f"no {step.tool} call with the task's arguments"
+    marker = canned_result(steps[-1].tool, steps[-1].arguments).splitlines()[0]
+    if run.answer is None or marker not in run.answer:
+        return "the answer does not quote the last result"
+    return ""
+
+
+def _turn_of(path: str, body: Any, task: Task) -> int:
+    """The last user turn (1-based) whose prompt the request carries (1: none)."""
+    view = read_request(path, body)
+    text = view.text if view is not None else ""
+    return max((index for index, turn in enumerate(task.turns, 1) if turn.prompt in text),
+               default=1)
+
+
+def _counted(origin: str, bodies: list[tuple[str, dict[str, Any]]], ctx: int,
+             task: Task) -> list[dict[str, Any]]:
+    """Each request's turn, prompt and evaluated tokens on a fresh simulated slot."""
+    counted = simulate(prompts_of(origin, bodies), Slot(ctx))
+    return [{"path": path, "turn": _turn_of(path, body, task), "status": count.status,
+             "prompt": count.prompt, "evaluated": count.evaluated, "error": count.error,
+             "tools": len(tool_block(body) or []), "block_changed": False, "by_client": False}
+            for (path, body), count in zip(bodies, counted, strict=True)]
+
+
+def measure_long(mode: Mode, via_proxy: bool, out: Path, origin: str, ctx: int = LONG_CTX,
+                 on_run: Callable[[AgentRun], None] | None = None,
+                 task: Task = LONG_SESSION) -> list[LongResult]:
+    """Run ``mode``'s long session (captures in ``out/<mode>/<via>``) against the scripted
+    upstream whose ``/props`` and ``/tokenize`` the llama-server at ``origin`` answers
+    (``/props`` reporting ``ctx``, Codex's client-search mode told it as its model's
+    context), and count its requests on a simulated slot of ``ctx`` tokens; Codex's
+    default mode directly also as :data:`FLATTENED`."""
+    via = "toolprune" if via_proxy else "direct"
+    folder = out / mode.name / via
+    folder.mkdir(parents=True, exist_ok=True)
+    facts = LlamaFacts(AgentBehaviour(task), origin, ctx)
+    session = scripted(mode, via_proxy, out, folder, facts, task, context_window=ctx,
+                       session_timeout_s=SESSION_TIMEOUT_S, on_run=on_run)
+    turns = turn_results(session, task)
+    upstream = session.model_exchanges()
+    client = [exchange for exchange in session.client_exchanges
+              if exchange.request.method == "POST" and exchange.request.path.endswith(MODEL_PATHS)]
+    bodies = [(exchange.request.path, exchange.request.json()) for exchange in upstream]
+    variants = [(via, bodies)]
+    if not via_proxy and any(has_namespaces(body) for _, body in bodies):
+        variants.append((FLATTENED, [(path, flat_request(body) if has_namespaces(body) else body)
+                                     for path, body in bodies]))
+    changes = block_changes(upstream, client)
+    logged = sum(1 for line in session.decisions if line.get("cache_break")) if via_proxy else None
+    results = []
+    for label, counted_bodies in variants:
+        started = time.monotonic()
+        rows = _counted(origin, counted_bodies, ctx, task)
+        for change in changes:
+            rows[change.index].update(block_changed=True, by_client=change.by_client)
+        results.append(LongResult(mode.name, label, turns, rows, logged,
+                                  sum(run.seconds for run in session.runs),
+                                  time.monotonic() - started))
+    return results
+
+
+#: The tokenizing llama-server's own context: it evaluates nothing, so a small one will do.
+TOKENIZER_CTX = 4096
+
+
+def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
+             ctx: int = LONG_CTX) -> list[LongResult]:
+    """The long session of each of ``modes`` through each of ``vias`` (captures and
+    ``result.json`` in ``out/<mode>/<via>``), with a progress bar per session; sessions
+    of a via not in ``vias``, and with ``reuse`` those already measured, are read from
+    ``out``."""
+    from tqdm import tqdm
+
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[LongResult] = []
+    with fresh_llama(out, "llama-tokenize", TOKENIZER_CTX) as origin:
+        for name in modes:
+            for via in ("direct", "toolprune"):
+                saved = out / name / via / "result.json"
+                if via not in vias or (reuse and saved.exists()):
+                    if saved.exists():
+                        results += [LongResult.from_json(item)
+                                    for item in json.loads(saved.read_text())]
+                    continue
+                shutil.rmtree(out / name / via, ignore_errors=True)
+                with tqdm(total=len(LONG_SESSION.turns), desc=f"{name} {via}", unit="turn",
+                          file=sys.stderr) as bar:
+                    def advance(run: AgentRun, bar: Any = bar) -> None:
+                        bar.update(1)
+                        bar.set_postfix(exit=run.returncode, calls=len(run.calls))
+
+                    measured = measure_long(MODES[name], via == "toolprune", out, origin, ctx,
+                                            on_run=advance)
+                saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
+                results += measured
+    return results
