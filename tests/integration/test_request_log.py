@@ -165,3 +165,27 @@ def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(
         assert response.status_code == 200
         line = line_of(log_lines, request_id)
         assert (line["decision"], line["fallback_reason"]) == ("fallback", "catalog_error")
+
+
+def test_an_over_long_request_id_is_cut_to_a_prefix_and_the_cut_logged(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    """A 5,000-byte ``X-Request-Id`` is neither echoed nor forwarded whole: its first 128
+    bytes are the request's id everywhere (response, upstream, log lines), and one line
+    says it was cut; an id of 128 bytes is kept as sent."""
+    sent = "agent-7/" + "a" * 4992
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    response = httpx.post(proxy + PATHS["chat"], json=body, timeout=60,
+                          headers={"X-Request-Id": sent})
+    kept = sent[:128]
+    assert response.status_code == 200 and response.headers["x-request-id"] == kept
+    assert upstream.upstream.requests[-1].header("x-request-id") == kept
+    assert line_of(log_lines, kept)["status"] == 200
+    cut = log_lines.wait_for("request_id_truncated", kept)
+    assert cut["received_bytes"] == 5000 and cut["kept_bytes"] == 128
+    exact = "b" * 128
+    response = httpx.post(proxy + PATHS["chat"], json=body, timeout=60,
+                          headers={"X-Request-Id": exact})
+    assert response.headers["x-request-id"] == exact
+    assert line_of(log_lines, exact)["status"] == 200
+    assert [line["request_id"] for line in log_lines.events("request_id_truncated")] == [kept]
