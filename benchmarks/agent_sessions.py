@@ -65,6 +65,7 @@ from pathlib import Path
 from benchmarks.agent_session_report import plot, render
 from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
 from benchmarks.support.agent_clients import MODES
+from benchmarks.support.packages import require
 from benchmarks.support.text_tables import load_str
 
 VIAS = ("direct", "toolprune")
@@ -86,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = parser.parse_args(argv)
+    require("python -m benchmarks.agent_sessions", "mcp", *(["matplotlib"] if args.plot else []))
     out = args.out or Path(tempfile.mkdtemp(prefix="agent-sessions-"))
     print(f"captures: {out}\n{load_str()}", flush=True)
     results: list[SessionResult] = []
