@@ -5,12 +5,14 @@ turn or forward the request unchanged; count, log and record each decision.
 Decisions (the ``decision`` label of ``toolprune_requests_total``; ``path`` says what was
 pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, or
 ``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
-``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
-``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
+``passthrough`` (no tools nor tool block, or Chat Completions ``n`` > 1),
+``malformed`` (a body the API refuses: not a JSON object, or its conversation of the
+wrong type, :class:`~proxy.turn.adapter.MalformedRequest`; forwarded unchanged for the
+upstream to answer, logged with what is wrong), ``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
 ``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
-``rejected`` (a body nested deeper than the proxy can read, write or select from:
-400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
-never a RecursionError; or tools that break their API's deferral or tool-search contract:
+``rejected`` (a body nested deeper than :data:`~proxy.http.json_depth.MAX_JSON_DEPTH`
+levels, with tools or without: 400 ``request_too_deeply_nested``, logged with reason
+``json_too_deep``; never forwarded, never a RecursionError; or tools that break their API's deferral or tool-search contract:
 a 400 in the API's error shape, :class:`~proxy.turn.planner.InvalidToolRequest`).
 
 A request that is not pruned (``small_catalog``, ``fallback``, ``dry_run``) is forwarded
@@ -18,8 +20,8 @@ as sent unless its tools need translating for a plain server (the client's defer
 search tool, Responses namespaces): then its handler's ``translate`` gives a
 translate-only turn (:mod:`proxy.turn.translation`), served like a planned one under that
 decision. A dry run plans without saving (:meth:`proxy.turn.planner.Planner.plan`,
-``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough``
-always forward the client's bytes.
+``save``): it changes nothing a later request sees. ``disabled``, ``passthrough`` and
+``malformed`` always forward the client's bytes.
 
 A streaming request (``"stream": true``) is kept alive once its body is read
 (:mod:`proxy.http.keepalive`, ``sse_keepalive_s``): while it is planned and served, the
@@ -51,10 +53,12 @@ from proxy.http.headers import (
     pruning_mode,
     top_k_override,
 )
+from proxy.http.json_depth import MAX_JSON_DEPTH, body_too_deep
 from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
+from proxy.turn.adapter import MalformedRequest
 from proxy.turn.context import UsageRecorder
 from proxy.turn.decision_log import log_decision, tools_header
 from proxy.turn.planner import InvalidToolRequest
@@ -87,6 +91,7 @@ TurnTranslator = Callable[[dict[str, Any], Headers, str], Awaitable[Turn | None]
 class Decision(StrEnum):
     PRUNED = "pruned"
     PASSTHROUGH = "passthrough"
+    MALFORMED = "malformed"
     DISABLED = "disabled"
     SMALL_CATALOG = "small_catalog"
     FALLBACK = "fallback"
@@ -134,8 +139,9 @@ class DecisionFlow:
         serve: TurnServer,
         translate: TurnTranslator,
     ) -> None:
-        """Serve ``request``: an invalid toolprune header is a 400; a request not acted on
-        (disabled, passthrough) is forwarded unchanged; a planned turn is served by
+        """Serve ``request``: an invalid toolprune header, or a body nested too deep, is a
+        400; a request not acted on (disabled, passthrough, malformed) is forwarded
+        unchanged; a planned turn is served by
         ``serve``; one not pruned (small catalogue, selection failed, a defect in
         planning, ``dry-run`` with the report header) goes through :meth:`forward_whole`."""
         started = time.perf_counter()
@@ -150,10 +156,17 @@ class DecisionFlow:
             self.count(Decision.DISABLED, log=request.log)
             await self.forwarder.forward(request, send)
             return
+        if await body_too_deep(request.body):
+            await self.reject_too_deep(request, send)
+            return
         try:
             body = await read_body(request.body)
         except RecursionError:
             await self.reject_too_deep(request, send)
+            return
+        except MalformedRequest as malformed:
+            self.malformed(malformed, request)
+            await self.forwarder.forward(request, send)
             return
         if body is None:
             self.count(Decision.PASSTHROUGH, log=request.log)
@@ -183,7 +196,7 @@ class DecisionFlow:
             await send_error(send, InvalidTools(invalid.message))
             return
         if not isinstance(planned, Turn):  # counted by _plan
-            if planned is Decision.PASSTHROUGH:
+            if planned in (Decision.PASSTHROUGH, Decision.MALFORMED):
                 await self.forwarder.forward(request, await unchanged(send))
             else:
                 reason = request.log.fallback_reason  # set by a fallback only
@@ -263,30 +276,45 @@ class DecisionFlow:
         return None
 
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
-        """Refuse a body nested too deeply to read: 400, counted and logged as decision
-        ``rejected`` with reason ``json_too_deep``."""
+        """Refuse a body nested deeper than :data:`MAX_JSON_DEPTH` levels: 400, counted
+        and logged as decision ``rejected`` with reason ``json_too_deep``."""
         self.count(Decision.REJECTED, log=request.log)
-        logger.info(
-            "pruning_decision",
-            extra={"fields": {"api": self.api, "decision": Decision.REJECTED.value,
-                              "reason": "json_too_deep",
-                              "request_id": request.request_id.decode("latin-1")}},
-        )
+        self.log_unplanned(request, Decision.REJECTED, "json_too_deep")
         await send_error(send, RequestTooDeep(
-            "the request body nests JSON deeper than the proxy can read (about 900 levels)"
+            f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels, the most the "
+            "proxy reads"
         ))
+
+    def malformed(self, malformed: MalformedRequest, request: ClientRequest) -> None:
+        """Count and log a body its API refuses (``malformed``; the reason says what is
+        wrong), which is then forwarded unchanged."""
+        self.count(Decision.MALFORMED, log=request.log)
+        self.log_unplanned(request, Decision.MALFORMED, str(malformed))
+
+    def log_unplanned(
+        self, request: ClientRequest, decision: Decision, reason: str, **fields: object
+    ) -> None:
+        """The ``pruning_decision`` line of a request not planned: its decision, why
+        (``reason``) and any other ``fields``."""
+        logger.info("pruning_decision", extra={"fields": {
+            "request_id": request.request_id.decode("latin-1"), "api": self.api,
+            "decision": decision.value, "reason": reason, **fields,
+        }})
 
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest,
         top_k: int | None, *, save: bool,
     ) -> Turn | Decision:
         """The planned turn (saved unless ``save`` is False), or the decision (counted) not
-        to prune it: ``passthrough``, ``small_catalog`` or ``fallback``. Raises
+        to prune it: ``passthrough``, ``malformed``, ``small_catalog`` or ``fallback``. Raises
         InvalidToolRequest (answered 400)."""
         try:
             return await plan(body, request.headers, top_k, save)
         except InvalidToolRequest:
             raise
+        except MalformedRequest as malformed:
+            self.malformed(malformed, request)
+            return Decision.MALFORMED
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH, log=request.log)
             return Decision.PASSTHROUGH

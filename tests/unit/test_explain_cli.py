@@ -107,6 +107,16 @@ def test_the_name_score_and_the_named_only_rule_are_switched_apart(
         assert "named" not in reasons.values()
 
 
+def test_explain_says_a_body_the_api_refuses_is_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = {"model": "m", "messages": "hi", "tools": PLAYWRIGHT}
+    assert main(["explain", write(tmp_path, body), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "api": "chat_completions", "decision": "malformed", "reason": "messages is not a list",
+    }
+
+
 def test_explain_says_the_proxy_would_forward_an_unreadable_catalogue_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
