@@ -48,8 +48,8 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
 
 #: Why a catalogue is forwarded whole (:class:`~proxy.turn.planner.SmallCatalog` reasons).
 SMALL_CATALOG_REASONS = {
-    "tools": "at most min_catalog_tools tools",
-    "saving": "pruning would save less than min_saving of its tool tokens",
+    "min_catalog_tools": "at most min_catalog_tools tools",
+    "no_saving": "pruning would save less than min_saving of its tool tokens",
 }
 
 

@@ -73,6 +73,11 @@ INDEX_HEADER = b"x-tool-pruning-index"
 #: On a request forwarded whole because selection failed (``fallback``): why, the
 #: ``SelectionError`` reason its log line names (``catalog_error``…).
 FALLBACK_HEADER = b"x-tool-pruning-fallback"
+#: On a catalogue forwarded whole by rule (``small_catalog``, with ``X-Tool-Pruning-Tools``
+#: ``N/N``): why, the reason its log line names: ``min_catalog_tools`` (at most that many
+#: tools) or ``no_saving`` (top-k of its tools and the meta-tool would cost at least the
+#: whole catalogue: a top-k at or above its size, or a dozen one-line tools).
+SMALL_CATALOG_HEADER = b"x-tool-pruning-small-catalog"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
@@ -196,13 +201,12 @@ class DecisionFlow:
             await send_error(send, InvalidTools(invalid.message))
             return
         if not isinstance(planned, Turn):  # counted by _plan
-            if planned in (Decision.PASSTHROUGH, Decision.MALFORMED):
+            decision, report = planned
+            if decision in (Decision.PASSTHROUGH, Decision.MALFORMED):
                 await self.forwarder.forward(request, await unchanged(send))
             else:
-                reason = request.log.fallback_reason  # set by a fallback only
-                report = [] if reason is None else [(FALLBACK_HEADER, reason.encode())]
                 await self.forward_whole(
-                    planned, request, send, body, translate, serve, report, started
+                    decision, request, send, body, translate, serve, report, started
                 )
             return
         turn = planned
@@ -304,31 +308,45 @@ class DecisionFlow:
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest,
         top_k: int | None, *, save: bool,
-    ) -> Turn | Decision:
-        """The planned turn (saved unless ``save`` is False), or the decision (counted) not
-        to prune it: ``passthrough``, ``malformed``, ``small_catalog`` or ``fallback``. Raises
-        InvalidToolRequest (answered 400)."""
+    ) -> Turn | tuple[Decision, Headers]:
+        """The planned turn (saved unless ``save`` is False), or the decision (counted and
+        logged) not to prune it — ``passthrough``, ``malformed``, ``small_catalog`` or
+        ``fallback`` — with the headers that report it. Raises InvalidToolRequest
+        (answered 400)."""
         try:
             return await plan(body, request.headers, top_k, save)
         except InvalidToolRequest:
             raise
         except MalformedRequest as malformed:
             self.malformed(malformed, request)
-            return Decision.MALFORMED
+            return Decision.MALFORMED, []
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH, log=request.log)
-            return Decision.PASSTHROUGH
+            return Decision.PASSTHROUGH, []
         except SmallCatalog as small:
-            self.count(Decision.SMALL_CATALOG, small.path, request.log)
-            self.metrics.tools_offered.observe(small.size)
-            return Decision.SMALL_CATALOG
+            return Decision.SMALL_CATALOG, self.small_catalog(small, request, top_k)
         except SelectionError as error:
-            self.fallback(error, request.log)
+            reason = self.fallback(error, request.log)
         except RecursionError:
             raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # noqa: BLE001 - a defect costs the pruning, never the request
-            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
-        return Decision.FALLBACK
+            reason = self.fallback(
+                UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log
+            )
+        return Decision.FALLBACK, [(FALLBACK_HEADER, reason.encode())]
+
+    def small_catalog(
+        self, small: SmallCatalog, request: ClientRequest, top_k: int | None
+    ) -> Headers:
+        """Count and log a catalogue forwarded whole by rule; the headers that say so:
+        every tool forwarded (``X-Tool-Pruning-Tools: N/N``) and why
+        (:data:`SMALL_CATALOG_HEADER`)."""
+        self.count(Decision.SMALL_CATALOG, small.path, request.log)
+        self.metrics.tools_offered.observe(small.size)
+        self.log_unplanned(request, Decision.SMALL_CATALOG, small.reason, path=small.path,
+                           offered=small.size, forwarded=small.size, top_k=top_k)
+        return [(TOOLS_HEADER.encode(), f"{small.size}/{small.size}".encode()),
+                (SMALL_CATALOG_HEADER, small.reason.encode())]
 
     def count(self, decision: Decision, path: str = "none", log: RequestLog | None = None) -> None:
         """Count ``decision``; ``log``: the request's log line, which names it too."""
@@ -336,9 +354,9 @@ class DecisionFlow:
         if log is not None:
             log.decision = decision.value
 
-    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> None:
+    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> str:
         """Count, record and log (rate-limited) a selection failure that sends the
-        request with the full catalogue."""
+        request with the full catalogue; its reason."""
         self.count(Decision.FALLBACK, log=log)
         if log is not None:  # the request's own line names why: the line below is rate-limited
             log.fallback_reason = error.reason
@@ -348,6 +366,7 @@ class DecisionFlow:
         self.fallback_log.error(error.reason, "fallback_full_catalog", {
             "api": self.api, "reason": error.reason, "error": type(error).__name__,
             "detail": str(error)})
+        return error.reason
 
 
 def late_error_reporter(metrics: Metrics, interval_s: float) -> Callable[[SelectionError], None]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.support.fault_matrix import proves
@@ -173,3 +174,22 @@ def test_a_dry_run_changes_nothing_a_later_request_sees(run: Bench, log_lines: L
     line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
     # The first turn of a new conversation, not started from the dry run's block.
     assert (line["decision"], line["turn"], line["block"]) == ("pruned", 1, None)
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_top_k_that_covers_the_catalogue_says_it_was_forwarded_whole_and_why(
+    run: Bench, log_lines: Lines
+) -> None:
+    """``X-Tool-Pruning-Top-K: 10000`` on 69 tools: pruning would save nothing, so the
+    catalogue goes whole (``small_catalog``), and the response and the log say so: every
+    tool forwarded, and the rule that kept it whole."""
+    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream), timeout=300,
+                          headers={**run.credential, "X-Tool-Pruning-Top-K": "10000"})
+    assert response.status_code == 200
+    assert response.headers["x-tool-pruning-tools"] == "69/69"
+    assert response.headers["x-tool-pruning-small-catalog"] == "no_saving"
+    (sent,) = run.bodies()
+    assert len(run.api.offered(sent)) == 69
+    line = log_lines.wait_for("pruning_decision", response.headers["x-request-id"])
+    assert (line["decision"], line["reason"], line["top_k"]) == ("small_catalog", "no_saving", 10000)
+    assert (line["offered"], line["forwarded"]) == (69, 69)
