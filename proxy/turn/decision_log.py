@@ -3,13 +3,19 @@ structured ``pruning_decision`` log line (no message content, no credentials).
 
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded
-tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
+tools came from: ``; client=N; toolprune=N; search=N``. It counts the tools of the round
+whose answer the client gets (the last): a hidden meta round re-selects the turn and the
+report is brought up to date (:func:`refresh_report`) for a response not started yet (a
+plain one, written after its last round). A stream's headers leave with its first event,
+so they count the first round's; such a stream ends with the answer's count as an SSE
+comment (:func:`tools_comment`), and the log line's ``forwarded`` is it too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from proxy.http.headers import TOOLS_HEADER, Headers
 from proxy.log import get_logger
 from proxy.turn.identity import log_id
 from proxy.turn.turn import Turn
@@ -24,6 +30,25 @@ def tools_header(turn: Turn) -> bytes:
         origins = list(turn.selection.provenance.values())
         value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
     return value.encode()
+
+
+def refresh_report(report: Headers, turn: Turn) -> None:
+    """Bring the ``X-Tool-Pruning-Tools`` entry of ``report`` (the response's report
+    headers, changed in place) up to ``turn``'s latest selection, after a meta round
+    re-selected it. A translate-only turn (``turn.whole``) forwards the same tools every
+    round, and a dry run's header reports its plan, not them: left as they are."""
+    if turn.whole is not None:
+        return
+    name = TOOLS_HEADER.encode()
+    for index, (key, _) in enumerate(report):
+        if key == name:
+            report[index] = (name, tools_header(turn))
+
+
+def tools_comment(turn: Turn) -> bytes:
+    """The SSE comment that ends a stream whose hidden rounds changed its tools after its
+    headers left: the answer's ``X-Tool-Pruning-Tools`` (clients skip comments)."""
+    return b": " + TOOLS_HEADER.encode() + b": " + tools_header(turn) + b"\n\n"
 
 
 def log_decision(

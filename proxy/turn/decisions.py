@@ -8,12 +8,15 @@ pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, o
 ``passthrough`` (no tools nor tool block, or Chat Completions ``n`` > 1),
 ``malformed`` (a body the API refuses: not a JSON object, or its conversation of the
 wrong type, :class:`~proxy.turn.adapter.MalformedRequest`; forwarded unchanged for the
-upstream to answer, logged with what is wrong), ``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
-``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
-``rejected`` (a body nested deeper than :data:`~proxy.http.json_depth.MAX_JSON_DEPTH`
-levels, with tools or without: 400 ``request_too_deeply_nested``, logged with reason
-``json_too_deep``; never forwarded, never a RecursionError; or tools that break their API's deferral or tool-search contract:
-a 400 in the API's error shape, :class:`~proxy.turn.planner.InvalidToolRequest`).
+upstream to answer, logged with what is wrong), ``small_catalog`` (forwarded whole by
+rule, reported by ``X-Tool-Pruning-Tools`` and :data:`SMALL_CATALOG_HEADER`),
+``fallback`` (selection failed: the original bytes are forwarded), ``dry_run``
+(selection computed and reported, original bytes forwarded), ``pruned``, ``rejected`` (a
+body nested deeper than :data:`~proxy.http.json_depth.MAX_JSON_DEPTH` levels, with tools
+or without: 400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``;
+never forwarded, never a RecursionError; or tools that break their API's deferral or
+tool-search contract: a 400 in the API's error shape,
+:class:`~proxy.turn.planner.InvalidToolRequest`).
 
 A request that is not pruned (``small_catalog``, ``fallback``, ``dry_run``) is forwarded
 as sent unless its tools need translating for a plain server (the client's deferral or
@@ -146,9 +149,9 @@ class DecisionFlow:
     ) -> None:
         """Serve ``request``: an invalid toolprune header, or a body nested too deep, is a
         400; a request not acted on (disabled, passthrough, malformed) is forwarded
-        unchanged; a planned turn is served by
-        ``serve``; one not pruned (small catalogue, selection failed, a defect in
-        planning, ``dry-run`` with the report header) goes through :meth:`forward_whole`."""
+        unchanged; a planned turn is served by ``serve``; one not pruned (small
+        catalogue, selection failed, a defect in planning, ``dry-run`` with the report
+        header) goes through :meth:`forward_whole`."""
         started = time.perf_counter()
         try:
             mode = pruning_mode(request.headers)

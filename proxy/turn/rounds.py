@@ -41,6 +41,7 @@ from proxy.http.sse import Event, EventSplitter
 from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
+from proxy.turn.decision_log import refresh_report, tools_comment
 from proxy.turn.sender import plain_body, send_round
 from proxy.turn.turn import Turn
 
@@ -132,6 +133,7 @@ class _TurnServer:
             if not reply.real_calls and offered:
                 self.request.append_exchange(turn, reply, results)
                 turn.rounds += 1
+                refresh_report(self.out.headers, turn)  # a response not started shows it
                 return True
             # mixed, or rounds exhausted: the loads take effect next turn
         only_meta = bool(reply.meta) and not reply.real_calls
@@ -140,6 +142,8 @@ class _TurnServer:
         elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
             self.services.suspicious_stop(self.client.request_id)
         turn.response_calls = reply.real_calls
+        if turn.rounds and turn.whole is None and view.started:  # its headers are the first round's
+            await view.comment(tools_comment(turn))
         await view.finish(reply, only_meta)
         return False
 

@@ -193,3 +193,34 @@ def test_a_top_k_that_covers_the_catalogue_says_it_was_forwarded_whole_and_why(
     line = log_lines.wait_for("pruning_decision", response.headers["x-request-id"])
     assert (line["decision"], line["reason"], line["top_k"]) == ("small_catalog", "no_saving", 10000)
     assert (line["offered"], line["forwarded"]) == (69, 69)
+
+
+def client_tools(run: Bench, body: dict) -> int:
+    """The client's tools an upstream request offered (the meta-tool left out)."""
+    return len([name for name in run.api.offered(body) if name not in ("load_tools", "search_tools")])
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_the_tools_header_counts_the_tools_the_answer_was_produced_with(
+    run: Bench, log_lines: Lines
+) -> None:
+    """After a hidden ``load_tools`` round, ``X-Tool-Pruning-Tools`` of a plain response
+    counts the re-issued round's tools (written after the last round). A stream's headers
+    leave with its first event, before the model asked for more: they count the first
+    round's, and the stream says the answer's count in an SSE comment before its end; the
+    decision line's ``forwarded`` is the answer's count too."""
+    run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
+    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream), timeout=300,
+                          headers=run.credential)
+    first, second = run.bodies()
+    before, after = client_tools(run, first), client_tools(run, second)
+    assert after == before + 1  # the loaded tool
+    header = response.headers["x-tool-pruning-tools"]
+    comment = f": x-tool-pruning-tools: {after}/69\n\n".encode()
+    if run.stream:
+        assert header == f"{before}/69" and comment in response.content
+        assert response.content.count(b": x-tool-pruning-tools") == 1
+    else:
+        assert header == f"{after}/69"
+    line = log_lines.wait_for("pruning_decision", response.headers["x-request-id"])
+    assert (line["forwarded"], line["rounds"]) == (after, 1)

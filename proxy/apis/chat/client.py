@@ -63,14 +63,25 @@ def error_event(error: dict[str, Any]) -> bytes:
 
 
 class _Client:
-    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+    """``headers``: the first round's answer's; ``report``: the proxy's report headers,
+    read when the response starts (a meta round may bring them up to date before)."""
+
+    def __init__(
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None]
+    ) -> None:
         self.send = send
-        self.headers = [(n, v) for n, v in headers if n not in _SKIPPED_HEADERS]
+        self._upstream_headers = [(n, v) for n, v in headers if n not in _SKIPPED_HEADERS]
+        self._report = report
         self.on_output = on_output
         self.identity: dict[str, Any] | None = None
         self.started = False
         #: Whether any content or call was shown.
         self.shown_output = False
+
+    @property
+    def headers(self) -> Headers:
+        """The response's headers: the upstream's, then the proxy's report."""
+        return [*self._upstream_headers, *self._report]
 
     def adopt(self, identity: dict[str, Any] | None) -> None:
         """The first round's identity becomes the response's."""
@@ -90,10 +101,10 @@ class StreamClient(_Client):
     """The client's SSE response; ``include_usage``: the client asked for usage."""
 
     def __init__(
-        self, send: Send, headers: Headers, on_output: Callable[[], None], *,
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None], *,
         include_usage: bool = False,
     ) -> None:
-        super().__init__(send, headers, on_output)
+        super().__init__(send, headers, report, on_output)
         self.include_usage = include_usage
         self._roles_sent: set[int] = set()
 
@@ -185,8 +196,10 @@ class StreamClient(_Client):
 class PlainClient(_Client):
     """The client's JSON response: the deltas accumulated, sent at the finish."""
 
-    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
-        super().__init__(send, headers, on_output)
+    def __init__(
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None]
+    ) -> None:
+        super().__init__(send, headers, report, on_output)
         self._messages: dict[int, dict[str, Any]] = {}
         self._logprobs: dict[int, Any] = {}
 

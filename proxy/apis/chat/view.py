@@ -48,10 +48,11 @@ class ChatView(ClientView):
 
     def __init__(self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool) -> None:
         super().__init__(turn, out)
-        headers = [*response_headers(first), *out.headers]
+        headers = response_headers(first)
         self.client: StreamClient | PlainClient = (
-            StreamClient(out.send, headers, self.note_output, include_usage=asks_usage(turn.body))
-            if stream else PlainClient(out.send, headers, self.note_output)
+            StreamClient(out.send, headers, out.headers, self.note_output,
+                         include_usage=asks_usage(turn.body))
+            if stream else PlainClient(out.send, headers, out.headers, self.note_output)
         )
         self.reader = RoundReader(turn.is_meta)
         self.usage: dict[str, Any] | None = None
