@@ -146,8 +146,8 @@ class ClientView(ABC):
     @abstractmethod
     async def body(self, raw: bytes) -> bool:
         """A round answered with one JSON body (decoded). False when it is not an answer in
-        the API's shape: before the response started, the round loop relays it as it is.
-        Raises UpstreamResponseInvalid when the response has started."""
+        the API's shape (what the client gets of it is the round loop's rule:
+        :mod:`proxy.turn.rounds`)."""
 
     @abstractmethod
     async def end_round(self) -> Reply:

@@ -12,9 +12,15 @@ outcome, the same on every API:
   response goes on;
 - a round cut off (``length``, ``max_tokens``, ``incomplete``: :attr:`Ending.CUT`): its
   meta-calls never run; the client is told as the upstream said, the meta-calls removed;
-- a round that ended without its end (no ``finish_reason``, ``message_delta`` or
-  terminal event) and holds a meta-call: it never runs; the client gets
-  ``upstream_invalid_response``;
+- an answer that is not the API's — a 200 body in no shape of it (a gateway's HTML
+  page), a round that ended without its end (no ``finish_reason``, ``message_delta`` or
+  terminal event) — follows one rule per case. The proxy needed it (the round offered a
+  meta-tool, so it must read the answer for meta-calls, or it is a re-issue, whose client
+  response the proxy writes): the client gets ``upstream_invalid_response`` (502, or the
+  API's error event once its stream started), and no call in it runs. It did not (the
+  first round, no meta-tool offered: ``tool_choice`` none or a named tool): it reaches
+  the client as the upstream sent it — a body with its status and content type, a stream
+  ending where it ended, nothing added;
 - meta-calls with real calls, or after the last meta round: they run (the loads take
   effect next turn); real calls go to the client; with none, the answer ends as a
   finished one and, if nothing at all was shown, a note says what happened
@@ -98,7 +104,7 @@ class _TurnServer:
                 await self._fail(error)
                 return
             try:
-                reply = await self._read(response)
+                reply = await self._read(response, offered or self.turn.rounds > 0)
             except ProxyError as error:
                 await self._fail(error)
                 return
@@ -118,10 +124,11 @@ class _TurnServer:
         if reply.problem is not None:
             await view.fail(UpstreamResponseInvalid(reply.problem))
             return False
-        if reply.meta and reply.ending is Ending.UNFINISHED:
+        if reply.ending is Ending.UNFINISHED and (reply.meta or offered or turn.rounds):
             await view.fail(UpstreamResponseInvalid(
                 "the upstream's answer ended without saying how (no finish reason, stop "
-                "reason or terminal event); the tool-loading call in it was not run"
+                "reason or terminal event), so the proxy could not read it for its "
+                "tool-loading calls; nothing in it was run"
             ))
             return False
         loaded = False
@@ -147,9 +154,11 @@ class _TurnServer:
         await view.finish(reply, only_meta)
         return False
 
-    async def _read(self, response: UpstreamResponse) -> Reply | None:
+    async def _read(self, response: UpstreamResponse, needed: bool) -> Reply | None:
         """Read one answer through the client's view; None when the request was answered
-        here (an upstream error, or a body that is not an answer of the API)."""
+        here (an upstream error, or a body that is not an answer of the API: relayed as it
+        came unless the proxy ``needed`` to read it). Raises UpstreamResponseInvalid for a
+        body that is not the API's answer when it did."""
         if self.view is None:
             self.view = self.request.view(self.turn, self.out, response, stream=self.stream)
         view = self.view
@@ -166,6 +175,12 @@ class _TurnServer:
         else:
             raw = await read_decoded(response)
             if not await view.body(raw):
+                if needed or view.started:
+                    kind = (response.header(b"content-type") or b"no content type").decode("latin-1")
+                    raise UpstreamResponseInvalid(
+                        f"the upstream answered 200 with a body that is not the API's answer "
+                        f"({kind}), so the proxy could not read it for its tool-loading calls"
+                    )
                 headers = [(n, v) for n, v in response_headers(response)
                            if n not in (b"content-length", b"content-encoding")]
                 await send_complete(self.out.send, 200, [*headers, *self.out.headers], raw)

@@ -160,11 +160,12 @@ class StreamClient(_Client):
 
     async def finish(
         self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
-        usage_apart: bool = True,
+        usage_apart: bool = True, done: bool = True,
     ) -> None:
         """The finish chunks, then ``usage`` and the upstream's other top-level fields
         (``extras``): in a chunk of their own when the client asked for usage or
-        ``usage_apart`` (the upstream sent it so), else in the last finish chunk."""
+        ``usage_apart`` (the upstream sent it so), else in the last finish chunk; then
+        ``[DONE]`` unless ``done`` is False (a stream the upstream ended without one)."""
         await self._start()
         apart = usage is not None and (self.include_usage or usage_apart)
         last = {} if apart else {**({"usage": usage} if usage is not None else {}), **extras}
@@ -178,7 +179,8 @@ class StreamClient(_Client):
             await send_body(self.send, self._chunk(choices, **(last if n == len(chunks) - 1 else {})))
         if apart or (last and not chunks):
             await send_body(self.send, self._chunk([], usage=usage, **extras))
-        await send_body(self.send, data_event(b"[DONE]"))
+        if done:
+            await send_body(self.send, data_event(b"[DONE]"))
         await send_body(self.send, b"", more=False)
 
     async def fail(self, error: ProxyError) -> None:
@@ -223,10 +225,10 @@ class PlainClient(_Client):
 
     async def finish(
         self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
-        usage_apart: bool = True,
+        usage_apart: bool = True, done: bool = True,
     ) -> None:
         """The whole response, ``usage`` and the upstream's other top-level fields
-        (``extras``) in it (``usage_apart``: for the streamed client only)."""
+        (``extras``) in it (``usage_apart``, ``done``: for the streamed client only)."""
         self.on_output()
         identity = client_identity(self.identity)
         choices = []
