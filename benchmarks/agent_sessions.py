@@ -84,6 +84,7 @@ from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_se
 from benchmarks.long_session_report import render as render_long
 from benchmarks.long_session_runs import LONG_CTX, run_long
 from benchmarks.support.agent_clients import MODES
+from benchmarks.support.packages import require
 from benchmarks.support.text_tables import load_str
 
 VIAS = ("direct", "toolprune")
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = parser.parse_args(argv)
+    require("python -m benchmarks.agent_sessions", "mcp", *(["matplotlib"] if args.plot else []))
     out = args.out or Path(tempfile.mkdtemp(prefix="agent-sessions-"))
     print(f"captures: {out}\n{load_str()}", flush=True)
     if args.long:

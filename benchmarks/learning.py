@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.support.embedder_cache import DiskCachedEmbedder
+from benchmarks.support.packages import require
 from proxy.cli.eval import add_arguments, default_embedder_factory, run_eval
 from proxy.cli.traffic import traffic_share
 from selection.evaluation.cases import load_cases
@@ -221,6 +222,8 @@ def main() -> int:
     parser.add_argument("--replot", type=Path, nargs="+", metavar="RESULTS.json",
                         help="only draw --plot from the --json results of earlier runs")
     args = parser.parse_args()
+    if args.plot is not None:
+        require("python -m benchmarks.learning", "matplotlib")
     shares = [float(s) for s in args.shares.split(",")]
     if args.replot:
         if args.plot is None:

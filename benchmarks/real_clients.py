@@ -62,6 +62,7 @@ from benchmarks.support.agent_clients import MODES
 from benchmarks.support.agent_sessions import Session, run_session
 from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
 from benchmarks.support.llama import local_llama
+from benchmarks.support.packages import require
 from benchmarks.support.recording_relay import Exchange
 from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.text_tables import load_str, n, table
@@ -266,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="folder for the captures (default: a temporary folder)")
     args = parser.parse_args(argv)
+    require("python -m benchmarks.real_clients", "mcp")
     out = args.out or Path(tempfile.mkdtemp(prefix="real-clients-"))
     kinds = ["scripted", "llama"] if args.upstream == "both" else [args.upstream]
     print(f"captures: {out}\n{load_str()}", flush=True)

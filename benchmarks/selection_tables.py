@@ -27,6 +27,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.support.data import EVALUATION_DATA_VARIABLE
+from benchmarks.support.packages import require
 from proxy.cli import eval as eval_cli
 from selection.evaluation import plot_reports
 
@@ -101,6 +102,8 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, help="also draw the plot into this file")
     parser.add_argument("--from-json", type=Path, nargs="+", help="render saved `toolprune eval --json` reports")
     args = parser.parse_args()
+    if args.plot:
+        require("python -m benchmarks.selection_tables", "matplotlib")
     if args.data is None and not getattr(args, "from_json", None):
         parser.error("needs the evaluation data: --data PATH or $TOOLPRUNE_SHARED_DATA")
     if args.from_json:

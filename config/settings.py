@@ -85,12 +85,6 @@ class Settings(CacheSettings):
         "pruning would cost more than the whole catalogue. Negative: prune such catalogues "
         "too (`-inf`: always).",
     )
-    named_only: bool = Field(
-        True,
-        description="When a request that asks for one thing uses every word of the best "
-        "candidate's name (two or more words), forward only the tools it names; the rest "
-        "are listed in the meta-tool's tier.",
-    )
     token_budget: int = Field(
         0,
         ge=0,

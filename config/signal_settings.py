@@ -1,6 +1,7 @@
 """Settings of the ranking signals and expansions (pydantic-settings), one group of knobs
 per signal of :mod:`selection.ranking.signals.registry`, each field named as the signal's
-``Params`` field it sets (the first of each switches the signal: 0 or false is off). The
+``Params`` field it sets (the first of each switches the signal: 0 or false is off; the
+name signal runs while either of its two is on). The
 second group of :class:`config.settings.Settings`, which extends this class; each field's
 description is its documentation (``docs/reference/settings.md``).
 """
@@ -36,8 +37,15 @@ class SignalSettings(ServerSettings):
         ge=0.0,
         le=2.0,
         description="Weight of the share of a tool's name words that the request uses, "
-        "added to the score (`list the pull requests` → `list_pull_requests`). 0: off, and a "
-        "request that names its tools no longer gets them alone (`named_only`).",
+        "added to the score (`list the pull requests` → `list_pull_requests`). 0: no such "
+        "score; a request that names its tools still gets them alone (`named_only`).",
+    )
+    named_only: bool = Field(
+        True,
+        description="When a request that asks for one thing uses every word of the best "
+        "candidate's name (two or more words), forward only the tools it names; the rest "
+        "are listed in the meta-tool's tier. Off: such a request is ranked like any other "
+        "(the name score stays: `name_weight`).",
     )
     group_weight: float = Field(
         0.3,

@@ -55,7 +55,7 @@ from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
 from proxy.servers.probe import ServerProbe
-from proxy.turn.decisions import late_error_reporter
+from proxy.turn.decision_log import late_error_reporter
 from proxy.turn.handler import TurnHandler
 from proxy.turn.planner import Planner
 from proxy.usage.learning_schedule import start_learning

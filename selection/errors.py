@@ -59,8 +59,8 @@ class NothingToPrune(Exception):
 
 class SmallCatalog(Exception):
     """The catalogue is forwarded whole (:meth:`~selection.catalog.policy.Policy.forwards_whole`):
-    ``reason`` ``tools`` (at most ``min_catalog_tools``) or ``saving`` (pruning would save
-    less than ``min_saving`` of its schema tokens); ``size``: its tools; ``path``: which
+    ``reason`` ``min_catalog_tools`` (at most that many tools) or ``no_saving`` (pruning
+    would save less than ``min_saving`` of its schema tokens); ``size``: its tools; ``path``: which
     prompt parts it came from (``native``, ``text``, ``both``)."""
 
     def __init__(self, size: int, path: str, reason: str) -> None:

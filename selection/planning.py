@@ -162,12 +162,12 @@ class Selector:
         deferral = _deferral(request, catalog, native)
         path = "both" if native is not None and text is not None else "native" if native else "text"
         if len(catalog) <= policy.min_catalog_tools and not deferral.active:
-            raise SmallCatalog(len(catalog), path, "tools")
+            raise SmallCatalog(len(catalog), path, "min_catalog_tools")
         if not deferral.active and policy.forwards_whole(catalog, top_k, None):
             context = await context_tokens() if context_tokens is not None else None
             whole_cap = tool_token_cap(context, self.settings.tool_budget_share, 0)
             if policy.forwards_whole(catalog, top_k, whole_cap):
-                raise SmallCatalog(len(catalog), path, "saving")
+                raise SmallCatalog(len(catalog), path, "no_saving")
         choice, offered = request.choice, len(catalog)
         if deferral.client_searches:  # the client's search is the one discovery mechanism
             choice = replace(choice, offer_meta=False)

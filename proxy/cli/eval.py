@@ -1,4 +1,5 @@
-"""``toolprune eval DATA.jsonl …``: selection quality on labelled cases, offline.
+"""``toolprune eval CASES …``: selection quality on labelled cases, offline. Each CASES is
+a ``cases.jsonl`` or a set's folder holding one (``<data>/<set>/cases.jsonl``).
 
 Runs the proxy's selection path (settings from ``TOOLPRUNE_*`` and the policy file, the
 configured embedder — by default the embedded all-MiniLM-L6-v2) on each case of each
@@ -58,18 +59,24 @@ latency, next to a BM25 baseline. Nothing is sent to a model.
 With --learn-from, another file's cases are first replayed as the agent's traffic and
 learned from (docs/learning.md), and the data files are scored with what was promoted.
 
-Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository).
+Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository),
+given as the file or as a set's folder holding it (<data>/<set>/cases.jsonl).
 Selection settings come from TOOLPRUNE_* variables and the policy file; the options
 below override them for this run.
 
 example:
   toolprune eval tests/data/bfcl_multi_turn_tradingbot/cases.jsonl --k 2,4,8
+  toolprune eval tests/data/bfcl_multi_turn_tradingbot --k 2,4,8      (the same set)
 """
+
+#: The file a set's folder holds its cases in.
+CASES_FILE = "cases.jsonl"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("data", nargs="+", type=Path, metavar="CASES.jsonl",
-                        help="files of labelled cases, one JSON object a line")
+    parser.add_argument("data", nargs="+", type=Path, metavar="CASES",
+                        help="files of labelled cases, one JSON object a line, or the "
+                        f"folders of sets holding them ({CASES_FILE})")
     parser.add_argument(
         "--k", default=",".join(k_label(k) for k in DEFAULT_KS),
         help="the k values to measure, comma-separated; 'all' forwards the whole catalogue",
@@ -114,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-progress", action="store_true", help="no progress bar (shown on a terminal only)"
     )
     parser.add_argument(
-        "--learn-from", type=Path, metavar="DEV.jsonl",
+        "--learn-from", type=Path, metavar="DEV",
         help="first replay these cases as the agent's traffic (expected tools called, "
         "reached through the meta-tool when not forwarded) into a temporary usage log, "
         "learn from it (docs/learning.md), then score the data files with what was promoted",
@@ -123,6 +130,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --learn-from: replay this share (0–1] of its conversations")
     parser.add_argument("--learn-seed", type=int, default=0,
                         help="seed of the --learn-share draw")
+
+
+def cases_file(path: Path) -> Path:
+    """The cases file ``path`` names: itself, or the :data:`CASES_FILE` of a set's folder.
+    Raises ValueError (one line: what the command takes) for a folder without one."""
+    if not path.is_dir():
+        return path
+    if not (path / CASES_FILE).is_file():
+        raise ValueError(f"{path} is a folder without {CASES_FILE}: give a cases file "
+                         f"(JSON Lines) or a set's folder holding {CASES_FILE}")
+    return path / CASES_FILE
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -190,11 +208,11 @@ async def run_eval(
 
                 engine.learned = LearnedStates(embedder.id)
                 learning = await learn_from_cases(
-                    args.learn_from, share=args.learn_share, seed=args.learn_seed,
+                    cases_file(args.learn_from), share=args.learn_share, seed=args.learn_seed,
                     settings=settings, selector=selector,
                 )
             for path in args.data:
-                case_set = load_cases(path, limit=args.limit, seed=args.seed)
+                case_set = load_cases(cases_file(path), limit=args.limit, seed=args.seed)
                 report = await evaluate(
                     case_set, scorers, policy, ks=ks,
                     query_user_messages=settings.query_user_messages,

@@ -25,7 +25,7 @@ from proxy.apis.responses.adapter import ResponsesApi
 from proxy.cli.help import from_setting
 from proxy.metrics import Metrics
 from proxy.state.store import MemoryStateStore
-from proxy.turn.adapter import Api
+from proxy.turn.adapter import Api, MalformedRequest
 from proxy.turn.planner import Planner
 from proxy.turn.turn import Turn
 from proxy.usage.learning_schedule import load_states
@@ -48,8 +48,8 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result"})
 
 #: Why a catalogue is forwarded whole (:class:`~proxy.turn.planner.SmallCatalog` reasons).
 SMALL_CATALOG_REASONS = {
-    "tools": "at most min_catalog_tools tools",
-    "saving": "pruning would save less than min_saving of its tool tokens",
+    "min_catalog_tools": "at most min_catalog_tools tools",
+    "no_saving": "pruning would save less than min_saving of its tool tokens",
 }
 
 
@@ -193,6 +193,8 @@ async def explain(
             )
             turn = await planner.plan((await adapter.read(body)).input, [], top_k)
             return {"api": api, **report(turn)}
+        except MalformedRequest as malformed:  # the upstream answers it (its 400)
+            return {"api": api, "decision": "malformed", "reason": str(malformed)}
         except NothingToPrune:
             return {"api": api, "decision": "passthrough", "reason": "no function tools and no tool block"}
         except SmallCatalog as small:

@@ -149,8 +149,8 @@ class ClientView(ABC):
     @abstractmethod
     async def body(self, raw: bytes) -> bool:
         """A round answered with one JSON body (decoded). False when it is not an answer in
-        the API's shape: before the response started, the round loop relays it as it is.
-        Raises UpstreamResponseInvalid when the response has started."""
+        the API's shape (what the client gets of it is the round loop's rule:
+        :mod:`proxy.turn.rounds`)."""
 
     @abstractmethod
     async def end_round(self) -> Reply:
@@ -231,12 +231,14 @@ class Api(Protocol):
 
     async def decode(self, raw: bytes) -> dict[str, Any] | None:
         """The body as the JSON object to act on, or None (passed through). Raises
-        RecursionError for one nested deeper than the decoder follows."""
+        MalformedRequest (not a JSON object), RecursionError for one nested deeper than
+        the decoder follows."""
 
     async def read(self, body: dict[str, Any]) -> ApiRequest:
-        """What the proxy needs of ``body``. Raises NothingToPrune (no tools to prune),
-        CatalogError, UnreadableRequest (forward the original bytes), InvalidToolRequest
-        (answered 400)."""
+        """What the proxy needs of ``body``. Raises MalformedRequest (a body the API
+        refuses: forwarded unchanged), NothingToPrune (no tools to prune), CatalogError,
+        UnreadableRequest (forward the original bytes), InvalidToolRequest (answered
+        400)."""
 
     def stream_error(self, status: int, body: bytes) -> bytes:
         """An error answer (``status``, its JSON ``body``: the proxy's own error or the
@@ -244,15 +246,17 @@ class Api(Protocol):
         (:mod:`proxy.http.keepalive`)."""
 
 
-def json_object(raw: bytes) -> dict[str, Any] | None:
-    """A request body as a JSON object, or None (not JSON, or not an object). Raises
-    RecursionError for one nested deeper than ``json.loads`` follows
+def json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object. Raises MalformedRequest (not JSON, or not an
+    object), RecursionError for one nested deeper than ``json.loads`` follows
     (:class:`proxy.turn.decisions.DecisionFlow` refuses it)."""
     try:
         body = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return body if isinstance(body, dict) else None
+        body = None
+    if not isinstance(body, dict):
+        raise MalformedRequest("the body is not a JSON object")
+    return body
 
 
 def upstream_error_object(status: int, body: bytes) -> dict[str, Any]:
@@ -267,6 +271,13 @@ def upstream_error_object(status: int, body: bytes) -> dict[str, Any]:
         return error
     message = error if isinstance(error, str) else body.decode("utf-8", errors="replace")[:2000]
     return {"message": message, "type": "upstream_error", "param": None, "code": status}
+
+
+class MalformedRequest(Exception):
+    """The body is one its API refuses (not a JSON object, or its conversation — Chat
+    Completions and Messages ``messages``, Responses ``input`` — of the wrong type):
+    forwarded unchanged for the upstream to answer, counted and logged as ``malformed``
+    (the message says what is wrong; never the body's content)."""
 
 
 class UnreadableRequest(SelectionError):

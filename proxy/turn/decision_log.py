@@ -1,20 +1,35 @@
-"""What an acting request's decision reports: ``X-Tool-Pruning-Tools`` and the one
-structured ``pruning_decision`` log line (no message content, no credentials).
+"""What an acting request's decision reports: its report headers (``X-Tool-Pruning-Tools``,
+``-Index``, ``-Warning``), the one structured ``pruning_decision`` log line (no message
+content, no credentials), and the selection errors met after a turn was planned.
 
 ``X-Tool-Pruning-Tools`` is ``forwarded/offered``; under the deferral contract (the
 client deferred tools or brought its search tool) it goes on with where the forwarded
-tools came from, as planned for the first round: ``; client=N; toolprune=N; search=N``.
+tools came from: ``; client=N; toolprune=N; search=N``. It counts the tools of the round
+whose answer the client gets (the last): a hidden meta round re-selects the turn and the
+report is brought up to date (:func:`refresh_report`) for a response not started yet (a
+plain one, written after its last round). A stream's headers leave with its first event,
+so they count the first round's; such a stream ends with the answer's count as an SSE
+comment (:func:`tools_comment`), and the log line's ``forwarded`` is it too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from proxy.log import get_logger
+from proxy.http.headers import TOOLS_HEADER, Headers
+from proxy.log import RateLimitedLog, get_logger
+from proxy.metrics import Metrics
+from proxy.servers.fit import WARNING_HEADER
 from proxy.turn.identity import log_id
 from proxy.turn.turn import Turn
+from selection.types import SelectionError
 
 logger = get_logger("decision")
+
+#: Response header of a turn ranked by BM25 alone (value ``building``): the catalogue's
+#: dense index was still being built when the request came.
+INDEX_HEADER = b"x-tool-pruning-index"
 
 
 def tools_header(turn: Turn) -> bytes:
@@ -24,6 +39,25 @@ def tools_header(turn: Turn) -> bytes:
         origins = list(turn.plan.selection.provenance.values())
         value += "".join(f"; {o}={origins.count(o)}" for o in ("client", "toolprune", "search"))
     return value.encode()
+
+
+def refresh_report(report: Headers, turn: Turn) -> None:
+    """Bring the ``X-Tool-Pruning-Tools`` entry of ``report`` (the response's report
+    headers, changed in place) up to ``turn``'s latest selection, after a meta round
+    re-selected it. A translate-only turn (``turn.whole``) forwards the same tools every
+    round, and a dry run's header reports its plan, not them: left as they are."""
+    if turn.whole is not None:
+        return
+    name = TOOLS_HEADER.encode()
+    for index, (key, _) in enumerate(report):
+        if key == name:
+            report[index] = (name, tools_header(turn))
+
+
+def tools_comment(turn: Turn) -> bytes:
+    """The SSE comment that ends a stream whose hidden rounds changed its tools after its
+    headers left: the answer's ``X-Tool-Pruning-Tools`` (clients skip comments)."""
+    return b": " + TOOLS_HEADER.encode() + b": " + tools_header(turn) + b"\n\n"
 
 
 def log_decision(
@@ -90,3 +124,37 @@ def cache_fields(turn: Turn) -> dict[str, Any]:
         fields["history_continued"] = plan.continued
         fields["outside"] = list(plan.selection.outside)
     return fields
+
+
+def turn_report(turn: Turn, api: str, request_id: bytes) -> Headers:
+    """The report headers of a planned turn: ``X-Tool-Pruning-Tools``, ``X-Tool-Pruning-Index:
+    building`` when it was ranked while its catalogue was being indexed, and
+    ``X-Tool-Pruning-Warning`` when its prompt is expected not to fit the upstream's
+    context (then one ``prompt_exceeds_context`` line names the setting that fixes it)."""
+    report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
+    if turn.lexical_only or turn.partial_index:
+        report.append((INDEX_HEADER, b"building"))
+    if turn.shortfall is not None:
+        report.append((WARNING_HEADER, turn.shortfall.header()))
+        logger.warning("prompt_exceeds_context", extra={"fields": {
+            "request_id": request_id.decode("latin-1"), "api": api, **turn.shortfall.fields()}})
+    return report
+
+
+def late_error_reporter(metrics: Metrics, interval_s: float) -> Callable[[SelectionError], None]:
+    """What the shared planner calls with a selection failure after a request was planned
+    (saving a meta-tool's loads, a ``search_tools`` query): the request stays pruned, so
+    it is not a fallback; counted and logged (rate-limited, at most once per
+    ``interval_s`` seconds per reason). The planner serves every API, so no ``api``
+    field."""
+    log = RateLimitedLog(logger, interval_s)
+
+    def report(error: SelectionError) -> None:
+        metrics.late_errors.labels(error.reason).inc()
+        log.error(
+            f"late:{error.reason}",
+            "selection_error_after_planning",
+            {"reason": error.reason, "error": type(error).__name__, "detail": str(error)},
+        )
+
+    return report

@@ -5,21 +5,26 @@ turn or forward the request unchanged; count, log and record each decision.
 Decisions (the ``decision`` label of ``toolprune_requests_total``; ``path`` says what was
 pruned: ``native`` tools, a ``text`` tool block in a system message, ``both``, or
 ``none``; ``api`` the API): ``disabled`` (env switch or ``X-Tool-Pruning: off``),
-``passthrough`` (not a JSON object the API can act on, no tools nor tool block),
-``small_catalog``, ``fallback`` (selection failed: the original bytes are forwarded),
-``dry_run`` (selection computed and reported, original bytes forwarded), ``pruned``,
-``rejected`` (a body nested deeper than the proxy can read, write or select from:
-400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``; never forwarded,
-never a RecursionError; or tools that break their API's deferral or tool-search contract:
-a 400 in the API's error shape, :class:`~proxy.turn.planner.InvalidToolRequest`).
+``passthrough`` (no tools nor tool block, or Chat Completions ``n`` > 1),
+``malformed`` (a body the API refuses: not a JSON object, or its conversation of the
+wrong type, :class:`~proxy.turn.adapter.MalformedRequest`; forwarded unchanged for the
+upstream to answer, logged with what is wrong), ``small_catalog`` (forwarded whole by
+rule, reported by ``X-Tool-Pruning-Tools`` and :data:`SMALL_CATALOG_HEADER`),
+``fallback`` (selection failed: the original bytes are forwarded), ``dry_run``
+(selection computed and reported, original bytes forwarded), ``pruned``, ``rejected`` (a
+body nested deeper than :data:`~proxy.http.json_depth.MAX_JSON_DEPTH` levels, with tools
+or without: 400 ``request_too_deeply_nested``, logged with reason ``json_too_deep``;
+never forwarded, never a RecursionError; or tools that break their API's deferral or
+tool-search contract: a 400 in the API's error shape,
+:class:`~proxy.turn.planner.InvalidToolRequest`).
 
 A request that is not pruned (``small_catalog``, ``fallback``, ``dry_run``) is forwarded
 as sent unless its tools need translating for a plain server (the client's deferral or
 search tool, Responses namespaces): then its handler's ``translate`` gives a
 translate-only turn (:mod:`proxy.turn.translation`), served like a planned one under that
 decision. A dry run plans without saving (:meth:`proxy.turn.planner.Planner.plan`,
-``save``): it changes nothing a later request sees. ``disabled`` and ``passthrough``
-always forward the client's bytes.
+``save``): it changes nothing a later request sees. ``disabled``, ``passthrough`` and
+``malformed`` always forward the client's bytes.
 
 A streaming request (``"stream": true``) is kept alive once its body is read
 (:mod:`proxy.http.keepalive`, ``sse_keepalive_s``): while it is planned and served, the
@@ -55,25 +60,28 @@ from proxy.http.headers import (
     pruning_mode,
     top_k_override,
 )
+from proxy.http.json_depth import MAX_JSON_DEPTH, body_too_deep
 from proxy.http.keepalive import ErrorEvent, KeepAliveSend, unchanged
 from proxy.http.request_log import RequestLog
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
-from proxy.servers.fit import WARNING_HEADER
+from proxy.turn.adapter import MalformedRequest
 from proxy.turn.context import UsageRecorder
-from proxy.turn.decision_log import log_decision, tools_header
+from proxy.turn.decision_log import log_decision, turn_report
 from proxy.turn.planner import InvalidToolRequest
 from proxy.turn.turn import Turn
 from selection.types import NothingToPrune, SelectionError, SmallCatalog, UnexpectedSelectionError
 
 logger = get_logger("decision")
 
-#: Response header of a turn ranked by BM25 alone (value ``building``): the catalogue's
-#: dense index was still being built when the request came.
-INDEX_HEADER = b"x-tool-pruning-index"
 #: On a request forwarded whole because selection failed (``fallback``): why, the
 #: ``SelectionError`` reason its log line names (``catalog_error``…).
 FALLBACK_HEADER = b"x-tool-pruning-fallback"
+#: On a catalogue forwarded whole by rule (``small_catalog``, with ``X-Tool-Pruning-Tools``
+#: ``N/N``): why, the reason its log line names: ``min_catalog_tools`` (at most that many
+#: tools) or ``no_saving`` (top-k of its tools and the meta-tool would cost at least the
+#: whole catalogue: a top-k at or above its size, or a dozen one-line tools).
+SMALL_CATALOG_HEADER = b"x-tool-pruning-small-catalog"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
@@ -92,6 +100,7 @@ TurnTranslator = Callable[[dict[str, Any], Headers, str], Awaitable[Turn | None]
 class Decision(StrEnum):
     PRUNED = "pruned"
     PASSTHROUGH = "passthrough"
+    MALFORMED = "malformed"
     DISABLED = "disabled"
     SMALL_CATALOG = "small_catalog"
     FALLBACK = "fallback"
@@ -143,10 +152,11 @@ class DecisionFlow:
         serve: TurnServer,
         translate: TurnTranslator,
     ) -> None:
-        """Serve ``request``: an invalid toolprune header is a 400; a request not acted on
-        (disabled, passthrough) is forwarded unchanged; a planned turn is served by
-        ``serve``; one not pruned (small catalogue, selection failed, a defect in
-        planning, ``dry-run`` with the report header) goes through :meth:`forward_whole`."""
+        """Serve ``request``: an invalid toolprune header, or a body nested too deep, is a
+        400; a request not acted on (disabled, passthrough, malformed) is forwarded
+        unchanged; a planned turn is served by ``serve``; one not pruned (small
+        catalogue, selection failed, a defect in planning, ``dry-run`` with the report
+        header) goes through :meth:`forward_whole`."""
         started = time.perf_counter()
         try:
             mode = pruning_mode(request.headers)
@@ -159,10 +169,17 @@ class DecisionFlow:
             self.count(Decision.DISABLED, log=request.log)
             await self.forwarder.forward(request, send)
             return
+        if await body_too_deep(request.body):
+            await self.reject_too_deep(request, send)
+            return
         try:
             body = await read_body(request.body)
         except RecursionError:
             await self.reject_too_deep(request, send)
+            return
+        except MalformedRequest as malformed:
+            self.malformed(malformed, request)
+            await self.forwarder.forward(request, send)
             return
         if body is None:
             self.count(Decision.PASSTHROUGH, log=request.log)
@@ -192,26 +209,18 @@ class DecisionFlow:
             await send_error(send, InvalidTools(invalid.message))
             return
         if not isinstance(planned, Turn):  # counted by _plan
-            if planned is Decision.PASSTHROUGH:
+            decision, report = planned
+            if decision in (Decision.PASSTHROUGH, Decision.MALFORMED):
                 await self.forwarder.forward(request, await unchanged(send), errors=self.errors)
             else:
-                reason = request.log.fallback_reason  # set by a fallback only
-                report = [] if reason is None else [(FALLBACK_HEADER, reason.encode())]
                 await self.forward_whole(
-                    planned, request, send, body, translate, serve, report, started
+                    decision, request, send, body, translate, serve, report, started
                 )
             return
         turn = planned
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
-        report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
-        if turn.lexical_only or turn.partial_index:
-            report.append((INDEX_HEADER, b"building"))
-        if turn.shortfall is not None:
-            report.append((WARNING_HEADER, turn.shortfall.header()))
-            logger.warning("prompt_exceeds_context", extra={"fields": {
-                "request_id": request.request_id.decode("latin-1"), "api": self.api,
-                **turn.shortfall.fields()}})
+        report = turn_report(turn, self.api, request.request_id)
         if isinstance(send, KeepAliveSend):  # a prefill may outlast the keep-alive interval
             send.declare_headers(report)
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
@@ -279,44 +288,73 @@ class DecisionFlow:
         return None
 
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
-        """Refuse a body nested too deeply to read: 400, counted and logged as decision
-        ``rejected`` with reason ``json_too_deep``."""
+        """Refuse a body nested deeper than :data:`MAX_JSON_DEPTH` levels: 400, counted
+        and logged as decision ``rejected`` with reason ``json_too_deep``."""
         self.count(Decision.REJECTED, log=request.log)
-        logger.info(
-            "pruning_decision",
-            extra={"fields": {"api": self.api, "decision": Decision.REJECTED.value,
-                              "reason": "json_too_deep",
-                              "request_id": request.request_id.decode("latin-1")}},
-        )
+        self.log_unplanned(request, Decision.REJECTED, "json_too_deep")
         await send_error(send, RequestTooDeep(
-            "the request body nests JSON deeper than the proxy can read (about 900 levels)"
+            f"the request body nests JSON deeper than {MAX_JSON_DEPTH} levels, the most the "
+            "proxy reads"
         ))
+
+    def malformed(self, malformed: MalformedRequest, request: ClientRequest) -> None:
+        """Count and log a body its API refuses (``malformed``; the reason says what is
+        wrong), which is then forwarded unchanged."""
+        self.count(Decision.MALFORMED, log=request.log)
+        self.log_unplanned(request, Decision.MALFORMED, str(malformed))
+
+    def log_unplanned(
+        self, request: ClientRequest, decision: Decision, reason: str, **fields: object
+    ) -> None:
+        """The ``pruning_decision`` line of a request not planned: its decision, why
+        (``reason``) and any other ``fields``."""
+        logger.info("pruning_decision", extra={"fields": {
+            "request_id": request.request_id.decode("latin-1"), "api": self.api,
+            "decision": decision.value, "reason": reason, **fields,
+        }})
 
     async def _plan(
         self, plan: TurnPlanner, body: dict[str, Any], request: ClientRequest,
         top_k: int | None, *, save: bool,
-    ) -> Turn | Decision:
-        """The planned turn (saved unless ``save`` is False), or the decision (counted) not
-        to prune it: ``passthrough``, ``small_catalog`` or ``fallback``. Raises
-        InvalidToolRequest (answered 400)."""
+    ) -> Turn | tuple[Decision, Headers]:
+        """The planned turn (saved unless ``save`` is False), or the decision (counted and
+        logged) not to prune it — ``passthrough``, ``malformed``, ``small_catalog`` or
+        ``fallback`` — with the headers that report it. Raises InvalidToolRequest
+        (answered 400)."""
         try:
             return await plan(body, request.headers, top_k, save)
         except InvalidToolRequest:
             raise
+        except MalformedRequest as malformed:
+            self.malformed(malformed, request)
+            return Decision.MALFORMED, []
         except NothingToPrune:
             self.count(Decision.PASSTHROUGH, log=request.log)
-            return Decision.PASSTHROUGH
+            return Decision.PASSTHROUGH, []
         except SmallCatalog as small:
-            self.count(Decision.SMALL_CATALOG, small.path, request.log)
-            self.metrics.tools_offered.observe(small.size)
-            return Decision.SMALL_CATALOG
+            return Decision.SMALL_CATALOG, self.small_catalog(small, request, top_k)
         except SelectionError as error:
-            self.fallback(error, request.log)
+            reason = self.fallback(error, request.log)
         except RecursionError:
             raise  # too deep to plan: refused by ``run``
         except Exception as exc:  # noqa: BLE001 - a defect costs the pruning, never the request
-            self.fallback(UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log)
-        return Decision.FALLBACK
+            reason = self.fallback(
+                UnexpectedSelectionError(f"{type(exc).__name__} at {where(exc)}"), request.log
+            )
+        return Decision.FALLBACK, [(FALLBACK_HEADER, reason.encode())]
+
+    def small_catalog(
+        self, small: SmallCatalog, request: ClientRequest, top_k: int | None
+    ) -> Headers:
+        """Count and log a catalogue forwarded whole by rule; the headers that say so:
+        every tool forwarded (``X-Tool-Pruning-Tools: N/N``) and why
+        (:data:`SMALL_CATALOG_HEADER`)."""
+        self.count(Decision.SMALL_CATALOG, small.path, request.log)
+        self.metrics.tools_offered.observe(small.size)
+        self.log_unplanned(request, Decision.SMALL_CATALOG, small.reason, path=small.path,
+                           offered=small.size, forwarded=small.size, top_k=top_k)
+        return [(TOOLS_HEADER.encode(), f"{small.size}/{small.size}".encode()),
+                (SMALL_CATALOG_HEADER, small.reason.encode())]
 
     def count(self, decision: Decision, path: str = "none", log: RequestLog | None = None) -> None:
         """Count ``decision``; ``log``: the request's log line, which names it too."""
@@ -324,9 +362,9 @@ class DecisionFlow:
         if log is not None:
             log.decision = decision.value
 
-    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> None:
+    def fallback(self, error: SelectionError, log: RequestLog | None = None) -> str:
         """Count, record and log (rate-limited) a selection failure that sends the
-        request with the full catalogue."""
+        request with the full catalogue; its reason."""
         self.count(Decision.FALLBACK, log=log)
         if log is not None:  # the request's own line names why: the line below is rate-limited
             log.fallback_reason = error.reason
@@ -336,22 +374,4 @@ class DecisionFlow:
         self.fallback_log.error(error.reason, "fallback_full_catalog", {
             "api": self.api, "reason": error.reason, "error": type(error).__name__,
             "detail": str(error)})
-
-
-def late_error_reporter(metrics: Metrics, interval_s: float) -> Callable[[SelectionError], None]:
-    """What the shared planner calls with a selection failure after a request was planned
-    (saving a meta-tool's loads, a ``search_tools`` query): the request stays pruned, so
-    it is not a fallback; counted and logged (rate-limited, at most once per
-    ``interval_s`` seconds per reason). The planner serves every API, so no ``api``
-    field."""
-    log = RateLimitedLog(logger, interval_s)
-
-    def report(error: SelectionError) -> None:
-        metrics.late_errors.labels(error.reason).inc()
-        log.error(
-            f"late:{error.reason}",
-            "selection_error_after_planning",
-            {"reason": error.reason, "error": type(error).__name__, "detail": str(error)},
-        )
-
-    return report
+        return error.reason

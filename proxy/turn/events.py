@@ -21,7 +21,7 @@ from abc import abstractmethod
 from typing import Any
 
 from proxy.http.asgi import send_body, send_error, start_response
-from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
+from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.forwarding import is_event_stream, response_headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply
@@ -104,19 +104,15 @@ class EventStreamView(ClientView):
         return True
 
     async def body(self, raw: bytes) -> bool:
-        """A JSON answer relayed as the API's events; one that is not the API's answer is
-        relayed as it is before the stream started, else ends it as invalid."""
+        """A JSON answer relayed as the API's events; False for one that is not the API's
+        answer (the round loop's rule)."""
         try:
             data = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             data = None
         events = self.answer_events(data) if isinstance(data, dict) else None
         if events is None:
-            if not self._started:
-                return False
-            raise UpstreamResponseInvalid(
-                "upstream answered a re-issued request with a body that is not its API's answer"
-            )
+            return False
         for payload in events:
             if not await self.event(payload.get("type"), payload):
                 break

@@ -12,9 +12,15 @@ outcome, the same on every API:
   response goes on;
 - a round cut off (``length``, ``max_tokens``, ``incomplete``: :attr:`Ending.CUT`): its
   meta-calls never run; the client is told as the upstream said, the meta-calls removed;
-- a round that ended without its end (no ``finish_reason``, ``message_delta`` or
-  terminal event) and holds a meta-call: it never runs; the client gets
-  ``upstream_invalid_response``;
+- an answer that is not the API's — a 200 body in no shape of it (a gateway's HTML
+  page), a round that ended without its end (no ``finish_reason``, ``message_delta`` or
+  terminal event) — follows one rule per case. The proxy needed it (the round offered a
+  meta-tool, so it must read the answer for meta-calls, or it is a re-issue, whose client
+  response the proxy writes): the client gets ``upstream_invalid_response`` (502, or the
+  API's error event once its stream started), and no call in it runs. It did not (the
+  first round, no meta-tool offered: ``tool_choice`` none or a named tool): it reaches
+  the client as the upstream sent it — a body with its status and content type, a stream
+  ending where it ended, nothing added;
 - meta-calls with real calls, or after the last meta round: they run (the loads take
   effect next turn); real calls go to the client; with none, the answer ends as a
   finished one and, if nothing at all was shown, a note says what happened
@@ -42,6 +48,7 @@ from proxy.http.sse import Event, EventSplitter
 from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
+from proxy.turn.decision_log import refresh_report, tools_comment
 from proxy.turn.sender import plain_body, send_round
 from proxy.turn.turn import MetaCall, Turn
 
@@ -100,7 +107,7 @@ class _TurnServer:
                 await self._fail(error)
                 return
             try:
-                reply = await self._read(response)
+                reply = await self._read(response, offered or self.turn.rounds > 0)
             except ProxyError as error:
                 await self._fail(error)
                 return
@@ -140,10 +147,11 @@ class _TurnServer:
         if reply.problem is not None:
             await view.fail(UpstreamResponseInvalid(reply.problem))
             return False
-        if reply.meta and reply.ending is Ending.UNFINISHED:
+        if reply.ending is Ending.UNFINISHED and (reply.meta or offered or turn.rounds):
             await view.fail(UpstreamResponseInvalid(
                 "the upstream's answer ended without saying how (no finish reason, stop "
-                "reason or terminal event); the tool-loading call in it was not run"
+                "reason or terminal event), so the proxy could not read it for its "
+                "tool-loading calls; nothing in it was run"
             ))
             return False
         loaded = False
@@ -158,6 +166,7 @@ class _TurnServer:
                 if turn.plan.delivers and recorder is not None:
                     await recorder(turn, self.request.history_length(), exchange)
                 turn.rounds += 1
+                refresh_report(self.out.headers, turn)  # a response not started shows it
                 return True
             # mixed, or rounds exhausted: the loads take effect next turn
         only_meta = bool(reply.meta) and not reply.real_calls
@@ -166,12 +175,16 @@ class _TurnServer:
         elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
             self.services.suspicious_stop(self.client.request_id)
         turn.response_calls = reply.real_calls
+        if turn.rounds and turn.whole is None and view.started:  # its headers are the first round's
+            await view.comment(tools_comment(turn))
         await view.finish(reply, only_meta)
         return False
 
-    async def _read(self, response: UpstreamResponse) -> Reply | None:
+    async def _read(self, response: UpstreamResponse, needed: bool) -> Reply | None:
         """Read one answer through the client's view; None when the request was answered
-        here (an upstream error, or a body that is not an answer of the API)."""
+        here (an upstream error, or a body that is not an answer of the API: relayed as it
+        came unless the proxy ``needed`` to read it). Raises UpstreamResponseInvalid for a
+        body that is not the API's answer when it did."""
         if self.view is None:
             self.view = self.request.view(self.turn, self.out, response, stream=self.stream)
         view = self.view
@@ -195,6 +208,12 @@ class _TurnServer:
         else:
             raw = await read_decoded(response)
             if not await view.body(raw):
+                if needed or view.started:
+                    kind = (response.header(b"content-type") or b"no content type").decode("latin-1")
+                    raise UpstreamResponseInvalid(
+                        f"the upstream answered 200 with a body that is not the API's answer "
+                        f"({kind}), so the proxy could not read it for its tool-loading calls"
+                    )
                 headers = [(n, v) for n, v in response_headers(response)
                            if n not in (b"content-length", b"content-encoding")]
                 await send_complete(self.out.send, 200, [*headers, *self.out.headers], raw)

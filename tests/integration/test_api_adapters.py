@@ -278,7 +278,7 @@ def test_count_tokens_and_input_tokens_pass_through(upstream: RunningUpstream, p
     assert forwarded.json() == body
 
 
-def test_unreadable_request_forwards_the_original_bytes_counted(
+def test_a_refused_input_forwards_the_original_bytes_counted_as_malformed(
     upstream: RunningUpstream, proxy: str
 ) -> None:
     raw = json.dumps({"model": "m", "input": 42, "tools": RESPONSES_TOOLS}).encode()
@@ -289,8 +289,8 @@ def test_unreadable_request_forwards_the_original_bytes_counted(
     (forwarded,) = [r for r in upstream.upstream.requests if r.path.endswith("/responses")]
     assert forwarded.body == raw
     metrics = httpx.get(proxy + "/metrics", timeout=10).text
-    assert 'toolprune_requests_total{api="responses",decision="fallback",path="none"} 1.0' in metrics
-    assert 'toolprune_fallbacks_total{reason="unreadable_request"} 1.0' in metrics
+    assert 'toolprune_requests_total{api="responses",decision="malformed",path="none"} 1.0' in metrics
+    assert 'toolprune_fallbacks_total{reason="unreadable_request"}' not in metrics
 
 
 def test_previous_response_id_continues_the_conversation(

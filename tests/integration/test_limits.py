@@ -1,7 +1,7 @@
 """Limits answer in the API's shape, and paths are normalised before forwarding (issue
 #28, items 5 and 6): a body over the limit gets 413 (never a connection reset), a body
-that trickles gets 408, a body nested deeper than ``max_json_depth`` gets 400 with a
-decision-log reason (never a RecursionError), and only normalised paths under the
+that trickles gets 408, a body nested deeper than 900 levels (``MAX_JSON_DEPTH``), with tools
+or without, gets 400 with a decision-log reason (never a RecursionError), and only normalised paths under the
 upstream's base are forwarded (400 otherwise).
 
 Real servers on loopback: the proxy under uvicorn as ``toolprune serve`` runs it (the
@@ -126,33 +126,63 @@ def test_a_trickled_body_gets_a_408_and_its_connection_closes(
 
 
 # --- item 5: nesting depth --------------------------------------------------------------------
-def nested(api: str, depth: int) -> bytes:
+PLACE = "@nested@"
+
+
+def containers_above(value: Any, target: str) -> int | None:
+    """How many objects and arrays hold the string ``target`` in ``value`` (None: absent)."""
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+    if children is None:
+        return 0 if value == target else None
+    for child in children:
+        found = containers_above(child, target)
+        if found is not None:
+            return found + 1
+    return None
+
+
+def nested(api: str, depth: int, *, tools: bool = True, stream: bool = False) -> bytes:
+    """A request of ``api`` nesting JSON exactly ``depth`` levels (the body's object is
+    1): with tools, inside the first tool's parameter schema (the deepest path through
+    the proxy: the catalogue is parsed, ranked and its body written again); without, in a
+    field of a body that has none."""
     body = request_body(api)
-    body["stream"] = False
-    text = json.dumps(body)
-    deep = "[" * depth + "]" * depth
-    marker = '"stream": false'
-    return text.replace(marker, f'{marker}, "metadata_extra": {deep}').encode()
+    body["stream"] = stream
+    if tools:
+        tool = body["tools"][0]
+        schema = tool["function"]["parameters"] if api == "chat" else (
+            tool["input_schema"] if api == "messages" else tool["parameters"])
+        schema["properties"] = {**schema.get("properties", {}), "deep": PLACE}
+    else:
+        body.pop("tools")
+        body["metadata_extra"] = PLACE
+    arrays = depth - containers_above(body, PLACE)
+    text = json.dumps(body).replace(json.dumps(PLACE), "[" * arrays + "]" * arrays)
+    return text.encode()
 
 
 @proves(
-    fault="a request body nested deeper than the proxy can read (980 and 5,000 levels)",
+    fault="a request body nested deeper than 900 levels, with tools or without (901 and 5,000 levels)",
     phase="request",
-    client="400 `request_too_deeply_nested` in the API's error shape; one decision line, decision `rejected`, reason `json_too_deep`; never a RecursionError nor an internal error",
+    client="400 `request_too_deeply_nested` in the API's error shape, naming the 900 levels; one decision line, decision `rejected`, reason `json_too_deep`; never a RecursionError nor an internal error",
 )
-@pytest.mark.parametrize(("api", "depth"), [("chat", 980), *((api, 5000) for api in APIS)])
+@pytest.mark.parametrize(("api", "depth"), [*((api, 901) for api in APIS), *((api, 5000) for api in APIS)])
+@pytest.mark.parametrize("tools", [True, False], ids=["tools", "no-tools"])
 def test_a_body_nested_too_deep_gets_a_400_with_a_logged_reason(
-    upstream: RunningUpstream, start_served: Any, log_lines: Lines, api: str, depth: int
+    upstream: RunningUpstream, start_served: Any, log_lines: Lines, api: str, depth: int,
+    tools: bool,
 ) -> None:
     proxy = start_served()
-    response = httpx.post(proxy + PATHS[api], content=nested(api, depth),
+    response = httpx.post(proxy + PATHS[api], content=nested(api, depth, tools=tools),
                           headers={"content-type": "application/json"}, timeout=120)
     assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["message"] == ("the request body nests JSON deeper than 900 levels, the most "
+                                "the proxy reads")
     if api == "messages":
-        assert response.json()["error"]["type"] == "invalid_request_error"
-        assert "nests JSON deeper" in response.json()["error"]["message"]
+        assert error["type"] == "invalid_request_error"
     else:
-        assert response.json()["error"]["code"] == "request_too_deeply_nested"
+        assert error["code"] == "request_too_deeply_nested"
     assert [r for r in upstream.upstream.requests if r.path.endswith(SUFFIX[api])] == []
     request_id = response.headers["x-request-id"]
     decision = log_lines.wait_for("pruning_decision", request_id)
@@ -161,11 +191,20 @@ def test_a_body_nested_too_deep_gets_a_400_with_a_logged_reason(
     assert not [f for e, f in log_lines.lines if e in ("internal_error", "fallback_full_catalog")]
 
 
-def test_a_body_nested_60_deep_is_served(upstream: RunningUpstream, start_served: Any) -> None:
-    proxy = start_served()
-    response = httpx.post(proxy + PATHS["chat"], content=nested("chat", 60),
-                          headers={"content-type": "application/json"}, timeout=120)
-    assert response.status_code == 200
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("api", APIS)
+def test_a_body_nested_900_deep_is_served_with_tools_or_without(
+    upstream: RunningUpstream, start_served: Any, log_lines: Lines, api: str, stream: bool
+) -> None:
+    """900 levels, the limit the error names, is read on every path: a body without tools
+    is passed through, one whose tool schema nests that deep is pruned and served."""
+    proxy = start_served(max_tools=6, top_k=4, threshold=0.0)
+    for tools, decision in ((False, "passthrough"), (True, "pruned")):
+        response = httpx.post(proxy + PATHS[api], content=nested(api, 900, tools=tools, stream=stream),
+                              headers={"content-type": "application/json"}, timeout=120)
+        assert response.status_code == 200, response.text[:300]
+        line = log_lines.wait_for("request", response.headers["x-request-id"])
+        assert line["decision"] == decision
 
 
 # --- item 6: paths ----------------------------------------------------------------------------

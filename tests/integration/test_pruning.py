@@ -376,14 +376,21 @@ def test_meta_call_arguments_sent_as_an_object_are_understood(
     assert "browser_pdf_save" in names(chat_requests(upstream)[-1].json()["tools"])
 
 
-def test_an_upstream_answer_the_proxy_cannot_read_is_relayed_as_is(
+def test_an_upstream_answer_the_proxy_cannot_read_is_invalid_where_it_must_read_it(
     upstream: RunningUpstream, pruning_proxy: str
 ) -> None:
+    """JSON that is not a chat completion: with ``load_tools`` offered the proxy must read
+    the answer, so it is ``upstream_invalid_response``; with no meta-tool offered
+    (``tool_choice`` none) it is the client's alone and relayed as is (docs/apis.md)."""
     from benchmarks.support.upstream import Raw
 
     odd = {"id": "x", "object": "chat.completion", "choices": [{"index": 0, "message": "plain text"}]}
-    upstream.upstream.script(Raw(200, odd))
+    upstream.upstream.script(Raw(200, odd), Raw(200, odd))
     response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT})
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_invalid_response"
+    response = post(pruning_proxy, {"model": "m", "messages": ASK, "tools": PLAYWRIGHT,
+                                    "tool_choice": "none"})
     assert response.status_code == 200 and response.json() == odd
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from benchmarks.support.upstream import Chat, Raw
 from tests.conftest import ProxyFactory, RunningUpstream
-from tests.integration.test_stream_faults import PATHS, request_body
+from tests.integration.test_stream_faults import PATHS, SUFFIX, request_body
 from tests.support.logs import Lines
 from tests.support.sse import chat_chunks
 
@@ -165,3 +165,79 @@ def test_each_fallback_names_its_reason_though_the_reasons_line_is_rate_limited(
         assert response.status_code == 200
         line = line_of(log_lines, request_id)
         assert (line["decision"], line["fallback_reason"]) == ("fallback", "catalog_error")
+
+
+def test_an_over_long_request_id_is_cut_to_a_prefix_and_the_cut_logged(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines
+) -> None:
+    """A 5,000-byte ``X-Request-Id`` is neither echoed nor forwarded whole: its first 128
+    bytes are the request's id everywhere (response, upstream, log lines), and one line
+    says it was cut; an id of 128 bytes is kept as sent."""
+    sent = "agent-7/" + "a" * 4992
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    response = httpx.post(proxy + PATHS["chat"], json=body, timeout=60,
+                          headers={"X-Request-Id": sent})
+    kept = sent[:128]
+    assert response.status_code == 200 and response.headers["x-request-id"] == kept
+    assert upstream.upstream.requests[-1].header("x-request-id") == kept
+    assert line_of(log_lines, kept)["status"] == 200
+    cut = log_lines.wait_for("request_id_truncated", kept)
+    assert cut["received_bytes"] == 5000 and cut["kept_bytes"] == 128
+    exact = "b" * 128
+    response = httpx.post(proxy + PATHS["chat"], json=body, timeout=60,
+                          headers={"X-Request-Id": exact})
+    assert response.headers["x-request-id"] == exact
+    assert line_of(log_lines, exact)["status"] == 200
+    assert [line["request_id"] for line in log_lines.events("request_id_truncated")] == [kept]
+
+
+REFUSED = {  # a body each API refuses: its conversation of the wrong type
+    "chat": ("messages", "hi", "messages is not a list"),
+    "responses": ("input", 42, "input is neither a string nor a list of items"),
+    "messages": ("messages", "hi", "messages is not a list"),
+}
+
+
+@pytest.mark.parametrize("tools", [True, False], ids=["tools", "no-tools"])
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+@pytest.mark.parametrize("api", ["chat", "responses", "messages"])
+def test_a_body_the_api_refuses_is_forwarded_and_logged_as_malformed(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines, api: str, stream: bool, tools: bool
+) -> None:
+    """``"messages": "hi"``: not a request the proxy passes by (``passthrough``) nor one
+    whose selection failed (``fallback``), but a body the API refuses: its bytes go to
+    the upstream unchanged, whose answer (its 400) the client gets; decision and metric
+    label ``malformed``, the decision line saying what is wrong."""
+    field, value, reason = REFUSED[api]
+    body = {**request_body(api), field: value, "stream": stream}
+    if not tools:
+        body.pop("tools")
+    raw = json.dumps(body).encode()
+    refusal = {"error": {"message": f"'{field}' is invalid", "type": "invalid_request_error",
+                         "param": field, "code": None}}
+    upstream.upstream.script(Raw(400, refusal), path=SUFFIX[api])
+    request_id = f"req-malformed-{api}-{stream}-{tools}"
+    response = httpx.post(proxy + PATHS[api], content=raw, timeout=60,
+                          headers={"X-Request-Id": request_id, "content-type": "application/json"})
+    assert (response.status_code, response.json()) == (400, refusal)
+    assert upstream.upstream.requests[-1].body == raw
+    line = line_of(log_lines, request_id)
+    assert (line["decision"], line["fallback_reason"]) == ("malformed", None)
+    decision = log_lines.wait_for("pruning_decision", request_id)
+    assert (decision["decision"], decision["reason"]) == ("malformed", reason)
+    label = {"chat": "chat_completions"}.get(api, api)
+    metrics = httpx.get(proxy + "/metrics").text
+    assert f'toolprune_requests_total{{api="{label}",decision="malformed",path="none"}}' in metrics
+
+
+@pytest.mark.parametrize("raw", [b"not json", b'["an", "array"]'], ids=["not-json", "array"])
+def test_a_body_that_is_not_a_json_object_is_malformed(
+    upstream: RunningUpstream, proxy: str, log_lines: Lines, raw: bytes
+) -> None:
+    request_id = f"req-not-object-{len(raw)}"
+    httpx.post(proxy + PATHS["chat"], content=raw, timeout=60,
+               headers={"X-Request-Id": request_id, "content-type": "application/json"})
+    assert upstream.upstream.requests[-1].body == raw
+    assert line_of(log_lines, request_id)["decision"] == "malformed"
+    reason = log_lines.wait_for("pruning_decision", request_id)["reason"]
+    assert reason == ("the body is not a JSON object")

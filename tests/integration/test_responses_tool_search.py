@@ -115,7 +115,8 @@ def test_hosted_search_plain_two_turns(upstream: RunningUpstream, proxy: str) ->
     found = assert_hosted_rounds(upstream)
     assert_client_view(result.output, found)
     assert [tool.type for tool in result.tools] == [t["type"] for t in HOSTED_TOOLS]  # as sent
-    assert raw.headers["x-tool-pruning-tools"].startswith("2/117")
+    # The answer's round: the 2 tools not deferred and those the search found.
+    assert raw.headers["x-tool-pruning-tools"] == f"{2 + len(found)}/117; client=2; toolprune=0; search={len(found)}"
     # The next turn returns the whole history: the search is the same call and answer
     # to the upstream, the found tool stays loaded, the namespaced call is flattened.
     history = [{"role": "user", "content": ASK},

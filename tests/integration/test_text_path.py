@@ -360,7 +360,8 @@ def test_a_block_that_pruning_would_enlarge_is_forwarded_whole(
     names would cost more than the whole block, so the request goes through unchanged."""
     raw = raw_text_request(lines_case("dash", GITHUB[:16]))
     response = post_raw(proxy, raw)
-    assert response.status_code == 200 and "x-tool-pruning-tools" not in response.headers
+    assert response.status_code == 200 and response.headers["x-tool-pruning-tools"] == "16/16"
+    assert response.headers["x-tool-pruning-small-catalog"] == "no_saving"
     assert chat_requests(upstream)[-1].body == raw
     assert 'toolprune_requests_total{api="chat_completions",decision="small_catalog",path="text"} 1.0' in metrics(proxy)
 

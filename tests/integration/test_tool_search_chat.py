@@ -52,7 +52,8 @@ def test_deferred_functions_load_by_search_only(
         raw = client(proxy).chat.completions.with_raw_response.create(**request)
         answer = raw.parse()
         assert [c.function.name for c in answer.choices[0].message.tool_calls] == ["create_pull_request"]
-        assert raw.headers["x-tool-pruning-tools"] == "2/117; client=2; toolprune=0; search=0"
+        # The answer's round: the 2 tools not deferred and the 5 the search found.
+        assert raw.headers["x-tool-pruning-tools"] == "7/117; client=2; toolprune=0; search=5"
     first, second = sent(upstream)
     assert names(first) == [*KEPT, "search_tools"]
     assert names(second)[:3] == names(first) and "create_pull_request" in names(second)[3:]

@@ -99,7 +99,8 @@ def test_a_regex_search_is_run_by_the_proxy_and_the_found_tool_called(
     assert result.tool_use_id == use.id
     assert [ref.tool_name for ref in result.content.tool_references] == [PR_TOOL]
     assert call.name == PR_TOOL and message.stop_reason == "tool_use"
-    assert raw.headers["x-tool-pruning-tools"] == "2/119; client=2; toolprune=0; search=0"
+    # The answer's round: the 2 tools not deferred and the one the search found.
+    assert raw.headers["x-tool-pruning-tools"] == "3/119; client=2; toolprune=0; search=1"
     assert_search_then_call(upstream)
 
 

@@ -2,7 +2,9 @@
 Messages), plain and streamed: the same rule on every API.
 
 A search the proxy answers while its embedder fails tells the model so and the turn goes
-on; an upstream error before the client got a byte reaches it as the upstream sent it,
+on; an answer that is not the API's (a 200 body in no shape of it, a stream cut short) is
+``upstream_invalid_response`` where the proxy must read it (a meta-tool offered) and
+reaches the client as it came where it need not (no meta-tool); an upstream error before the client got a byte reaches it as the upstream sent it,
 after (a hidden round was read) as the API's error event carrying the upstream's error;
 an error event mid-stream ends the client's stream with it; a client that leaves during a
 hidden round gets no re-issue sent for it. Real servers on loopback, shared by the module:
@@ -96,20 +98,101 @@ def test_an_upstream_error_before_any_byte_reaches_the_client_as_sent(run: Bench
     assert answer.status == 500 and answer.error == BOOM["error"]
 
 
+PAGE = b"<html><body>down for maintenance</body></html>"
+#: The request's ``tool_choice`` that offers no meta-tool, per API: its answer is the
+#: client's alone, which the proxy need not read.
+NO_META = {"chat": "none", "responses": "none", "messages": {"type": "none"}}
+
+
+def post_raw(run: Bench, *, meta: bool) -> httpx.Response:
+    """The test's request as sent, its answer as received; ``meta``: with the meta-tool
+    offered (else ``tool_choice`` none)."""
+    body = run.api.body(run.stream)
+    if not meta:
+        body["tool_choice"] = NO_META[run.api.name]
+    return httpx.post(run.proxy + run.api.path, json=body, headers=run.credential, timeout=300)
+
+
+def cut_stream(api: Api, body: dict[str, Any]) -> list[bytes]:
+    """The events of an answer that shows its first text, then ends without its end (no
+    finish reason, ``message_delta`` or terminal event, no ``[DONE]``)."""
+    played = events_of(api, api.reply("Hello there"), body)
+    first_text = next(i for i, e in enumerate(played)
+                      if any(f'"{key}": "H'.encode() in e for key in ("content", "delta", "text")))
+    return played[:first_text + 1]
+
+
+def invalid(answer_error: dict[str, Any] | None, api: Api) -> bool:
+    """Whether the error the client got is the proxy's ``upstream_invalid_response``."""
+    if answer_error is None:
+        return False
+    if api.name == "messages":
+        return answer_error.get("type") == "api_error" and "upstream" in answer_error.get("message", "")
+    return answer_error.get("code") == "upstream_invalid_response"
+
+
 @proves(
-    fault="a 200 answer to a pruned request's first round that is neither the API's JSON nor SSE (a gateway's HTML page)",
+    fault="a 200 answer that is neither the API's JSON nor SSE (a gateway's HTML page) to a round whose answer the proxy must read (a meta-tool offered, or a re-issue)",
     phase="before the upstream answers",
-    client="every API, plain and streamed: the upstream's status, content type and body unchanged, as without the proxy (nothing of it has been relayed yet, and it holds no call to run)",
+    client="every API, plain and streamed: 502 `upstream_invalid_response` in the API's error shape, naming what came (status, content type); nothing relayed, no call run",
 )
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
-def test_a_first_answer_in_no_shape_of_the_api_reaches_the_client_as_sent(run: Bench) -> None:
-    page = b"<html><body>down for maintenance</body></html>"
-    run.script(Raw(200, page, media_type="text/html"))
-    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream),
-                          headers=run.credential, timeout=300)
+def test_an_answer_in_no_shape_of_the_api_that_the_proxy_must_read_is_invalid(run: Bench) -> None:
+    run.script(Raw(200, PAGE, media_type="text/html"))
+    response = post_raw(run, meta=True)
+    assert response.status_code == 502 and PAGE not in response.content
+    answer = run.api.read(response, run.stream)
+    assert invalid(answer.error, run.api)
+    assert "text/html" in json.dumps(response.json())
+
+
+@proves(
+    fault="a 200 answer that is neither the API's JSON nor SSE to a round whose answer the proxy need not read (no meta-tool offered: `tool_choice` none or a named tool)",
+    phase="before the upstream answers",
+    client="every API, plain and streamed: the upstream's status, content type and body unchanged, as without the proxy",
+)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_an_answer_in_no_shape_of_the_api_that_the_proxy_need_not_read_is_relayed(run: Bench) -> None:
+    run.script(Raw(200, PAGE, media_type="text/html"))
+    response = post_raw(run, meta=False)
+    assert "load_tools" not in run.api.offered(run.bodies()[0])  # no meta-tool: pruned alone
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("text/html")
-    assert response.content == page
+    assert response.content == PAGE
+
+
+@proves(
+    fault="a stream that ends without its end (no finish reason, `message_delta` or terminal event, no `[DONE]`) in a round whose answer the proxy must read",
+    phase="while the answer streams",
+    client="every API: a stream gets what was shown, then the error event `upstream_invalid_response` (no terminal event, no `[DONE]`); so does a plain Responses or Messages client (an event stream is relayed as one); a plain Chat Completions client 502 `upstream_invalid_response`",
+)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_stream_cut_short_that_the_proxy_must_read_is_invalid(run: Bench) -> None:
+    run.script(SSE(cut_stream(run.api, run.api.body(True))))
+    response = post_raw(run, meta=True)
+    streamed = run.stream or run.api.name != "chat"  # an event stream is relayed as one
+    answer = run.api.read(response, streamed)
+    assert invalid(answer.error, run.api)
+    if streamed:
+        assert response.status_code == 200 and answer.text.startswith("H")
+        assert events(response.content)[-1][0] == "error" and b"[DONE]" not in response.content
+    else:
+        assert response.status_code == 502
+
+
+@proves(
+    fault="a stream that ends without its end in a round whose answer the proxy need not read (no meta-tool offered)",
+    phase="while the answer streams",
+    client="every API: what the upstream sent, ending where it ended: no ending, terminal event or `[DONE]` added, no error event (a plain Chat Completions client: the completion so far, `finish_reason` null)",
+)
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_stream_cut_short_that_the_proxy_need_not_read_ends_where_it_ended(run: Bench) -> None:
+    run.script(SSE(cut_stream(run.api, run.api.body(True))))
+    response = post_raw(run, meta=False)
+    assert response.status_code == 200
+    answer = run.api.read(response, run.stream or run.api.name != "chat")  # as above
+    assert answer.error is None and answer.text.startswith("H")
+    assert answer.ending is None and b"[DONE]" not in response.content
 
 
 @proves(

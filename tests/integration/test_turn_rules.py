@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from tests.support.fault_matrix import proves
@@ -173,3 +174,53 @@ def test_a_dry_run_changes_nothing_a_later_request_sees(run: Bench, log_lines: L
     line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
     # The first turn of a new conversation, not started from the dry run's block.
     assert (line["decision"], line["turn"], line["block"]) == ("pruned", 1, None)
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_top_k_that_covers_the_catalogue_says_it_was_forwarded_whole_and_why(
+    run: Bench, log_lines: Lines
+) -> None:
+    """``X-Tool-Pruning-Top-K: 10000`` on 69 tools: pruning would save nothing, so the
+    catalogue goes whole (``small_catalog``), and the response and the log say so: every
+    tool forwarded, and the rule that kept it whole."""
+    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream), timeout=300,
+                          headers={**run.credential, "X-Tool-Pruning-Top-K": "10000"})
+    assert response.status_code == 200
+    assert response.headers["x-tool-pruning-tools"] == "69/69"
+    assert response.headers["x-tool-pruning-small-catalog"] == "no_saving"
+    (sent,) = run.bodies()
+    assert len(run.api.offered(sent)) == 69
+    line = log_lines.wait_for("pruning_decision", response.headers["x-request-id"])
+    assert (line["decision"], line["reason"], line["top_k"]) == ("small_catalog", "no_saving", 10000)
+    assert (line["offered"], line["forwarded"]) == (69, 69)
+
+
+def client_tools(run: Bench, body: dict) -> int:
+    """The client's tools an upstream request offered (the meta-tool left out)."""
+    return len([name for name in run.api.offered(body) if name not in ("load_tools", "search_tools")])
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_the_tools_header_counts_the_tools_the_answer_was_produced_with(
+    run: Bench, log_lines: Lines
+) -> None:
+    """After a hidden ``load_tools`` round, ``X-Tool-Pruning-Tools`` of a plain response
+    counts the re-issued round's tools (written after the last round). A stream's headers
+    leave with its first event, before the model asked for more: they count the first
+    round's, and the stream says the answer's count in an SSE comment before its end; the
+    decision line's ``forwarded`` is the answer's count too."""
+    run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply("done"))
+    response = httpx.post(run.proxy + run.api.path, json=run.api.body(run.stream), timeout=300,
+                          headers=run.credential)
+    first, second = run.bodies()
+    before, after = client_tools(run, first), client_tools(run, second)
+    assert after == before + 1  # the loaded tool
+    header = response.headers["x-tool-pruning-tools"]
+    comment = f": x-tool-pruning-tools: {after}/69\n\n".encode()
+    if run.stream:
+        assert header == f"{before}/69" and comment in response.content
+        assert response.content.count(b": x-tool-pruning-tools") == 1
+    else:
+        assert header == f"{after}/69"
+    line = log_lines.wait_for("pruning_decision", response.headers["x-request-id"])
+    assert (line["forwarded"], line["rounds"]) == (after, 1)

@@ -1,7 +1,8 @@
 """Upstream answers the proxy cannot interpret never crash an acting request (a tool-call
 delta with an object for ``index`` is served; an event nested 50,000 deep ends the stream
-with an error event that says so; a plain answer nested 50,000 deep is relayed as it came,
-as with pruning off)."""
+with an error event that says so; a plain answer nested 50,000 deep, which the proxy must
+read for its meta-calls, is a 502 ``upstream_invalid_response``; with pruning off it is
+relayed as it came)."""
 
 from __future__ import annotations
 
@@ -67,18 +68,18 @@ def test_an_event_nested_50000_deep_ends_the_stream_with_an_error_event(
 
 
 @proves(
-    fault="a plain answer nested 50,000 deep (not a completion the proxy can read)",
+    fault="a plain answer nested 50,000 deep (not a completion the proxy can read) to a pruned request offering `load_tools`",
     phase="in a plain answer",
-    client="the answer relayed as it came, as with pruning off",
+    client="502 `upstream_invalid_response`: the proxy must read the answer for its meta-calls and cannot (the rule of any answer in no shape of the API); never an internal error",
 )
-def test_a_plain_answer_nested_50000_deep_is_relayed_as_it_came(
+def test_a_plain_answer_nested_50000_deep_is_an_invalid_response(
     upstream: RunningUpstream, proxy: str
 ) -> None:
     upstream.upstream.script(Raw(200, DEEP))
     body = {"model": "m", "messages": ASK, "tools": PLAYWRIGHT}
     response = httpx.post(proxy + CHAT, json=body, timeout=300)
-    assert response.status_code == 200
-    assert response.content == DEEP.encode()
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_invalid_response"
 
 
 def test_the_same_answers_pass_with_pruning_off_too(

@@ -18,9 +18,9 @@ def ranked(
 
 
 #: The knobs of a test engine's signals: dense, groups and learned ranking with both
-#: expansions, BM25 and name match off (their weights 0), so a test's scores are the
-#: embedder's cosines.
-PLAIN = {"lexical_weight": 0.0, "name_weight": 0.0}
+#: expansions, BM25 and name match off (their weights 0, no named tools), so a test's
+#: scores are the embedder's cosines.
+PLAIN = {"lexical_weight": 0.0, "name_weight": 0.0, "named_only": False}
 PLAIN_SIGNALS = Signals.from_values(PLAIN)
 
 

@@ -85,7 +85,7 @@ class FakeEmbedder:
 
 #: Settings a test passes to :func:`engine_for` that are signal knobs.
 SIGNAL_KNOBS = (
-    "lexical_weight", "name_weight", "group_weight", "group_lexical_weight",
+    "lexical_weight", "name_weight", "named_only", "group_weight", "group_lexical_weight",
     "group_vector_weight", "group_size",
 )
 
@@ -584,11 +584,22 @@ async def test_name_weight_adds_the_share_of_name_words_the_query_uses() -> None
 
 
 async def test_a_one_intent_query_reports_the_tools_it_names() -> None:
-    engine = engine_for(FakeEmbedder(), name_weight=0.2)
+    engine = engine_for(FakeEmbedder(), name_weight=0.2, named_only=True)
     catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("beta"))
     scored = await engine.score(catalog, {}, ["open alpha beta"])
     assert scored.named is not None and scored.named.tolist() == [True, False, False]
-    # The named tools are the name signal's: without it, nothing is named.
-    assert (await engine_for(FakeEmbedder()).score(catalog, {}, ["open alpha beta"])).named is None
+    # The named tools are the name signal's: with named_only off, nothing is named.
+    assert (await engine_for(FakeEmbedder(), name_weight=0.2).score(catalog, {}, ["open alpha beta"])).named is None
     assert (await engine.score(catalog, {}, ["open alpha beta", "then gamma"])).named is None
     assert (await engine.score(catalog, {}, ["alpha beta and gamma"])).named is None
+
+
+async def test_a_name_weight_of_0_takes_the_score_out_and_leaves_the_named_tools() -> None:
+    """``name_weight`` and ``named_only`` are two switches: at weight 0 the ranking is the
+    other signals' alone, and a one-intent request's named tools are still reported."""
+    catalog = catalog_of(tool("alpha_beta"), tool("alpha_gamma"), tool("beta"))
+    plain = await engine_for(FakeEmbedder()).score(catalog, {}, ["open alpha beta"])
+    named = await engine_for(FakeEmbedder(), name_weight=0.0, named_only=True).score(
+        catalog, {}, ["open alpha beta"])
+    np.testing.assert_array_equal(named.values, plain.values)
+    assert named.named is not None and named.named.tolist() == [True, False, False]

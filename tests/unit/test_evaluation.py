@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ import httpx
 import numpy as np
 import pytest
 
+from benchmarks.support.data import BFCL_TRADINGBOT
 from config.settings import Settings
 from proxy.cli import eval as eval_cli
 from proxy.cli import main as cli
@@ -332,6 +334,27 @@ def test_cli_eval_table_and_bad_input(tmp_path: Path, monkeypatch: pytest.Monkey
     out = capsys.readouterr().out
     assert "tiny: 9 cases" in out and "recall" in out and "latency" in out
     assert cli.main(["eval", str(tmp_path / "missing.jsonl"), "--no-progress"]) == 2
+
+
+def test_cli_eval_takes_a_sets_folder_as_the_data_readme_lays_them_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``toolprune eval DATA/<set>``: a set's folder (its ``cases.jsonl``, catalogues
+    beside it) is read as its ``cases.jsonl``; a folder without one is one line saying
+    what the command takes."""
+    monkeypatch.setattr(eval_cli, "default_embedder_factory", lambda s, c: KeywordEmbedder())
+    folder = tmp_path / "data" / "tradingbot"
+    shutil.copytree(BFCL_TRADINGBOT, folder)  # cases.jsonl and catalogs/, as a set is laid out
+    assert cli.main(["eval", str(folder), "--json", "--k", "4", "--no-bm25", "--no-progress"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)["sets"]
+    total = sum(1 for line in (BFCL_TRADINGBOT / "cases.jsonl").read_text().splitlines() if line.strip())
+    assert report["set"] == "tradingbot" and report["cases"] == total
+    empty = tmp_path / "data" / "empty"
+    empty.mkdir()
+    assert cli.main(["eval", str(empty), "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "cases.jsonl" in error and str(empty) in error
+    assert "Errno" not in error
 
 
 # --------------------------------------------------------------------------- the proxy's path

@@ -76,6 +76,47 @@ def test_explain_says_when_pruning_would_save_too_little(
     }
 
 
+GITHUB = json.loads((REAL_CATALOGS / "github_mcp_server.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("settings", "forwarded"),
+    [({}, ["list_pull_requests"]),
+     ({"TOOLPRUNE_NAME_WEIGHT": "0"}, ["list_pull_requests"]),  # the score off, the rule on
+     ({"TOOLPRUNE_NAMED_ONLY": "false"}, None)],
+)
+def test_the_name_score_and_the_named_only_rule_are_switched_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, str], forwarded: list[str] | None,
+) -> None:
+    """A one-intent request that names a tool gets it alone (``named_only``) whatever the
+    name signal's weight; ``TOOLPRUNE_NAME_WEIGHT=0`` only takes its score out of the
+    ranking, ``TOOLPRUNE_NAMED_ONLY=false`` only the rule."""
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    body = {"model": "m", "messages": [{"role": "user", "content": "List the open pull requests"}],
+            "tools": GITHUB}
+    assert main(["explain", write(tmp_path, body), "--json"]) == 0
+    explained = json.loads(capsys.readouterr().out)
+    names = [tool["name"] for tool in explained["tools"]]
+    reasons = {tool["name"]: tool["reason"] for tool in explained["tools"]}
+    if forwarded is not None:
+        assert names == forwarded and reasons["list_pull_requests"] == "named"
+    else:  # the rule off: the pull-request tools the ranking wants, none of them "named"
+        assert len(names) > 1 and "list_pull_requests" in names
+        assert "named" not in reasons.values()
+
+
+def test_explain_says_a_body_the_api_refuses_is_malformed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    body = {"model": "m", "messages": "hi", "tools": PLAYWRIGHT}
+    assert main(["explain", write(tmp_path, body), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "api": "chat_completions", "decision": "malformed", "reason": "messages is not a list",
+    }
+
+
 def test_explain_says_the_proxy_would_forward_an_unreadable_catalogue_unchanged(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

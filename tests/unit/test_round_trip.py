@@ -13,7 +13,7 @@ def trip(first_tools: list[str], rounds: int = 2, calls: list[dict[str, str]] | 
     both = [Round(first_tools, ["load_tools"], [], [LOAD]),
             Round([*first_tools, LOADED_TOOL], ["load_tools"], [{"role": "tool", "content": "x"}],
                   [CALL])]
-    return Trip(offered=100, rounds=both[:rounds], status=200, pruning_header="1/100",
+    return Trip(offered=100, rounds=both[:rounds], status=200, pruning_header="2/100",
                 client_tool_calls=[CALL] if calls is None else calls,
                 finish_reason="tool_calls", prompt_tokens=10)
 
@@ -22,7 +22,7 @@ def test_the_round_trip_has_no_problem():
     good = trip(["list_pull_requests"])
     assert problems(good) == []
     text = describe(good)
-    assert "hidden from the client" in text and "x-tool-pruning-tools: 1/100" in text
+    assert "hidden from the client" in text and "x-tool-pruning-tools: 2/100" in text
 
 
 def test_a_tool_forwarded_from_the_start_a_missing_round_or_a_visible_meta_call_is_a_problem():

@@ -180,7 +180,8 @@ def whole(decision: str) -> Turn:
     (EmbedderError("down"), "fallback", [(b"x-tool-pruning-fallback", b"embedder_error")]),
     (RuntimeError("a defect in planning"), "fallback",
      [(b"x-tool-pruning-fallback", b"internal_error")]),
-    (SmallCatalog(3, "native", "tools"), "small_catalog", []),
+    (SmallCatalog(3, "native", "min_catalog_tools"), "small_catalog",
+     [(b"x-tool-pruning-tools", b"3/3"), (b"x-tool-pruning-small-catalog", b"min_catalog_tools")]),
 ])
 async def test_a_request_not_pruned_is_served_as_its_translate_only_turn(
     failure: Exception, decision: str, report: list[tuple[bytes, bytes]]
@@ -202,9 +203,10 @@ async def test_without_a_translation_the_bytes_go_as_sent() -> None:
 
 
 async def test_a_translation_that_fails_sends_the_bytes_and_is_logged(log_lines: Lines) -> None:
-    ladder = Ladder(SmallCatalog(3, "native", "tools"), KeyError("a defect in translating"))
+    ladder = Ladder(SmallCatalog(3, "native", "min_catalog_tools"), KeyError("a defect in translating"))
     await ladder.run()
-    assert ladder.served == [] and ladder.forwarder.forwarded == [[]]
+    assert ladder.served == [] and ladder.forwarder.forwarded == [
+        [(b"x-tool-pruning-tools", b"3/3"), (b"x-tool-pruning-small-catalog", b"min_catalog_tools")]]
     (line,) = log_lines.events("translation_failed")
     assert (line["decision"], line["api"]) == ("small_catalog", "messages")
     assert line["error"].startswith("KeyError at ")

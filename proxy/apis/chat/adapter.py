@@ -23,9 +23,9 @@ from proxy.apis.chat.history import upstream_history
 from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
-from proxy.turn.adapter import ClientOut, Reply, upstream_error_object
+from proxy.turn.adapter import ClientOut, MalformedRequest, Reply, upstream_error_object
 from proxy.turn.turn import MetaCall, Turn, json_bytes
-from selection.types import KEEP, CatalogCache, NothingToPrune, TurnInput, read_tool_choice
+from selection.types import KEEP, CatalogCache, TurnInput, read_tool_choice
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
 #: relaying other streams meanwhile (bytes).
@@ -37,11 +37,11 @@ _NEEDS_TOOLS = ("tool_choice", "parallel_tool_calls", "function_call")
 async def read_chat(body: dict[str, Any], catalogs: CatalogCache) -> TurnInput:
     """What the planner reads of a Chat Completions ``body``: its native tools (``tools``,
     or legacy ``functions``), and that a tool block in a system message may be pruned too
-    (the text path). ``tools`` or ``functions`` null is as absent. Raises NothingToPrune
-    (``messages`` is not a list), CatalogError."""
+    (the text path). ``tools`` or ``functions`` null is as absent. Raises
+    MalformedRequest (``messages`` is not a list: a body the API refuses), CatalogError."""
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise NothingToPrune()
+        raise MalformedRequest("messages is not a list")
     native = None
     if body.get("tools") is not None:
         native = catalogs.catalog(body["tools"], legacy=False)
@@ -147,13 +147,16 @@ class ChatApi:
         return request
 
     async def decode(self, raw: bytes) -> dict[str, Any] | None:
-        """The body as a JSON object (None when it is not one, or asks for ``n`` > 1
-        choices), large ones decoded off the loop."""
+        """The body as a JSON object (None when it asks for ``n`` > 1 choices: passed
+        through), large ones decoded off the loop. Raises MalformedRequest (not a JSON
+        object)."""
         if len(raw) > DECODE_IN_THREAD_BYTES:
             body = await asyncio.to_thread(self.catalogs.decode_body, raw)
         else:
             body = self.catalogs.decode_body(raw)
-        return body if body is not None and body.get("n") in (None, 1) else None
+        if body is None:
+            raise MalformedRequest("the body is not a JSON object")
+        return body if body.get("n") in (None, 1) else None
 
     async def read(self, body: dict[str, Any]) -> ChatRequest:
         """See :func:`read_chat`."""

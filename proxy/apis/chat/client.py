@@ -63,14 +63,25 @@ def error_event(error: dict[str, Any]) -> bytes:
 
 
 class _Client:
-    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
+    """``headers``: the first round's answer's; ``report``: the proxy's report headers,
+    read when the response starts (a meta round may bring them up to date before)."""
+
+    def __init__(
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None]
+    ) -> None:
         self.send = send
-        self.headers = [(n, v) for n, v in headers if n not in _SKIPPED_HEADERS]
+        self._upstream_headers = [(n, v) for n, v in headers if n not in _SKIPPED_HEADERS]
+        self._report = report
         self.on_output = on_output
         self.identity: dict[str, Any] | None = None
         self.started = False
         #: Whether any content or call was shown.
         self.shown_output = False
+
+    @property
+    def headers(self) -> Headers:
+        """The response's headers: the upstream's, then the proxy's report."""
+        return [*self._upstream_headers, *self._report]
 
     def adopt(self, identity: dict[str, Any] | None) -> None:
         """The first round's identity becomes the response's."""
@@ -90,10 +101,10 @@ class StreamClient(_Client):
     """The client's SSE response; ``include_usage``: the client asked for usage."""
 
     def __init__(
-        self, send: Send, headers: Headers, on_output: Callable[[], None], *,
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None], *,
         include_usage: bool = False,
     ) -> None:
-        super().__init__(send, headers, on_output)
+        super().__init__(send, headers, report, on_output)
         self.include_usage = include_usage
         self._roles_sent: set[int] = set()
 
@@ -149,11 +160,12 @@ class StreamClient(_Client):
 
     async def finish(
         self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
-        usage_apart: bool = True,
+        usage_apart: bool = True, done: bool = True,
     ) -> None:
         """The finish chunks, then ``usage`` and the upstream's other top-level fields
         (``extras``): in a chunk of their own when the client asked for usage or
-        ``usage_apart`` (the upstream sent it so), else in the last finish chunk."""
+        ``usage_apart`` (the upstream sent it so), else in the last finish chunk; then
+        ``[DONE]`` unless ``done`` is False (a stream the upstream ended without one)."""
         await self._start()
         apart = usage is not None and (self.include_usage or usage_apart)
         last = {} if apart else {**({"usage": usage} if usage is not None else {}), **extras}
@@ -167,7 +179,8 @@ class StreamClient(_Client):
             await send_body(self.send, self._chunk(choices, **(last if n == len(chunks) - 1 else {})))
         if apart or (last and not chunks):
             await send_body(self.send, self._chunk([], usage=usage, **extras))
-        await send_body(self.send, data_event(b"[DONE]"))
+        if done:
+            await send_body(self.send, data_event(b"[DONE]"))
         await send_body(self.send, b"", more=False)
 
     async def fail(self, error: ProxyError) -> None:
@@ -185,8 +198,10 @@ class StreamClient(_Client):
 class PlainClient(_Client):
     """The client's JSON response: the deltas accumulated, sent at the finish."""
 
-    def __init__(self, send: Send, headers: Headers, on_output: Callable[[], None]) -> None:
-        super().__init__(send, headers, on_output)
+    def __init__(
+        self, send: Send, headers: Headers, report: Headers, on_output: Callable[[], None]
+    ) -> None:
+        super().__init__(send, headers, report, on_output)
         self._messages: dict[int, dict[str, Any]] = {}
         self._logprobs: dict[int, Any] = {}
 
@@ -210,10 +225,10 @@ class PlainClient(_Client):
 
     async def finish(
         self, finish: dict[int, str], usage: Any, extras: dict[str, Any], *,
-        usage_apart: bool = True,
+        usage_apart: bool = True, done: bool = True,
     ) -> None:
         """The whole response, ``usage`` and the upstream's other top-level fields
-        (``extras``) in it (``usage_apart``: for the streamed client only)."""
+        (``extras``) in it (``usage_apart``, ``done``: for the streamed client only)."""
         self.on_output()
         identity = client_identity(self.identity)
         choices = []

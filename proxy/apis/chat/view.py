@@ -5,8 +5,9 @@ read by a :class:`~proxy.apis.chat.round_reader.RoundReader`, and what the clien
 is shown as it is read (:mod:`proxy.apis.chat.client`: one SSE stream or one JSON body,
 the shape the client asked for).
 
-A round's ending is its ``finish_reason``: ``length`` is cut off, none is unfinished (a
-streamed answer without one cannot be served: ``upstream_invalid_response``). An upstream
+A round's ending is its ``finish_reason``: ``length`` is cut off, none is unfinished
+(what the round loop makes of it: :mod:`proxy.turn.rounds`; a stream ended so gets no
+ending nor ``[DONE]`` it did not send). An upstream
 error object (an ``error`` event, or a chunk carrying ``error``) ends the response with
 it. The upstream's SSE comments (keep-alives) are relayed to a streaming client as they
 come, also before its first chunk.
@@ -19,7 +20,7 @@ from typing import Any
 
 from proxy.apis.chat.client import PlainClient, StreamClient, asks_usage
 from proxy.apis.chat.round_reader import RoundReader
-from proxy.http.errors import ProxyError, UpstreamResponseInvalid
+from proxy.http.errors import ProxyError
 from proxy.http.forwarding import is_event_stream, response_headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Ending, Reply
@@ -48,10 +49,11 @@ class ChatView(ClientView):
 
     def __init__(self, turn: Turn, out: ClientOut, first: UpstreamResponse, *, stream: bool) -> None:
         super().__init__(turn, out)
-        headers = [*response_headers(first), *out.headers]
+        headers = response_headers(first)
         self.client: StreamClient | PlainClient = (
-            StreamClient(out.send, headers, self.note_output, include_usage=asks_usage(turn.body))
-            if stream else PlainClient(out.send, headers, self.note_output)
+            StreamClient(out.send, headers, out.headers, self.note_output,
+                         include_usage=asks_usage(turn.body))
+            if stream else PlainClient(out.send, headers, out.headers, self.note_output)
         )
         self.reader = self._reader()
         self.usage: dict[str, Any] | None = None
@@ -93,10 +95,6 @@ class ChatView(ClientView):
     async def body(self, raw: bytes) -> bool:
         data = _completion(raw)
         if data is None:
-            if self.client.started:
-                raise UpstreamResponseInvalid(
-                    "upstream answered a re-issued request with a body that is not a chat completion"
-                )
             return False
         self.client.adopt(data)
         await self.client.open()
@@ -114,8 +112,6 @@ class ChatView(ClientView):
         problem = reader.problem
         meta = [] if problem else reader.meta_calls()
         finish = reader.finish.get(0)
-        if problem is None and finish is None and reader.streamed and not meta:
-            problem = "the upstream's answer ended without a finish_reason"
         ending = (Ending.UNFINISHED if finish is None
                   else Ending.CUT if finish == "length" else Ending.COMPLETE)
         return Reply(
@@ -132,7 +128,8 @@ class ChatView(ClientView):
         if only_meta and reply.ending is Ending.COMPLETE:
             finish[0] = "stop"  # the meta-calls ran: the answer ends as a finished one
         await self.client.finish(finish, self.usage, self.reader.extras,
-                                 usage_apart=self.reader.usage_apart)
+                                 usage_apart=self.reader.usage_apart,
+                                 done=reply.ending is not Ending.UNFINISHED or self.done_marker)
 
     async def fail(self, error: ProxyError) -> None:
         await self.client.fail(error)

@@ -51,7 +51,7 @@ from proxy.apis.messages.stream import MessagesStream, anthropic_error, ending_o
 from proxy.apis.messages.tools import is_custom, keep_cache_markers, messages_tool
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
-from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
+from proxy.turn.adapter import ClientOut, ClientView, MalformedRequest, Reply, json_object
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.tools import meta_entries
@@ -93,10 +93,10 @@ def _call(block: Mapping[str, Any]) -> dict[str, Any]:
 
 def conversation_view(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The conversation in Chat Completions shape (what query and pins are read from).
-    Raises UnreadableRequest when ``messages`` is not a list."""
+    Raises MalformedRequest when ``messages`` is not a list (the API requires one)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
-        raise UnreadableRequest("messages is not a list")
+        raise MalformedRequest("messages is not a list")
     view: list[dict[str, Any]] = []
     if isinstance(body.get("system"), str | list):
         view.append({"role": "system", "content": body["system"]})
@@ -265,6 +265,8 @@ class MessagesApi:
 
     async def read(self, body: dict[str, Any]) -> MessagesRequest:
         """See :meth:`proxy.turn.adapter.Api.read`; ``tools`` null is as absent."""
+        if not isinstance(body.get("messages"), list):  # with tools or without
+            raise MalformedRequest("messages is not a list")
         if body.get("tools") is None:
             raise NothingToPrune()
         native = parse_flat_tools(body["tools"], is_custom, "input_schema")

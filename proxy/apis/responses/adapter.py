@@ -50,7 +50,14 @@ from proxy.apis.responses.tools import (
 )
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
-from proxy.turn.adapter import ClientOut, ClientView, Reply, UnreadableRequest, json_object
+from proxy.turn.adapter import (
+    ClientOut,
+    ClientView,
+    MalformedRequest,
+    Reply,
+    UnreadableRequest,
+    json_object,
+)
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import InvalidToolRequest
@@ -321,7 +328,11 @@ class ResponsesApi:
     async def read(self, body: dict[str, Any]) -> ResponsesRequest:
         """See :meth:`proxy.turn.adapter.Api.read`. Also raises InvalidToolRequest
         (:class:`~proxy.apis.responses.tools.ToolsRejected`: answered 400); ``tools`` null
-        is as absent."""
+        is as absent. ``input`` of another type than a string or a list is a body the API
+        refuses (MalformedRequest); absent, the proxy has no conversation to read (the
+        API may take a stored ``prompt`` instead): UnreadableRequest, with tools."""
+        if body.get("input") is not None and not isinstance(body["input"], str | list):
+            raise MalformedRequest("input is neither a string nor a list of items")
         if body.get("tools") is None:
             raise NothingToPrune()
         try:

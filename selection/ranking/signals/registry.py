@@ -4,7 +4,8 @@ registered.
 Ranking signals (:class:`~selection.ranking.signals.base.Signal`) score every tool, each adding its
 contribution to the scores of those before it; expansions
 (:class:`~selection.ranking.signals.expansion.Expansion`) bring more tools with the ones a turn
-admits. Each is switched by its first setting (``TOOLPRUNE_<FIELD>``, 0 or false: off) and
+admits. Each is switched by its first setting (``TOOLPRUNE_<FIELD>``, 0 or false: off;
+the name signal by both of its two: :class:`~selection.ranking.signals.names.NameMatch`) and
 named by its ``name`` in ``toolprune eval --ablate``. Adding one: a module in this package,
 a line here, its setting in ``config/`` (the field its ``Params`` names), a test.
 """
