@@ -66,7 +66,8 @@ slot of ``--ctx`` tokens (default 131,072 here). Reported: cumulative evaluated 
 a quarter, half, three quarters and the end of the user turns, direct against toolprune,
 the first request's, the requests whose forwarded tool block changed (and whether the
 client changed its own there), the last request's prompt, and each turn's task
-(:mod:`benchmarks.long_session_runs`).
+(:mod:`benchmarks.long_session_runs`). ``--simulate``: the two-turn sessions counted the
+same way (the same tables, on a slot of ``--ctx`` tokens, default 65,536), in minutes.
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ from benchmarks.agent_session_report import plot, render
 from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
 from benchmarks.long_session_report import render as render_long
 from benchmarks.long_session_runs import LONG_CTX, run_long
+from benchmarks.support.agent_behaviour import SESSION
 from benchmarks.support.agent_clients import MODES
+from benchmarks.support.long_task import LONG_SESSION
 from benchmarks.support.packages import require
 from benchmarks.support.text_tables import load_str
 
@@ -106,15 +109,20 @@ def main(argv: list[str] | None = None) -> int:
                              f" {LONG_CTX:,} with --long)")
     parser.add_argument("--long", action="store_true",
                         help="the 16-turn session, counted by the simulated prompt cache")
+    parser.add_argument("--simulate", action="store_true",
+                        help="count the two-turn sessions by the simulated prompt cache too "
+                             "(minutes, not hours of prefill; checked against real replays)")
     parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = parser.parse_args(argv)
     require("python -m benchmarks.agent_sessions", "mcp", *(["matplotlib"] if args.plot else []))
     out = args.out or Path(tempfile.mkdtemp(prefix="agent-sessions-"))
     print(f"captures: {out}\n{load_str()}", flush=True)
-    if args.long:
+    if args.long or args.simulate:
         started = time.monotonic()
-        long_results = run_long(args.modes, args.vias, out, args.reuse, args.ctx or LONG_CTX)
+        long_results = run_long(args.modes, args.vias, out, args.reuse,
+                                args.ctx or (LONG_CTX if args.long else DEFAULT_CTX),
+                                task=LONG_SESSION if args.long else SESSION)
         print(f"\n{load_str()}; {time.monotonic() - started:,.0f} s\n\n"
               f"{render_long(long_results, markdown=args.markdown)}\n", flush=True)
         return 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from benchmarks.agent_session_runs import FLATTENED
 from benchmarks.long_session_runs import LongResult
-from benchmarks.support.long_task import LONG_SESSION, checkpoints
+from benchmarks.support.long_task import checkpoints
 from benchmarks.support.text_tables import n, table
 
 
@@ -28,7 +28,7 @@ def _ratio(value: int | None, reference: int | None) -> str:
 
 def evaluated_rows(results: list[LongResult]) -> tuple[list[str], list[list[str]]]:
     """Cumulative evaluated tokens at each checkpoint, and against direct."""
-    marks = checkpoints(len(LONG_SESSION.turns))
+    marks = checkpoints(max((len(result.turns) for result in results), default=1))
     headers = ["client/mode", "via", *(f"turn {mark}" for mark in marks),
                *(f"× direct @{mark}" for mark in marks), "first request", "× direct"]
     base = references(results)
@@ -55,7 +55,7 @@ def fact_rows(results: list[LongResult]) -> tuple[list[str], list[list[str]]]:
         by_client = sum(1 for row in changed if row["by_client"])
         failed = next((f"turn {index}: {why}" for index, why in enumerate(result.turns, 1) if why),
                       "")
-        done = f"{result.turns_done}/{len(LONG_SESSION.turns)}" + (f" ({failed})" if failed else "")
+        done = f"{result.turns_done}/{len(result.turns)}" + (f" ({failed})" if failed else "")
         rows.append([result.mode, result.via, done, str(len(result.requests)),
                      f"{len(changed)} ({by_client})", n(result.logged_breaks), str(result.refused),
                      n(result.last_prompt), n(result.grown), f"{result.cli_s:,.0f}",

@@ -101,8 +101,9 @@ class LongResult:
         return sum(1 for row in self.requests if row["status"] != 200)
 
     def checkpoint_values(self) -> list[int | None]:
-        """Cumulative evaluated tokens at :func:`~benchmarks.support.long_task.checkpoints`."""
-        return [self.evaluated_through(turn) for turn in checkpoints(len(LONG_SESSION.turns))]
+        """Cumulative evaluated tokens at :func:`~benchmarks.support.long_task.checkpoints`
+        of the session's user turns."""
+        return [self.evaluated_through(turn) for turn in checkpoints(len(self.turns))]
 
 
 def turn_results(session: Session, task: Task) -> list[str]:
@@ -191,11 +192,11 @@ TOKENIZER_CTX = 4096
 
 
 def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
-             ctx: int = LONG_CTX) -> list[LongResult]:
-    """The long session of each of ``modes`` through each of ``vias`` (captures and
-    ``result.json`` in ``out/<mode>/<via>``), with a progress bar per session; sessions
-    of a via not in ``vias``, and with ``reuse`` those already measured, are read from
-    ``out``."""
+             ctx: int = LONG_CTX, task: Task = LONG_SESSION) -> list[LongResult]:
+    """The session of ``task`` (the long one by default) of each of ``modes`` through each
+    of ``vias`` (captures and ``result.json`` in ``out/<mode>/<via>``), with a progress bar
+    per session; sessions of a via not in ``vias``, and with ``reuse`` those already
+    measured, are read from ``out``."""
     from tqdm import tqdm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -210,14 +211,14 @@ def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
                                     for item in json.loads(saved.read_text())]
                     continue
                 shutil.rmtree(out / name / via, ignore_errors=True)
-                with tqdm(total=len(LONG_SESSION.turns), desc=f"{name} {via}", unit="turn",
+                with tqdm(total=len(task.turns), desc=f"{name} {via}", unit="turn",
                           file=sys.stderr) as bar:
                     def advance(run: AgentRun, bar: Any = bar) -> None:
                         bar.update(1)
                         bar.set_postfix(exit=run.returncode, calls=len(run.calls))
 
                     measured = measure_long(MODES[name], via == "toolprune", out, origin, ctx,
-                                            on_run=advance)
+                                            on_run=advance, task=task)
                 saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
                 results += measured
     return results

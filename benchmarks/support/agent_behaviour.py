@@ -17,6 +17,8 @@ request streams:
    (``list_pull_requests``, ``mcp__github__list_pull_requests``,
    ``github_list_pull_requests``, a member of a Responses ``namespace`` …): call it with
    arguments that fit its schema.
+   Else, when it offers toolprune's bridge (``call_tool``) and a result in the history
+   delivered the tool's definition, call the bridge with the tool's name and arguments.
 4. Else it offers a search or loading tool (toolprune's ``load_tools``/``search_tools``,
    Claude Code's ``ToolSearch``, Qwen Code's ``tool_search``, a Responses
    ``{"type": "tool_search"}``, Anthropic's server search tools) and the history holds
@@ -189,8 +191,10 @@ class AgentBehaviour:
             return Action(text=SIDE_ANSWER)
         callable_now = callable_tool(view, pending)
         if callable_now is not None:
-            return Action(call=callable_now,
-                          arguments=_fit(callable_now.schema, pending.arguments, ""))
+            arguments = _fit(callable_now.schema, pending.arguments, "")
+            if callable_now.target is not None:  # through the bridge
+                arguments = {"name": callable_now.target, "arguments": arguments}
+            return Action(call=callable_now, arguments=arguments)
         searches = [tool for tool in view.tools if is_search(tool)]
         allowed = task.max_searches * (task.steps().index(pending) + 1)
         if searches and view.searches < allowed:
@@ -229,13 +233,47 @@ class Action:
     found_arguments: dict[str, Any] = field(default_factory=dict)
 
 
+#: Where a tool definition written as JSON text starts: an object opening with its name.
+DEFINITION_START = re.compile(r'\{\s*"name"\s*:\s*"')
+
 def callable_tool(view: View, step: Step) -> Offered | None:
     """The tool of ``view`` through which the model calls ``step``'s tool now, with the
     name it is called by (the ``name`` of the :class:`Offered`): a function the request
-    offers under the step's name, whatever prefix the client gives it; None when the step
-    cannot be called yet (a search or an answer follows)."""
-    return next((tool for tool in view.tools if tool.kind == "function"
-                 and _is_tool(tool.name, step.tool)), None)
+    offers under the step's name, whatever prefix the client gives it; else, when the
+    request offers toolprune's bridge (``call_tool``) and a result in the history delivered
+    the tool's definition, the bridge (``target``: the tool's name as delivered, ``schema``:
+    its parameters); None when the step cannot be called yet (a search or an answer
+    follows)."""
+    own = next((tool for tool in view.tools if tool.kind == "function"
+                and _is_tool(tool.name, step.tool)), None)
+    bridge = next((tool for tool in view.tools if tool.kind == "function"
+                   and bare_name(tool.name).endswith("calltool")), None)
+    if own is not None or bridge is None:
+        return own
+    delivered = delivered_definition(view, step)
+    if delivered is None:
+        return None
+    target, schema = delivered
+    return Offered("function", bridge.name, schema, bridge.description, target=target)
+
+
+def delivered_definition(view: View, step: Step) -> tuple[str, dict[str, Any]] | None:
+    """The name and parameters of ``step``'s tool as a result of the history delivered
+    them: a JSON object in a string of the request (a result's text, however the result
+    wraps it) that opens with the tool's ``name`` and has its ``parameters`` (or
+    ``input_schema``)."""
+    decoder = json.JSONDecoder()
+    for match in DEFINITION_START.finditer(view.text):
+        try:
+            found, _ = decoder.raw_decode(view.text, match.start())
+        except ValueError:
+            continue
+        name = found.get("name") if isinstance(found, dict) else None
+        schema = found.get("parameters", found.get("input_schema")) if isinstance(
+            found, dict) else None
+        if isinstance(name, str) and _is_tool(name, step.tool) and isinstance(schema, dict):
+            return name, schema
+    return None
 
 
 def _step_results(turn: UserTurn, results: list[tuple[str, str]]) -> list[str | None]:

@@ -1,8 +1,9 @@
 """Model requests of the three APIs read the way an agent reads them: the tools offered
 (functions, Responses ``namespace`` members, Responses ``tool_search``, Anthropic server
 search tools; deferred ones apart, and those a client search found in the history added),
-the tool results in the history with the name of the call each answers, the searches made,
-and every string of the request. Used by the scripted agent behaviour
+the tool results in the history with the name of the call each answers (through
+toolprune's ``call_tool`` bridge: the tool it calls), the searches made, and every string of
+the request. Used by the scripted agent behaviour
 (:mod:`benchmarks.support.agent_behaviour`) and by the tests that look at what reached the
 upstream.
 
@@ -35,6 +36,8 @@ class Offered:
     schema: dict[str, Any]
     description: str = ""
     namespace: str | None = None
+    #: For toolprune's bridge: the tool it calls (delivered in the conversation).
+    target: str | None = None
 
 
 @dataclass
@@ -59,6 +62,22 @@ class View:
         start = next((before for before, text in reversed(self.user_messages)
                       if prompt in text), 0)
         return self.results[start:]
+
+def called_name(name: Any, arguments: Any) -> str:
+    """The tool a call calls: its name, or for a call of toolprune's bridge
+    (``call_tool``: a tool delivered in the conversation) the ``name`` its arguments give
+    (``arguments``: JSON text or an object)."""
+    name = str(name)
+    if bare_name(name).endswith("calltool"):
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except ValueError:
+                arguments = None
+        if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
+            return arguments["name"]
+    return name
+
 
 CHAT_PATH = "/chat/completions"
 MESSAGES_PATH = "/messages"
@@ -139,7 +158,9 @@ def _read_chat(body: dict[str, Any]) -> View:
             continue
         for call in message.get("tool_calls") or []:
             if isinstance(call, dict) and isinstance(call.get("function"), dict):
-                names[str(call.get("id"))] = str(call["function"].get("name"))
+                function = call["function"]
+                names[str(call.get("id"))] = called_name(function.get("name"),
+                                                         function.get("arguments"))
         if message.get("role") == "tool":
             name = names.get(str(message.get("tool_call_id")), "")
             results.append((name, _result_text(message.get("content"))))
@@ -177,7 +198,7 @@ def _read_messages(body: dict[str, Any]) -> View:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_use":
-                names[str(block.get("id"))] = str(block.get("name"))
+                names[str(block.get("id"))] = called_name(block.get("name"), block.get("input"))
             elif block.get("type") == "server_tool_use":
                 searches += 1
             elif block.get("type") == "tool_result":
@@ -220,7 +241,7 @@ def _read_responses(body: dict[str, Any]) -> View:
         if item.get("role") == "user":
             users.append((len(results), "\n".join(_strings(item.get("content")))))
         if kind in ("function_call", "custom_tool_call"):
-            names[str(item.get("call_id"))] = str(item.get("name"))
+            names[str(item.get("call_id"))] = called_name(item.get("name"), item.get("arguments"))
         elif kind == "tool_search_call":
             searches += 1
         elif kind == "tool_search_output":

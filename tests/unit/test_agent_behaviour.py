@@ -111,3 +111,32 @@ def test_a_task_with_a_query_searches_by_it_whatever_the_request_names() -> None
         **search["function"], "description": "- github_list_pull_requests"}}]})
     assert isinstance(default, Chat) and default.tool_calls is not None
     assert json.loads(default.tool_calls[0]["arguments"]) == {"query": "github_list_pull_requests"}
+
+
+def test_a_tool_delivered_in_the_conversation_is_called_through_the_bridge() -> None:
+    bridge = {"type": "function", "function": {"name": "call_tool", "description": "Call it.",
+              "parameters": {"type": "object", "properties": {"name": {"type": "string"},
+                             "arguments": {"type": "object"}}}}}
+    search = {"type": "function", "function": {"name": "search_tools", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}}}}
+    delivered = {"loaded": ["mcp__github__list_pull_requests"], "tools": [
+        {"name": "mcp__github__list_pull_requests", "description": "List PRs.",
+         "parameters": LIST_SCHEMA}]}
+    history = [PROMPT,
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "s1", "type": "function",
+                "function": {"name": "search_tools", "arguments": '{"query": "pull requests"}'}}]},
+               {"role": "tool", "tool_call_id": "s1", "content": json.dumps(delivered)}]
+    answer = reply("/v1/chat/completions", {"model": "m", "messages": history,
+                                            "tools": [search, bridge]})
+    assert isinstance(answer, Chat) and answer.tool_calls is not None
+    (call,) = answer.tool_calls
+    assert call["name"] == "call_tool" and json.loads(call["arguments"]) == {
+        "name": "mcp__github__list_pull_requests",
+        "arguments": {"owner": "octo", "repo": "widgets", "state": "open"}}
+    done = [*history, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call["id"], "type": "function", "function": {"name": "call_tool",
+                                                            "arguments": call["arguments"]}}]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "#4711 Fix the sprocket"}]
+    answered = reply("/v1/chat/completions", {"model": "m", "messages": done,
+                                              "tools": [search, bridge]})
+    assert isinstance(answered, Chat) and "#4711 Fix the sprocket" in (answered.content or "")
