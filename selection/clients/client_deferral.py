@@ -196,7 +196,8 @@ def compact_definitions(text: str, forwarded: Mapping[str, Tool]) -> str:
         except (ValueError, RecursionError):
             start += 1
             continue
-        tool = forwarded.get(value.get("name")) if isinstance(value, dict) else None
+        name = value.get("name") if isinstance(value, dict) else None
+        tool = forwarded.get(name) if isinstance(name, str) else None
         if tool is None or not any(key in value for key in SCHEMA_KEYS):
             start += 1
             continue

@@ -10,7 +10,8 @@ tool's result. Through the proxy, the requests that a client's own tool search g
 their conversation, and no request offers two discovery tools. A client that defers its
 own tools plays the longer session of ``benchmarks/agent_sessions.py`` (two user turns,
 four tools) directly and through the proxy: through it, the requests send no more prompt
-tokens than the client's own (counted from their bodies).
+tokens than the client's own (counted from their bodies). Every client plays that session
+through a cold proxy that delivers later tools in the conversation, its block kept.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from benchmarks.support.agent_sessions import MODEL_PATHS, Session
 from benchmarks.support.body_tokens import body_tokens
 from benchmarks.support.github_mcp import PULL_REQUESTS_MARKER
 from benchmarks.support.recording_relay import Exchange
+from benchmarks.support.session_blocks import block_changes
 from tests.agents.conftest import SessionFactory
 
 ALL_MODES = list(MODES)
@@ -139,3 +141,26 @@ def test_a_deferring_clients_session_through_the_proxy_sends_no_more_prompt_toke
     assert sum(sent) <= sum(direct), (
         f"through the proxy {sum(sent):,} tokens, the client's own requests {sum(direct):,}\n"
         f"per request: {sent}\n         vs {direct}\n{proxied.describe()}")
+
+
+@pytest.mark.parametrize("mode", ALL_MODES)
+def test_a_multi_turn_session_through_a_cold_proxy_keeps_its_block(
+    agent_sessions: SessionFactory, mode: str
+) -> None:
+    """The two user turns of ``benchmarks/agent_sessions.py`` (the second typed with the
+    CLI's own continue switch, needing tools the first did not), through a cold proxy that
+    delivers tools found later in the conversation (``TOOLPRUNE_LATE_TOOLS=conversation``):
+    every turn's calls reach the MCP server with their names and arguments, and no
+    forwarded tool block changes unless the client changed its own request there."""
+    session = agent_sessions(mode, via_proxy=True, label="delivered", task=SESSION,
+                             proxy_settings={"late_tools": "conversation"})
+    assert [run.returncode for run in session.runs] == [0] * len(SESSION.turns), session.describe()
+    called = session.run.calls
+    assert [call["tool"] for call in called] == [step.tool for step in SESSION.steps()], (
+        session.describe())
+    for call, step in zip(called, SESSION.steps(), strict=True):
+        assert step.arguments.items() <= call["arguments"].items(), session.describe()
+    models = [e for e in session.upstream_exchanges if e.request.path.endswith(MODEL_PATHS)]
+    clients = [e for e in session.client_exchanges if e.request.path.endswith(MODEL_PATHS)]
+    proxys_own = [change.index for change in block_changes(models, clients) if not change.by_client]
+    assert proxys_own == [], f"the proxy changed the block at {proxys_own}\n{session.describe()}"

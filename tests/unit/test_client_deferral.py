@@ -9,6 +9,7 @@ import json
 from selection.catalog.catalog import parse_tools
 from selection.clients.client_deferral import (
     client_deferral,
+    compact_definitions,
     deferred_menu,
     found_by_search,
     is_search_function,
@@ -141,3 +142,11 @@ def test_a_deferred_search_function_is_not_the_finder() -> None:
         function("tool_search", QUERY, defer_loading=True),
     ])
     assert client_deferral(catalog, [PURPOSE_MENU]) is None
+
+
+def test_an_object_whose_name_is_not_a_string_is_not_a_definition() -> None:
+    """A schema property called ``name`` (``{"name": {"type": "string"}}``) inside a result
+    is no tool definition: it is left as it is, never a TypeError."""
+    text = json.dumps({"name": "create_issue", "parameters": {
+        "type": "object", "properties": {"name": {"type": "string"}, "title": {"type": "string"}}}})
+    assert compact_definitions(text, {}) == text
