@@ -112,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simulate", action="store_true",
                         help="count the two-turn sessions by the simulated prompt cache too "
                              "(minutes, not hours of prefill; checked against real replays)")
+    parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a proxy setting beyond the defaults, TOOLPRUNE_ name without "
+                             "its prefix (late_tools=block, proactive_loads=true); repeatable; "
+                             "with --long or --simulate")
     parser.add_argument("--plot", type=Path, default=None, help="write the plot here (PNG)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     args = parser.parse_args(argv)
@@ -120,9 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"captures: {out}\n{load_str()}", flush=True)
     if args.long or args.simulate:
         started = time.monotonic()
+        if any("=" not in setting for setting in args.setting):
+            parser.error("--setting takes NAME=VALUE")
+        settings = dict(setting.split("=", 1) for setting in args.setting)
         long_results = run_long(args.modes, args.vias, out, args.reuse,
                                 args.ctx or (LONG_CTX if args.long else DEFAULT_CTX),
-                                task=LONG_SESSION if args.long else SESSION)
+                                task=LONG_SESSION if args.long else SESSION,
+                                proxy_settings=settings)
         print(f"\n{load_str()}; {time.monotonic() - started:,.0f} s\n\n"
               f"{render_long(long_results, markdown=args.markdown)}\n", flush=True)
         return 0

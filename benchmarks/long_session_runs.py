@@ -11,7 +11,7 @@ import json
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,18 +152,21 @@ def _counted(origin: str, bodies: list[tuple[str, dict[str, Any]]], ctx: int,
 
 def measure_long(mode: Mode, via_proxy: bool, out: Path, origin: str, ctx: int = LONG_CTX,
                  on_run: Callable[[AgentRun], None] | None = None,
-                 task: Task = LONG_SESSION) -> list[LongResult]:
+                 task: Task = LONG_SESSION,
+                 proxy_settings: Mapping[str, str] | None = None) -> list[LongResult]:
     """Run ``mode``'s long session (captures in ``out/<mode>/<via>``) against the scripted
     upstream whose ``/props`` and ``/tokenize`` the llama-server at ``origin`` answers
     (``/props`` reporting ``ctx``, Codex's client-search mode told it as its model's
     context), and count its requests on a simulated slot of ``ctx`` tokens; Codex's
-    default mode directly also as :data:`FLATTENED`."""
+    default mode directly also as :data:`FLATTENED`. ``proxy_settings``: the proxy's
+    settings beyond its defaults (``TOOLPRUNE_*`` names without the prefix)."""
     via = "toolprune" if via_proxy else "direct"
     folder = out / mode.name / via
     folder.mkdir(parents=True, exist_ok=True)
     facts = LlamaFacts(AgentBehaviour(task), origin, ctx)
     session = scripted(mode, via_proxy, out, folder, facts, task, context_window=ctx,
-                       session_timeout_s=SESSION_TIMEOUT_S, on_run=on_run)
+                       session_timeout_s=SESSION_TIMEOUT_S, on_run=on_run,
+                       proxy_settings=proxy_settings)
     turns = turn_results(session, task)
     upstream = session.model_exchanges()
     client = [exchange for exchange in session.client_exchanges
@@ -192,7 +195,8 @@ TOKENIZER_CTX = 4096
 
 
 def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
-             ctx: int = LONG_CTX, task: Task = LONG_SESSION) -> list[LongResult]:
+             ctx: int = LONG_CTX, task: Task = LONG_SESSION,
+             proxy_settings: Mapping[str, str] | None = None) -> list[LongResult]:
     """The session of ``task`` (the long one by default) of each of ``modes`` through each
     of ``vias`` (captures and ``result.json`` in ``out/<mode>/<via>``), with a progress bar
     per session; sessions of a via not in ``vias``, and with ``reuse`` those already
@@ -218,7 +222,8 @@ def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
                         bar.set_postfix(exit=run.returncode, calls=len(run.calls))
 
                     measured = measure_long(MODES[name], via == "toolprune", out, origin, ctx,
-                                            on_run=advance, task=task)
+                                            on_run=advance, task=task,
+                                            proxy_settings=proxy_settings)
                 saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
                 results += measured
     return results

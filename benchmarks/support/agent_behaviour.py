@@ -233,6 +233,8 @@ class Action:
     found_arguments: dict[str, Any] = field(default_factory=dict)
 
 
+#: Where a tool's parameter schema is in a definition written as JSON text.
+SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "input_schema", "inputSchema")
 #: Where a tool definition written as JSON text starts: an object opening with its name.
 DEFINITION_START = re.compile(r'\{\s*"name"\s*:\s*"')
 
@@ -260,8 +262,8 @@ def callable_tool(view: View, step: Step) -> Offered | None:
 def delivered_definition(view: View, step: Step) -> tuple[str, dict[str, Any]] | None:
     """The name and parameters of ``step``'s tool as a result of the history delivered
     them: a JSON object in a string of the request (a result's text, however the result
-    wraps it) that opens with the tool's ``name`` and has its ``parameters`` (or
-    ``input_schema``)."""
+    wraps it) that opens with the tool's ``name`` and has its parameter schema under one
+    of :data:`SCHEMA_KEYS` (``parameters``; Qwen Code writes ``parametersJsonSchema``)."""
     decoder = json.JSONDecoder()
     for match in DEFINITION_START.finditer(view.text):
         try:
@@ -269,7 +271,7 @@ def delivered_definition(view: View, step: Step) -> tuple[str, dict[str, Any]] |
         except ValueError:
             continue
         name = found.get("name") if isinstance(found, dict) else None
-        schema = found.get("parameters", found.get("input_schema")) if isinstance(
+        schema = next((found[key] for key in SCHEMA_KEYS if key in found), None) if isinstance(
             found, dict) else None
         if isinstance(name, str) and _is_tool(name, step.tool) and isinstance(schema, dict):
             return name, schema

@@ -37,7 +37,7 @@ ARGUMENT_ERROR_CHARS = 200
 def how_to_call(bridge: str) -> str:
     """How the model calls a delivered tool through ``bridge``: the same words in every
     result that delivers a tool and in every refused bridge call."""
-    return (f'Call it with {bridge}: {{"name": "<its name>", "arguments": {{<its arguments, '
+    return (f'Call one with {bridge}: {{"name": "<its name>", "arguments": {{<its arguments, '
             'as its parameters say>}}.')
 
 
