@@ -76,10 +76,12 @@ def answered(api: str, body: dict[str, Any], calls: list[ClientCall], result: st
     (``text`` and ``calls``), one result per call (``result``), then ``ask`` as a new user
     message when given."""
     if api == "chat":
-        history = [*body["messages"],
-                   {"role": "assistant", "content": text or None, "tool_calls": [
-                       {"id": c.id, "type": "function",
-                        "function": {"name": c.name, "arguments": c.arguments}} for c in calls]},
+        answer: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if calls:
+            answer["tool_calls"] = [{"id": c.id, "type": "function",
+                                     "function": {"name": c.name, "arguments": c.arguments}}
+                                    for c in calls]
+        history = [*body["messages"], answer,
                    *({"role": "tool", "tool_call_id": c.id, "content": result} for c in calls)]
         if ask is not None:
             history.append({"role": "user", "content": ask})

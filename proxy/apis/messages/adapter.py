@@ -55,7 +55,7 @@ from proxy.turn.adapter import ClientOut, ClientView, MalformedRequest, Reply, j
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.tools import meta_entries
-from proxy.turn.turn import Turn, json_bytes, meta_call
+from proxy.turn.turn import MetaCall, Turn, json_bytes, meta_call
 from selection.types import (
     DEFER_LOADING,
     NothingToPrune,
@@ -155,6 +155,13 @@ class MessagesRequest:
                 body["system"] = system
         body["messages"] = [*messages, *self.appended]
         return json_bytes(body)
+
+    def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
+        """See :meth:`proxy.turn.adapter.ApiRequest.meta_reply`: an assistant turn of the
+        call's ``tool_use`` block alone."""
+        block = {"type": "tool_use", "id": call.id, "name": call.name,
+                 "input": json.loads(call.arguments)}
+        return Reply(meta=[call], items=[block])
 
     def history_length(self) -> int:
         """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the messages."""

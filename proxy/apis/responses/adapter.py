@@ -178,6 +178,13 @@ class ResponsesRequest:
                                  outside=plan.outside_block)
         return upstream_input(turn, items)
 
+    def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
+        """See :meth:`proxy.turn.adapter.ApiRequest.meta_reply`: the call's ``function_call``
+        output item alone."""
+        item = {"type": "function_call", "id": f"fc_{call.id}", "call_id": call.id,
+                "name": call.name, "arguments": call.arguments, "status": "completed"}
+        return Reply(meta=[call], items=[item])
+
     def history_length(self) -> int:
         """See :meth:`proxy.turn.adapter.ApiRequest.history_length`: the ``input`` items."""
         return len(input_items(self.input.body.get("input")))
