@@ -46,11 +46,14 @@ from proxy.http.errors import ProxyError, UpstreamResponseInvalid
 from proxy.http.forwarding import ClientRequest, is_event_stream, response_headers
 from proxy.http.sse import Event, EventSplitter
 from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
+from proxy.log import get_logger, where
 from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
 from proxy.turn.decision_log import refresh_report, tools_comment
 from proxy.turn.sender import plain_body, send_round
 from proxy.turn.turn import MetaCall, Turn
+
+logger = get_logger("serving")
 
 
 def empty_answer_note(rounds: int, ending: Ending, loaded: bool) -> str:
@@ -90,15 +93,25 @@ class _TurnServer:
         self.view: ClientView | None = None
 
     async def run(self) -> None:
-        await self._deliver_proactively()
         max_rounds = self.services.max_meta_rounds
+        try:  # the first round written before anything is sent: a defect shows here
+            await self._deliver_proactively()
+            first: bytes | None = self._body(self.turn.offer_meta_now(max_rounds))
+        except ProxyError as error:
+            await self._fail(error)
+            return
+        except RecursionError:  # a body nested too deep: the caller refuses it
+            raise
+        except Exception as exc:  # noqa: BLE001 - a defect costs the pruning, never the request
+            await self._forward_as_sent(exc)
+            return
         streams = self.services.upstream_stream
         plain_upstream = self.stream and streams is not None and not await streams()
         while True:
             offered = self.turn.offer_meta_now(max_rounds)
             try:
-                # A block that delivers in the conversation keeps its meta-tools to the end.
-                body = self.request.upstream_body(self.turn, offered or self.turn.plan.delivers)
+                body = first if first is not None else self._body(offered)
+                first = None
                 response = await send_round(
                     self.services.forwarder, self.client,
                     plain_body(body) if plain_upstream else body,
@@ -115,6 +128,23 @@ class _TurnServer:
                 await response.aclose()
             if reply is None or not await self._after(reply, offered):
                 return
+
+    def _body(self, offered: bool) -> bytes:
+        """A round's body; a block that delivers in the conversation keeps its meta-tools
+        to the end (``offered``: they are offered this round)."""
+        return self.request.upstream_body(self.turn, offered or self.turn.plan.delivers)
+
+    async def _forward_as_sent(self, exc: Exception) -> None:
+        """A defect in writing the first round (nothing sent yet): the client's request is
+        forwarded as it came, and the defect logged and noted (the decision log's
+        ``notes``)."""
+        self.turn.notes.append(f"forwarded as sent: {type(exc).__name__} at {where(exc)}")
+        logger.error("serve_defect_forwarded", extra={"fields": {
+            "request_id": self.client.request_id.decode("latin-1"),
+            "error": type(exc).__name__, "at": where(exc)}})
+        await self.services.forwarder.forward(
+            self.client, self.out.send, extra_response_headers=self.out.headers,
+            errors=self.services.errors)
 
     async def _deliver_proactively(self) -> None:
         """Before the first round: the tools the plan delivers proactively, as a meta-call
