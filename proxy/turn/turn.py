@@ -8,7 +8,7 @@ block's order is the plan's (:meth:`Turn.block_entries`), for every API.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -210,3 +210,16 @@ def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None
         elif key not in total:
             total[key] = value
     return total
+
+
+def exchanges_by_place(exchanges: Sequence[Mapping[str, Any]], history: int) -> dict[int, list[Any]]:
+    """Where a conversation's kept hidden exchanges stand in a client history of
+    ``history`` messages or items: place (the number of client items before them) → the
+    exchanges' items there, in recording order. An exchange at or past the end is the
+    request's own, or an abandoned request's, and is left out."""
+    by_place: dict[int, list[Any]] = {}
+    for exchange in exchanges:
+        at, items = exchange.get("at"), exchange.get("items")
+        if isinstance(at, int) and 0 <= at < history and isinstance(items, list):
+            by_place.setdefault(at, []).extend(items)
+    return by_place

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from proxy.turn.turn import Turn, arguments_text
+from proxy.turn.turn import Turn, arguments_text, exchanges_by_place
 from selection.types import bridge_arguments
 
 
@@ -57,11 +57,7 @@ def spliced(messages: list[Any], exchanges: Sequence[Mapping[str, Any]]) -> list
     them (in recording order at one place); an exchange at or past the end is this
     request's own, or an abandoned one's, and is left out. The text a hidden round showed
     the client leads the client's next assistant message, and is taken from it there."""
-    by_place: dict[int, list[Any]] = {}
-    for exchange in exchanges:
-        at, items = exchange.get("at"), exchange.get("items")
-        if isinstance(at, int) and 0 <= at < len(messages) and isinstance(items, list):
-            by_place.setdefault(at, []).extend(items)
+    by_place = exchanges_by_place(exchanges, len(messages))
     if not by_place:
         return messages
     result: list[Any] = []

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.apis.messages.search import SEARCH_RESULT, SERVER_TOOL_USE, is_search_call
-from proxy.turn.turn import Turn
+from proxy.turn.turn import Turn, exchanges_by_place
 
 #: Blocks shown to the client as they are, keyed by the field a template renders.
 _SHOWN_AS_IS = {"text": "text", "thinking": "thinking", "redacted_thinking": "data"}
@@ -68,11 +68,7 @@ def _spliced(
     ``at`` (in recording order at one place), the blocks they showed the client taken from
     the lead of that message; an exchange at or past the end is this request's own, or an
     abandoned one's, and is left out."""
-    by_place: dict[int, list[Any]] = {}
-    for exchange in exchanges:
-        at, items = exchange.get("at"), exchange.get("items")
-        if isinstance(at, int) and 0 <= at < len(messages) and isinstance(items, list):
-            by_place.setdefault(at, []).extend(items)
+    by_place = exchanges_by_place(exchanges, len(messages))
     if not by_place:
         return messages
     result: list[Any] = []

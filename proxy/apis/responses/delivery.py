@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from proxy.turn.turn import Turn, arguments_text
+from proxy.turn.turn import Turn, arguments_text, exchanges_by_place
 from selection.types import bridge_arguments, content_text
 
 CALL = "function_call"
@@ -67,11 +67,7 @@ def spliced(
     recording order at one place), the client's echoes of what it was shown of them taken
     out (``hosted``: the function standing for hosted search, whose call and output the
     client was shown; None: none)."""
-    by_place: dict[int, list[Any]] = {}
-    for exchange in exchanges:
-        at, kept = exchange.get("at"), exchange.get("items")
-        if isinstance(at, int) and 0 <= at < len(items) and isinstance(kept, list):
-            by_place.setdefault(at, []).extend(kept)
+    by_place = exchanges_by_place(exchanges, len(items))
     if not by_place:
         return items
     result: list[Any] = []
