@@ -268,13 +268,7 @@ def _anthropic_message(message: Any, messages: list[Any]) -> None:
         elif kind == "thinking":
             reasoning += _str(block.get("thinking"))
         elif kind == "image":
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
-            if _str(source.get("type")) == "base64":
-                media = _str(source.get("media_type"), "image/jpeg")
-                url = f"data:{media};base64,{_str(source.get('data'))}"
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            elif _str(source.get("type")) == "url":
-                parts.append({"type": "image_url", "image_url": {"url": _str(source.get("url"))}})
+            parts.extend(_image_part(block))
         elif kind == "tool_use":
             arguments = block.get("input") if block.get("input") is not None else {}
             calls.append({"id": _str(block.get("id")), "type": "function", "function": {
@@ -311,11 +305,18 @@ def _result_content(content: Any) -> Any:
             parts.append({"type": "text", "text": _str(part.get("text"))})
         elif kind == "image":
             images = True
-            source = part.get("source") if isinstance(part.get("source"), dict) else {}
-            if _str(source.get("type")) == "base64":
-                media = _str(source.get("media_type"), "image/jpeg")
-                url = f"data:{media};base64,{_str(source.get('data'))}"
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            elif _str(source.get("type")) == "url":
-                parts.append({"type": "image_url", "image_url": {"url": _str(source.get("url"))}})
+            parts.extend(_image_part(part))
     return parts if images else text
+
+
+def _image_part(block: dict[str, Any]) -> list[dict[str, Any]]:
+    """An Anthropic ``image`` block as the Chat Completions ``image_url`` part llama-server
+    makes of it (a base64 source as a data URL, a URL source as it is; none for another)."""
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    if _str(source.get("type")) == "base64":
+        media = _str(source.get("media_type"), "image/jpeg")
+        return [{"type": "image_url",
+                 "image_url": {"url": f"data:{media};base64,{_str(source.get('data'))}"}}]
+    if _str(source.get("type")) == "url":
+        return [{"type": "image_url", "image_url": {"url": _str(source.get("url"))}}]
+    return []

@@ -8,7 +8,7 @@ block's order is the plan's (:meth:`Turn.block_entries`), for every API.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,3 +223,24 @@ def exchanges_by_place(exchanges: Sequence[Mapping[str, Any]], history: int) -> 
         if isinstance(at, int) and 0 <= at < history and isinstance(items, list):
             by_place.setdefault(at, []).extend(items)
     return by_place
+
+
+#: Writes one client history item with its calls of tools outside the block (``outside``)
+#: as calls of the bridge (its name): an API's own shapes.
+CallWriter = Callable[[Any, Callable[[str], bool], str], Any]
+#: Puts the kept hidden exchanges back into a history (an API's own shapes).
+Splicer = Callable[[list[Any], Sequence[Mapping[str, Any]]], list[Any]]
+
+
+def as_upstream_saw(turn: Turn, items: list[Any], write: CallWriter, splice: Splicer) -> list[Any]:
+    """A client's history (messages or items) as the upstream saw it, for a turn that
+    delivers tools in the conversation: every call of a tool outside the block written back
+    as the bridge call the model made (``write``), then, while the history continues the
+    conversation's, the kept hidden exchanges spliced back where they stood (``splice``).
+    ``items`` as they are when the turn does not deliver in the conversation."""
+    plan = turn.plan
+    bridge = plan.bridge
+    if not plan.delivers or bridge is None:
+        return items
+    written = [write(item, plan.outside_block, bridge) for item in items]
+    return splice(written, plan.state.exchanges) if plan.continued else written

@@ -13,19 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from proxy.turn.turn import Turn, arguments_text, exchanges_by_place
+from proxy.turn.turn import Turn, arguments_text, as_upstream_saw, exchanges_by_place
 from selection.types import bridge_arguments
 
 
 def upstream_history(turn: Turn, messages: list[Any]) -> list[Any]:
-    """``messages`` (the client's, as the plan rewrote them) as the upstream saw them; as
-    they are when the turn does not deliver in the conversation."""
-    plan = turn.plan
-    bridge = plan.bridge
-    if not plan.delivers or bridge is None:
-        return messages
-    written = [bridged_message(m, plan.outside_block, bridge) for m in messages]
-    return spliced(written, plan.state.exchanges if plan.continued else ())
+    """``messages`` (the client's, as the plan rewrote them) as the upstream saw them
+    (:func:`proxy.turn.turn.as_upstream_saw`)."""
+    return as_upstream_saw(turn, messages, bridged_message, spliced)
 
 
 def bridged_message(message: Any, outside: Callable[[str], bool], bridge: str) -> Any:

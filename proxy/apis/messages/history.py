@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from proxy.apis.messages.search import SEARCH_RESULT, SERVER_TOOL_USE, is_search_call
-from proxy.turn.turn import Turn, exchanges_by_place
+from proxy.turn.turn import Turn, as_upstream_saw, exchanges_by_place
 
 #: Blocks shown to the client as they are, keyed by the field a template renders.
 _SHOWN_AS_IS = {"text": "text", "thinking": "thinking", "redacted_thinking": "data"}
@@ -29,14 +29,10 @@ _SHOWN_AS_IS = {"text": "text", "thinking": "thinking", "redacted_thinking": "da
 def upstream_history(turn: Turn, messages: list[Any]) -> list[Any]:
     """The client's ``messages`` as the upstream saw them (see the module docstring); the
     list itself when the turn does not deliver tools in the conversation."""
-    plan = turn.plan
-    bridge = plan.bridge
-    if not plan.delivers or bridge is None:
-        return messages
-    written = [_bridged(message, plan.outside_block, bridge) for message in messages]
-    if not plan.continued:
-        return written
-    return _spliced(written, plan.state.exchanges, lambda block: is_search_call(turn, block))
+    return as_upstream_saw(
+        turn, messages, _bridged,
+        lambda written, exchanges: _spliced(written, exchanges,
+                                            lambda block: is_search_call(turn, block)))
 
 
 def _bridged(message: Any, outside: Callable[[str], bool], bridge: str) -> Any:

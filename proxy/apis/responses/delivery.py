@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from proxy.turn.turn import Turn, arguments_text, exchanges_by_place
+from proxy.turn.turn import Turn, arguments_text, as_upstream_saw, exchanges_by_place
 from selection.types import bridge_arguments, content_text
 
 CALL = "function_call"
@@ -37,15 +37,10 @@ def upstream_input(turn: Turn, items: list[Any]) -> list[Any]:
     """``items`` (the client's ``input``, translated for the upstream) as the upstream saw
     them (see the module docstring); as they are when the turn does not deliver in the
     conversation."""
-    plan = turn.plan
-    bridge = plan.bridge
-    if not plan.delivers or bridge is None:
-        return items
-    written = [bridged_call(item, plan.outside_block, bridge) for item in items]
-    if not plan.continued:
-        return written
-    hosted = plan.meta.client_search if plan.meta is not None else None
-    return spliced(written, plan.state.exchanges, hosted)
+    meta = turn.plan.meta
+    hosted = meta.client_search if meta is not None else None
+    return as_upstream_saw(turn, items, bridged_call,
+                           lambda written, exchanges: spliced(written, exchanges, hosted))
 
 
 def bridged_call(item: Any, outside: Callable[[str], bool], bridge: str) -> Any:
