@@ -88,5 +88,6 @@ LONG_SESSION = Task(quote_lines=1, turns=(
 
 def checkpoints(turns: int) -> list[int]:
     """The user turns (1-based) after which the session is reported: a quarter, a half,
-    three quarters and the end of ``turns``."""
-    return [max(1, round(turns * share)) for share in (0.25, 0.5, 0.75)] + [turns]
+    three quarters and the end of ``turns``, each once."""
+    marks = [max(1, round(turns * share)) for share in (0.25, 0.5, 0.75)] + [turns]
+    return list(dict.fromkeys(marks))  # a short session has fewer distinct marks
