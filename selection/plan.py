@@ -16,7 +16,7 @@ from selection.catalog.text_plan import TextPlan
 from selection.choosing.block_order import Selection
 from selection.choosing.prefix import CacheExpectation
 from selection.choosing.state import ConversationState
-from selection.clients.bridge import CALL_TOOL, BridgedCall, read_bridge_call
+from selection.clients.bridge import CALL_TOOL, BridgedCall, delivering, read_bridge_call
 from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
@@ -265,6 +265,16 @@ class Plan:
             self.bridge is not None and self.catalog.get(name) is not None
             and name not in self.selection.names
         )
+
+    def deliver(self, content: str, found: Sequence[str]) -> str:
+        """A search result's text (JSON) as the upstream reads it: with the definitions of
+        its finds (``found``) outside the block, and how to call them through this plan's
+        bridge (:func:`selection.clients.bridge.delivering`); as it is when the plan does
+        not deliver in the conversation, or every find is in the block."""
+        if not self.delivers or self.bridge is None:
+            return content
+        outside = [name for name in found if self.outside_block(name)]
+        return delivering(content, outside, self.catalog, self.bridge)
 
     def schema_bytes_saved(self) -> int:
         """Bytes of tool definitions (JSON, or block text) not forwarded, less the

@@ -29,7 +29,7 @@ from selection.catalog.tokens import estimated_tokens
 from selection.choosing.block_order import SelectedTool, Selection
 from selection.choosing.prefix import TEMPLATE_RESERVE_TOKENS, CacheExpectation
 from selection.choosing.state import ConversationState, LoadedTool
-from selection.clients.bridge import BridgedCall, bridge_arguments, delivering
+from selection.clients.bridge import BridgedCall, bridge_arguments
 from selection.clients.client_deferral import deferred_menu
 from selection.clients.meta_tools import MetaTools, free_name
 from selection.clients.tool_search import UNAVAILABLE, ClientSearch, SearchResult
@@ -58,7 +58,7 @@ __all__ = [
     "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",
     "StateStoreError", "UnexpectedSelectionError", "VectorStoreError", "SearchResult", "SelectedTool", "Selection", "TextPlan", "Tool",
     "ToolChoice", "TurnInput", "TurnReading", "Upstream", "build_catalog", "called_tools",
-    "canonical_json", "content_text", "deferred_menu", "delivering", "estimated_tokens", "fingerprint", "free_name",
+    "canonical_json", "content_text", "deferred_menu", "estimated_tokens", "fingerprint", "free_name",
     "name_words", "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
     "text_called_tools", "without_deferral",
 ]

@@ -145,16 +145,21 @@ def test_where_tools_are_delivered_a_search_result_carries_the_definitions_it_fo
     the emulated search's JSON with the found tool's definition, the client's own
     search's as one text block where its references stood."""
     tools = catalog()
-    emulated = upstream_history(server_search_history(), tools, outside_the_block)
+
+    def deliver(content: str, found: list[str]) -> str:
+        return delivering(content, [name for name in found if outside_the_block(name)], tools)
+
+    emulated = upstream_history(server_search_history(), tools, deliver)
     text = SearchResult("regex", None, (PR_TOOL,)).content(tools)
     assert emulated[2]["content"][0]["content"] == delivering(text, [PR_TOOL], tools)
     assert [tool["name"] for tool in json.loads(delivering(text, [PR_TOOL], tools))["tools"]] == [PR_TOOL]
     history = client_search_history()
     history[2]["content"][0]["content"].append({"type": "text", "text": "1 match"})
-    (result,) = upstream_history(history, tools, outside_the_block)[2]["content"]
+    (result,) = upstream_history(history, tools, deliver)[2]["content"]
     assert result["content"] == [{"type": "text", "text": delivering("{}", [PR_TOOL], tools)},
                                  {"type": "text", "text": "1 match"}]
-    in_block = upstream_history(client_search_history(), tools, lambda name: False)
+    in_block = upstream_history(client_search_history(), tools,
+                                lambda content, found: delivering(content, [], tools))
     assert in_block[2]["content"][0]["content"] == []  # a tool the block holds: nothing
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from proxy.apis.responses.history import found_in_history, upstream_history
 from proxy.apis.responses.search import client_item, shown_search
 from proxy.apis.responses.tools import ToolLayout, ToolsRejected, read_layout
 from selection.catalog.catalog import build_catalog, parse_function
+from selection.clients.bridge import delivering
 from selection.clients.tool_search import SearchResult
 
 SCHEMA = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
@@ -175,16 +177,21 @@ def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside
     output = {"type": "tool_search_output", "call_id": "c9", "execution": "client",
               "status": "completed", "tools": [CRM]}
     catalog = catalog_of(layout)
-    outside = {"crm__list_orders"}.__contains__
-    (client,) = upstream_history([output], layout, catalog, outside=outside)
+
+    def delivers(outside: set[str]) -> Callable[[str, list[str]], str]:
+        return lambda content, found: delivering(
+            content, [name for name in found if name in outside], catalog)
+
+    deliver = delivers({"crm__list_orders"})
+    (client,) = upstream_history([output], layout, catalog, deliver=deliver)
     delivered = json.loads(client["output"])
     assert [tool["name"] for tool in delivered["tools"]] == ["crm__list_orders"]
     assert delivered["tools"][0]["parameters"] == SCHEMA and "call_tool" in delivered["note"]
     assert set(delivered) == {"tools", "note"}
-    assert upstream_history([output], layout, catalog, outside=outside) == [client]
-    assert upstream_history([output], layout, catalog, outside=set().__contains__)[0]["output"] == ""
+    assert upstream_history([output], layout, catalog, deliver=deliver) == [client]
+    assert upstream_history([output], layout, catalog, deliver=delivers(set()))[0]["output"] == ""
     hosted = {**output, "execution": "server", "call_id": None, "id": "tso_tp_call_7"}
-    (server,) = upstream_history([hosted], layout, catalog, outside=outside)
+    (server,) = upstream_history([hosted], layout, catalog, deliver=deliver)
     searched = json.loads(server["output"])
     assert [found["name"] for found in searched["found"]] == ["crm__get_customer", "crm__list_orders"]
     assert [tool["name"] for tool in searched["tools"]] == ["crm__list_orders"]

@@ -148,7 +148,7 @@ class MessagesRequest:
         body["tools"] = keep_cache_markers(turn.body["tools"], tools)
         messages = delivered_history(turn, body["messages"])
         messages = upstream_history(messages, plan.catalog,
-                                    plan.outside_block if plan.delivers else None)
+                                    plan.deliver if plan.delivers else None)
         if turn.finder is not None:  # the client runs its own search: its menu goes first
             system, messages = menus_in_system(body.get("system"), messages, plan.catalog.names)
             if system is not None:

@@ -29,7 +29,7 @@ describing the found tools would repeat what ``tools`` holds, in every later req
 Where tools are delivered in the conversation (the block stays as the upstream cached it,
 :mod:`selection.clients.bridge`), a found tool the block does not hold is not in the
 upstream's ``tools``: a search's result then carries the definitions of its finds outside
-the block (:func:`selection.types.delivering`), the emulated search's in its JSON, the
+the block (:meth:`selection.types.Plan.deliver`), the emulated search's in its JSON, the
 client's own search's as one text block where its ``tool_reference`` blocks stood; the
 same text on every later request, rendered from the finds and the block alone.
 :func:`client_output` writes what the client sees of a search the proxy ran.
@@ -50,7 +50,6 @@ from selection.types import (
     Catalog,
     ClientSearch,
     SearchResult,
-    delivering,
     free_name,
 )
 
@@ -195,15 +194,16 @@ def holds_searches(messages: Any) -> bool:
 
 
 def upstream_history(
-    messages: list[Any], catalog: Catalog, outside: Callable[[str], bool] | None = None
+    messages: list[Any], catalog: Catalog, deliver: Delivery | None = None
 ) -> list[Any]:
     """``messages`` as a plain Anthropic-compatible server accepts them (see the module
-    docstring); the client's list itself when nothing needs rewriting. ``outside``: where
-    tools are delivered in the conversation, whether a tool is outside the block (its
-    definition then goes where a search found it); None: they are not."""
+    docstring); the client's list itself when nothing needs rewriting. ``deliver``: where
+    tools are delivered in the conversation, a search result's text with the definitions
+    of its finds outside the block (:meth:`selection.types.Plan.deliver`); None: they are
+    not."""
     if not holds_searches(messages):
         return messages
-    delivered = _delivery(catalog, outside)
+    delivered = deliver if deliver is not None else _as_it_is
     out: list[Any] = []
     pending: list[dict[str, Any]] = []  # tool_results owed to the next user turn
     kinds: dict[Any, str] = {}
@@ -253,19 +253,14 @@ def _flush(pending: list[dict[str, Any]], message: Any) -> list[Any]:
     return [{"role": "user", "content": owed}, *([] if message is None else [message])]
 
 
-#: A search result's text (JSON) and its finds → the text the upstream reads.
+#: A search result's text (JSON) and its finds → the text the upstream reads
+#: (:meth:`selection.types.Plan.deliver`).
 Delivery = Callable[[str, Sequence[str]], str]
 
 
-def _delivery(catalog: Catalog, outside: Callable[[str], bool] | None) -> Delivery:
-    """The result text with the definitions of the finds ``outside`` the block
-    (:func:`selection.types.delivering`); the text as it is when none is (or ``outside``
-    is None: tools are not delivered in the conversation)."""
-    def delivered(content: str, found: Sequence[str]) -> str:
-        if outside is None:
-            return content
-        return delivering(content, [name for name in found if outside(name)], catalog)
-    return delivered
+def _as_it_is(content: str, found: Sequence[str]) -> str:
+    """A search result's text where tools are not delivered in the conversation."""
+    return content
 
 
 def _user_blocks(content: list[Any], delivered: Delivery) -> list[Any]:

@@ -175,7 +175,7 @@ class ResponsesRequest:
         if not plan.delivers or self.client_input is None or self.input.server_history:
             return turn.body.get("input")
         items = upstream_history(self.client_input, self.layout, plan.catalog,
-                                 outside=plan.outside_block)
+                                 deliver=plan.deliver)
         return upstream_input(turn, items)
 
     def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:

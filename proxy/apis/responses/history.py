@@ -17,7 +17,7 @@ the same way so a conversation's prompt prefix stays the same from turn to turn:
   text naming or describing them would repeat it in every later request). Its ``tools``
   are loaded for the conversation (:attr:`Loaded.found`); a definition the request's
   ``tools`` lack (a client-executed search may return any) joins the catalogue. Where
-  tools are delivered in the conversation (``outside``: the finds the block does not
+  tools are delivered in the conversation (``deliver``: the finds the block does not
   hold, :mod:`selection.clients.bridge`), either output also carries the definitions of
   those finds and how to call them (``tools``, ``note``; a client-executed search's is
   that object alone), the same text on every request while the block stays.
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.apis.responses.tools import DEFER_LOADING, Member, ToolLayout, flat_name
-from selection.types import Catalog, SearchResult, delivering
+from selection.types import Catalog, SearchResult
 
 SEARCH_CALL = "tool_search_call"
 SEARCH_OUTPUT = "tool_search_output"
@@ -110,11 +110,12 @@ class _Translator:
     """Translates one input (see the module docstring)."""
 
     def __init__(
-        self, layout: ToolLayout, catalog: Catalog, outside: Callable[[str], bool] | None
+        self, layout: ToolLayout, catalog: Catalog,
+        deliver: Callable[[str, Sequence[str]], str] | None,
     ) -> None:
         self.layout = layout
         self.catalog = catalog
-        self.outside = outside
+        self.deliver = deliver
         self.hosted_calls = 0
         self.unanswered: list[str] = []  # hosted call ids awaiting their output
 
@@ -141,9 +142,10 @@ class _Translator:
         names = tuple(name for name, _, _ in _definitions(item.get("tools")))
         client = item.get("execution") == "client"
         content = "" if client else SearchResult("query", None, names).content(self.catalog)
-        outside = self.outside
-        delivered = [name for name in dict.fromkeys(names) if outside(name)] if outside else []
-        return delivering(content or "{}", delivered, self.catalog) if delivered else content
+        if self.deliver is None:
+            return content
+        delivered = self.deliver(content or "{}", list(dict.fromkeys(names)))
+        return content if delivered == (content or "{}") else delivered
 
     def item(self, item: Any) -> list[Any]:
         if not isinstance(item, Mapping):
@@ -174,10 +176,11 @@ class _Translator:
 
 def upstream_history(
     items: Sequence[Any], layout: ToolLayout, catalog: Catalog, *,
-    outside: Callable[[str], bool] | None = None,
+    deliver: Callable[[str, Sequence[str]], str] | None = None,
 ) -> list[Any]:
     """``items`` translated for the upstream (see the module docstring); ``catalog``: the
-    request's (for the found tools' purposes and definitions); ``outside``: whether a
-    found tool is delivered in the conversation (None: none is)."""
-    translator = _Translator(layout, catalog, outside)
+    request's (for the found tools' purposes and definitions); ``deliver``: where tools
+    are delivered in the conversation, a search output's text with the definitions of its
+    finds outside the block (:meth:`selection.types.Plan.deliver`); None: they are not."""
+    translator = _Translator(layout, catalog, deliver)
     return [translated for item in items for translated in translator.item(item)]
