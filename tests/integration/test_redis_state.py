@@ -27,7 +27,9 @@ from benchmarks.support.redis_server import (
 )
 from benchmarks.support.upstream import Chat, Slow
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.support.conversations import answered, client_calls, history_of, with_history
 from tests.support.sse import parse_sse
+from tests.support.turn_apis import APIS, CASES, IDS, Call
 
 pytestmark = [pytest.mark.redis, pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)]
 
@@ -204,33 +206,39 @@ def test_a_redis_that_stops_answering_costs_a_request_about_the_timeout(
     assert LOADED in last_forwarded(upstream)  # the state written before the pause is back
 
 
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_a_conversation_delivered_through_replica_a_keeps_its_shape_on_replica_b(
-    upstream: RunningUpstream, redis: RedisServer, start_proxy: ProxyFactory
+    upstream: RunningUpstream, redis: RedisServer, start_proxy: ProxyFactory, name: str,
+    stream: bool,
 ) -> None:
-    """Tools delivered in the conversation (``late_tools=conversation``): replica A serves
-    a request whose model loads a tool (a hidden exchange, kept in Redis) and calls it
-    through the bridge; the client's next request, served by replica B, is forwarded as the
-    upstream saw the conversation: the same block, the hidden exchange in its place, the
-    client's call written back as the bridge call."""
+    """Tools delivered in the conversation (``late_tools=conversation``), on every API:
+    replica A serves a request whose model loads a tool (a hidden exchange, kept in Redis)
+    and calls it through the bridge; the client's next request, served by replica B, is
+    forwarded as the upstream saw the conversation: the same block, the hidden exchange in
+    its place, the client's call written back as the bridge call."""
     settings: dict[str, object] = {"state_url": redis.url, "max_tools": 6, "top_k": 4,
                                    "threshold": 0.0, "redis_timeout_s": 5.0,
                                    "late_tools": "conversation"}
     a, b = start_proxy(**settings), start_proxy(**settings)
+    api = APIS[name]
     arguments = {"name": "session", "value": "abc"}
-    bridged = {"id": "bridge_1", "name": "call_tool",
-               "arguments": json.dumps({"name": LOADED, "arguments": arguments})}
-    upstream.upstream.script(Chat(tool_calls=[load_call(LOADED)]), Chat(tool_calls=[bridged]))
-    before = len(chat_requests(upstream))
-    (call,) = post(a, "conv-delivered").json()["choices"][0]["message"]["tool_calls"]
-    assert call["function"]["name"] == LOADED and json.loads(call["function"]["arguments"]) == arguments
-    upstream.upstream.script(Chat(content="Set."))
-    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [call]},
-               {"role": "tool", "tool_call_id": call["id"], "content": "ok"}]
-    post(b, "conv-delivered", json.dumps({"model": "m", "messages": history,
-                                          "tools": PLAYWRIGHT}).encode())
-    first, second, third = (r.json() for r in chat_requests(upstream)[before:])
-    assert names(third["tools"]) == names(second["tools"]) == names(first["tools"])
-    assert third["messages"][: len(second["messages"])] == second["messages"]
-    written = third["messages"][len(second["messages"])]["tool_calls"][0]["function"]
-    assert written["name"] == "call_tool"
-    assert json.loads(written["arguments"]) == {"name": LOADED, "arguments": arguments}
+    bridged = Call("bridge_1", "call_tool", json.dumps({"name": LOADED, "arguments": arguments}))
+    upstream.upstream.script(api.reply(calls=(Call("meta_1", "load_tools",
+                                                   json.dumps({"names": [LOADED]})),)),
+                             api.reply(calls=(bridged,)), path=api.suffix)
+    since = len(upstream.upstream.requests)
+    headers = {"X-Conversation-Id": f"conv-delivered-{name}-{stream}"}
+    body = api.body(stream)
+    first = httpx.post(a + api.path, json=body, headers=headers, timeout=60)
+    (call,) = client_calls(name, first.content, stream)
+    assert call.name == LOADED and json.loads(call.arguments) == arguments
+    upstream.upstream.script(api.reply("Set."), path=api.suffix)
+    httpx.post(b + api.path, json=answered(name, body, [call], "ok"), headers=headers,
+               timeout=60).raise_for_status()
+    one, two, three = (record.json() for record in api.sent(upstream.upstream, since))
+    assert api.offered(three) == api.offered(two) == api.offered(one)
+    before, after = history_of(name, two), history_of(name, three)
+    assert after[: len(before)] == before
+    (written,) = api.exchanged(with_history(name, three, after[len(before):]))
+    assert written.name == "call_tool"
+    assert json.loads(written.arguments) == {"name": LOADED, "arguments": arguments}
