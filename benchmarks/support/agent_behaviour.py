@@ -53,6 +53,7 @@ from benchmarks.support.agent_requests import (
     Offered,
     View,
     bare_name,
+    delivered_definition,
     is_search,
     read_request,
 )
@@ -233,11 +234,6 @@ class Action:
     found_arguments: dict[str, Any] = field(default_factory=dict)
 
 
-#: Where a tool's parameter schema is in a definition written as JSON text.
-SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "input_schema", "inputSchema")
-#: Where a tool definition written as JSON text starts: an object opening with its name.
-DEFINITION_START = re.compile(r'\{\s*"name"\s*:\s*"')
-
 def callable_tool(view: View, step: Step) -> Offered | None:
     """The tool of ``view`` through which the model calls ``step``'s tool now, with the
     name it is called by (the ``name`` of the :class:`Offered`): a function the request
@@ -252,30 +248,11 @@ def callable_tool(view: View, step: Step) -> Offered | None:
                    and bare_name(tool.name).endswith("calltool")), None)
     if own is not None or bridge is None:
         return own
-    delivered = delivered_definition(view, step)
+    delivered = delivered_definition(view, lambda name: _is_tool(name, step.tool))
     if delivered is None:
         return None
     target, schema = delivered
     return Offered("function", bridge.name, schema, bridge.description, target=target)
-
-
-def delivered_definition(view: View, step: Step) -> tuple[str, dict[str, Any]] | None:
-    """The name and parameters of ``step``'s tool as a result of the history delivered
-    them: a JSON object in a string of the request (a result's text, however the result
-    wraps it) that opens with the tool's ``name`` and has its parameter schema under one
-    of :data:`SCHEMA_KEYS` (``parameters``; Qwen Code writes ``parametersJsonSchema``)."""
-    decoder = json.JSONDecoder()
-    for match in DEFINITION_START.finditer(view.text):
-        try:
-            found, _ = decoder.raw_decode(view.text, match.start())
-        except ValueError:
-            continue
-        name = found.get("name") if isinstance(found, dict) else None
-        schema = next((found[key] for key in SCHEMA_KEYS if key in found), None) if isinstance(
-            found, dict) else None
-        if isinstance(name, str) and _is_tool(name, step.tool) and isinstance(schema, dict):
-            return name, schema
-    return None
 
 
 def _step_results(turn: UserTurn, results: list[tuple[str, str]]) -> list[str | None]:

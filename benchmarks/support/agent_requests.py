@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +77,30 @@ def called_name(name: Any, arguments: Any) -> str:
         if isinstance(arguments, dict) and isinstance(arguments.get("name"), str):
             return arguments["name"]
     return name
+
+
+#: Where a tool's parameter schema is in a definition written as JSON text.
+SCHEMA_KEYS = ("parameters", "parametersJsonSchema", "input_schema", "inputSchema")
+#: Where a tool definition written as JSON text starts: an object opening with its name.
+DEFINITION_START = re.compile(r'\{\s*"name"\s*:\s*"')
+
+def delivered_definition(view: View, is_tool: Callable[[str], bool]) -> tuple[str, dict[str, Any]] | None:
+    """The name and parameters of a tool (the one ``is_tool`` takes its name for) as a
+    result of the history delivered them: a JSON object in a string of the request (a result's text, however the result
+    wraps it) that opens with the tool's ``name`` and has its parameter schema under one
+    of :data:`SCHEMA_KEYS` (``parameters``; Qwen Code writes ``parametersJsonSchema``)."""
+    decoder = json.JSONDecoder()
+    for match in DEFINITION_START.finditer(view.text):
+        try:
+            found, _ = decoder.raw_decode(view.text, match.start())
+        except ValueError:
+            continue
+        name = found.get("name") if isinstance(found, dict) else None
+        schema = next((found[key] for key in SCHEMA_KEYS if key in found), None) if isinstance(
+            found, dict) else None
+        if isinstance(name, str) and is_tool(name) and isinstance(schema, dict):
+            return name, schema
+    return None
 
 
 CHAT_PATH = "/chat/completions"
