@@ -1,9 +1,11 @@
 """Anthropic tool search against a real llama-server (issue #25): the 117 GitHub MCP tools
 deferred behind the regex search tool, sent with the ``anthropic`` SDK through the proxy to
 llama-server's own ``/v1/messages``. A recording relay between the proxy and llama-server
-keeps what reached it: the prompt holds the client's CORE plus what was loaded, and
-nothing a plain server cannot run; llama-server accepts it (200), first turn and a later
-turn whose history carries the search blocks. Sent directly, the same request does not
+keeps what reached it: the block holds the client's CORE, the search function and the
+``call_tool`` bridge (tools are delivered in the conversation, issue #51), and nothing a
+plain server cannot run; a found tool's definition stands in the history where its search
+result stands; llama-server accepts it (200), first turn and a later turn whose history
+carries the search blocks. Sent directly, the same request does not
 fit SmolLM2's 8k context.
 
 Marked ``real_upstream``: run with ``pytest -m real_upstream`` (builds llama-server on
@@ -92,7 +94,7 @@ def test_llama_server_gets_only_the_client_core_and_the_search_function(
     assert not [word for word in FORBIDDEN if word in text]
     names = [tool["name"] for tool in sent["tools"]]
     # More rounds happen only if the model searched; each adds what the search found.
-    assert names == ["Bash", "Read", "tool_search_tool_regex"]
+    assert names == ["Bash", "Read", "tool_search_tool_regex", "call_tool"]
     for later in more:
         assert [t["name"] for t in later["tools"]][:3] == names
     assert message.usage.input_tokens < 2_000  # SmolLM2 tokens: the 117 schemas are not there
@@ -108,10 +110,14 @@ def test_a_later_turn_with_search_blocks_in_its_history_is_accepted(
     message = client.messages.create(**body)
     assert message.role == "assistant"
     sent = messages(recorder)[0]
+    history = json.dumps(sent["messages"])
     assert not [word for word in FORBIDDEN if word in json.dumps(sent)]
+    # The found tool is not added to the block (that would break the KV-cache prefix):
+    # its definition is in the history, where the search result stood.
     assert [tool["name"] for tool in sent["tools"]] == [
-        "Bash", "Read", "tool_search_tool_regex", PR_TOOL
+        "Bash", "Read", "tool_search_tool_regex", "call_tool"
     ]
+    assert PR_TOOL in history and "call_tool" in history
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user", "assistant", "user"]
 
 
