@@ -76,14 +76,14 @@ class Forwarder:
         errors: ErrorReader | None = None,
     ) -> None:
         """Send ``request`` upstream (with ``body`` instead of the client's, if given) and
-        relay the response (``errors``: see :meth:`relay`). Proxy errors become
-        OpenAI-shaped error responses; a stream that breaks after the response started
+        relay the response (``errors``: see :meth:`relay`) with ``extra_response_headers``.
+        Proxy errors become OpenAI-shaped error responses, with those headers too; a stream that breaks after the response started
         ends with an SSE error event (never ``[DONE]``), or, for other bodies, with the
         connection closed."""
         try:
             response = await self.open(request, body)
         except ProxyError as error:
-            await send_error(send, error)
+            await send_error(send, error, headers=extra_response_headers)
             return
         try:
             await self.relay(response, send, extra_response_headers, errors)

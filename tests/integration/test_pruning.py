@@ -15,6 +15,7 @@ import openai
 import pytest
 
 from benchmarks.support.data import REAL_CATALOGS
+from benchmarks.support.servers import free_port
 from benchmarks.support.upstream import SSE, Chat, Hang, Raw
 from tests.conftest import ProxyFactory, RunningUpstream
 from tests.support.sse import chat_chunks, parse_sse
@@ -191,6 +192,19 @@ def test_dry_run_reports_but_forwards_the_original_bytes(upstream: RunningUpstre
     assert chat_requests(upstream)[-1].body == raw
     forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
     assert int(forwarded) <= 6 and offered == "69"
+
+
+@pytest.mark.parametrize("mode", ["on", "dry-run"])
+def test_an_unreachable_upstream_answer_still_reports_the_selection(
+    start_proxy: ProxyFactory, mode: str
+) -> None:
+    proxy = start_proxy(upstream_url=f"http://127.0.0.1:{free_port()}/v1", connect_retries=0)
+    response = httpx.post(proxy + "/v1/chat/completions", headers={"X-Tool-Pruning": mode},
+                          json={"model": "m", "messages": ASK, "tools": PLAYWRIGHT}, timeout=60)
+    assert response.status_code == 502
+    assert response.json()["error"]["code"] == "upstream_unavailable"
+    forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
+    assert 0 < int(forwarded) < 69 and offered == "69"
 
 
 @pytest.mark.parametrize("how", ["header", "env"])
