@@ -305,7 +305,8 @@ def run_parts(args: argparse.Namespace, client: httpx.Client, llama: Server, pro
     if "0" in parts:
         first = [{"role": "user", "content": FIRST_USER}]
         planned = asyncio.run(plan_bodies(
-            {size: chat_body(first, tools[:size], args.max_tokens, False) for size in sizes}
+            {size: chat_body(first, tools[:size], args.max_tokens, False) for size in sizes},
+            llama.origin + "/v1",
         ))
         part0(client, llama.origin, tools, slope_sizes, sizes, planned)
         emit()

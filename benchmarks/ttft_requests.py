@@ -179,15 +179,19 @@ class Planned:
     forwarded: int = 0  # client tools forwarded
     with_meta: dict[str, Any] = field(default_factory=dict)
     without_meta: dict[str, Any] = field(default_factory=dict)
-    meta_names: list[str] = field(default_factory=list)
+    meta_names: list[str] = field(default_factory=list)  # meta-tools, then the bridge
 
 
-async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
-    """Plan each body with a Planner built as ``toolprune explain`` builds it."""
+async def plan_bodies(bodies: dict[int, dict[str, Any]], upstream_url: str) -> dict[int, Planned]:
+    """Plan each body with a Planner built as ``toolprune explain`` builds it, knowing the
+    upstream at ``upstream_url`` (an OpenAI base URL) as the proxy knows it (its kind, so
+    where late tools are delivered and whether the ``call_tool`` bridge is in the block)."""
     from config.selector import build_embedder, build_selector
     from config.settings import Settings
     from proxy.apis.chat.adapter import ChatRequest, read_chat
+    from proxy.http.upstream import Upstream, create_session
     from proxy.metrics import Metrics
+    from proxy.servers.probe import ServerProbe
     from proxy.state.store import MemoryStateStore
     from proxy.turn.planner import Planner
     from selection.catalog.cache import CatalogCache
@@ -195,16 +199,18 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
 
     for key in [k for k in os.environ if k.startswith("TOOLPRUNE_")]:
         del os.environ[key]  # the same defaults as the proxy subprocess
-    settings = Settings()
+    settings = Settings(upstream_url=upstream_url)
     planned: dict[int, Planned] = {}
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient() as http, create_session(settings) as session:
         selector = build_selector(settings, build_embedder(settings, http), offline=True)
+        server = ServerProbe(settings, Upstream(settings, session))
+        await server.identify()
         try:
             for size, body in bodies.items():
                 planner = Planner(
                     settings=settings, selector=selector,
                     store=MemoryStateStore(settings.state_ttl_s, 16), metrics=Metrics(),
-                    on_late_error=lambda error: None,
+                    on_late_error=lambda error: None, upstream=server,
                 )
                 catalogs = CatalogCache(0, max_tool_bytes=settings.max_tool_definition_bytes)
                 request = ChatRequest(await read_chat(body, catalogs))
@@ -218,8 +224,10 @@ async def plan_bodies(bodies: dict[int, dict[str, Any]]) -> dict[int, Planned]:
                     forwarded=len(turn.plan.selection.tools),
                     with_meta=json.loads(request.upstream_body(turn, with_meta=True)),
                     without_meta=json.loads(request.upstream_body(turn, with_meta=False)),
-                    meta_names=sorted(turn.plan.meta.names) if turn.plan.meta else [],
+                    meta_names=(sorted(turn.plan.meta.names) if turn.plan.meta else [])
+                    + ([turn.plan.bridge] if turn.plan.bridge else []),
                 )
         finally:
+            await server.aclose()
             await selector.aclose()
     return planned
