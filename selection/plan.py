@@ -158,10 +158,9 @@ class Plan:
     conversation, through the bridge (:attr:`Upstream.delivery`); ``continued``: the
     request's history continues the one its conversation sent last
     (:mod:`selection.conversation.continuity`), so the proxy's hidden exchanges stand
-    where they stood; ``frozen``: the block is the one the upstream's cache holds for the
-    conversation, unchanged; ``proactive``: tools the proxy delivers before the first
-    round, as the result of a meta-call it makes itself (a new user turn whose best tools
-    the frozen block lacks, ``proactive_loads`` on)."""
+    where they stood; ``proactive``: tools the proxy delivers before the first round, as
+    the result of a meta-call it makes itself (a new user turn whose best tools the block
+    the upstream's cache holds lacks, ``proactive_loads`` on)."""
 
     reading: TurnReading
     selection: Selection
@@ -177,7 +176,6 @@ class Plan:
     count_evicts: bool = True
     delivers: bool = False
     continued: bool = False
-    frozen: bool = False
     proactive: tuple[str, ...] = ()
 
     @property

@@ -282,8 +282,7 @@ class Selector:
         return Plan(
             reading, selection, agent_block(state, conversation), meta, ranking,
             pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
-            delivers=delivery.delivers, continued=delivery.continued, frozen=facts.frozen,
-            proactive=proactive,
+            delivers=delivery.delivers, continued=delivery.continued, proactive=proactive,
         )
 
     def _select(
@@ -335,7 +334,7 @@ class Selector:
                 results, [answer.found for answer in answers], set(plan.selection.names),
                 selection.state.delivered, plan.catalog, bridge=plan.bridge or CALL_TOOL,
             ))
-        replanned = replace(plan, selection=selection, frozen=plan.delivers,
+        replanned = replace(plan, selection=selection,
                             agent_state=agent_block(selection.state, conversation))
         return MetaOutcome(replanned, results, labels, events, found, tuple(searches.late))
 

@@ -151,15 +151,15 @@ class _TurnServer:
         the proxy makes itself (its meta-tool, for those names), answered and appended as
         a hidden exchange, kept for the conversation's later requests."""
         turn, meta = self.turn, self.turn.plan.meta
-        names = turn.plan.proactive
-        if not names or meta is None or not (meta.load_name or meta.search_name):
+        names = turn.plan.proactive  # none unless a meta-tool can load them
+        if not names or meta is None:
             return
+        call_id = f"toolprune_load_{turn.plan.state.turn}"
         if meta.load_name:
-            call = MetaCall(f"toolprune_load_{turn.plan.state.turn}", meta.load_name,
-                            json.dumps({"names": list(names)}))
+            call = MetaCall(call_id, meta.load_name, json.dumps({"names": list(names)}))
         else:
-            call = MetaCall(f"toolprune_load_{turn.plan.state.turn}", meta.search_name or "",
-                            json.dumps({"query": ", ".join(names)}))
+            assert meta.search_name is not None
+            call = MetaCall(call_id, meta.search_name, json.dumps({"query": ", ".join(names)}))
         results = await self.services.run_meta_calls(turn, [call])
         turn.meta_events[-1]["proactive"] = True
         exchange = self.request.append_exchange(turn, self.request.meta_reply(turn, call), results)
