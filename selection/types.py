@@ -52,13 +52,15 @@ from selection.errors import (
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
 
 __all__ = [
-    "DEFER_LOADING", "KEEP", "TEMPLATE_RESERVE_TOKENS", "BridgedCall", "bridge_arguments", "UNAVAILABLE", "CacheExpectation", "Catalog", "CatalogCache",
-    "CatalogError", "ClientSearch", "ConversationState", "DeclaredGroup", "Embedder",
-    "EmbedderError", "EmbedderTimeout", "IndexPending", "LoadedTool", "MetaTools",
-    "NothingToPrune", "Plan", "PolicyError", "SelectionError", "SmallCatalog",
-    "StateStoreError", "UnexpectedSelectionError", "VectorStoreError", "SearchResult", "SelectedTool", "Selection", "TextPlan", "Tool",
-    "ToolChoice", "TurnInput", "TurnReading", "Upstream", "build_catalog", "called_tools",
-    "canonical_json", "content_text", "deferred_menu", "estimated_tokens", "fingerprint", "free_name",
-    "name_words", "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
-    "text_called_tools", "without_deferral",
+    "BridgedCall", "CacheExpectation", "Catalog", "CatalogCache", "CatalogError",
+    "ClientSearch", "ConversationState", "DEFER_LOADING", "DeclaredGroup", "Embedder",
+    "EmbedderError", "EmbedderTimeout", "IndexPending", "KEEP", "LoadedTool", "MetaTools",
+    "NothingToPrune", "Plan", "PolicyError", "SearchResult", "SelectedTool", "Selection",
+    "SelectionError", "SmallCatalog", "StateStoreError", "TEMPLATE_RESERVE_TOKENS",
+    "TextPlan", "Tool", "ToolChoice", "TurnInput", "TurnReading", "UNAVAILABLE",
+    "UnexpectedSelectionError", "Upstream", "VectorStoreError", "bridge_arguments",
+    "build_catalog", "called_tools", "canonical_json", "content_text", "deferred_menu",
+    "estimated_tokens", "fingerprint", "free_name", "name_words", "parse_flat_tools",
+    "parse_function", "parse_tools", "read_tool_choice", "text_called_tools",
+    "without_deferral",
 ]
