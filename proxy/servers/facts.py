@@ -32,8 +32,6 @@ class PrefixCache(StrEnum):
     UNKNOWN = "unknown"
 
 
-#: The kinds this package knows, in the order they are tried (:mod:`proxy.servers.probe`).
-KINDS = ("llama-server", "lemonade", "vllm", "lmstudio", "ollama")
 UNKNOWN = "unknown"
 
 
@@ -61,9 +59,9 @@ class ModelFacts:
 class ServerFacts:
     """The server as a whole.
 
-    ``kind``: one of :data:`KINDS`, or ``unknown``; ``source``: the endpoint whose answer
-    named it (None: nothing did); ``version``: as the server reports it (None: not
-    reported); ``prefix_cache``: :class:`PrefixCache`; ``streams_tool_calls``: False for
+    ``kind``: a key of :data:`proxy.servers.probe.KIND_MODULES`, or ``unknown``;
+    ``source``: the endpoint whose answer named it (None: nothing did); ``version``: as
+    the server reports it (None: not reported); ``prefix_cache``: :class:`PrefixCache`; ``streams_tool_calls``: False for
     a server known to drop streamed tool calls (Ollama before v0.8.0);
     ``context_setting``: the server's own setting that sets a model's context (named in
     the log when a prompt would not fit); ``models``: the models it listed, with their
@@ -83,10 +81,10 @@ class ServerFacts:
         return self.kind != UNKNOWN
 
     def shown(self) -> dict[str, Any]:
-        """The facts as ``/readyz`` and the ``upstream_server`` log line show them."""
-        shown = asdict(self)
+        """The server's facts as ``/readyz`` and the ``upstream_server`` log line show them
+        (the models' are the probe's: :meth:`proxy.servers.probe.ServerProbe.shown`)."""
+        shown = {name: value for name, value in asdict(self).items() if name != "models"}
         shown["prefix_cache"] = self.prefix_cache.value
-        shown["models"] = {name: asdict(facts) for name, facts in self.models.items()}
         return shown
 
 
