@@ -54,13 +54,18 @@ def test_a_new_user_turns_missing_tools_are_delivered_before_the_model_asks(
     assert history_of(name, third)[: len(history_of(name, second))] == history_of(name, second)
 
 
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
 def test_without_proactive_loads_the_model_asks_first(
-    servers: Servers, request: pytest.FixtureRequest
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
 ) -> None:
-    run: Bench = bench(servers, "waiting", request, "chat", False)
-    chat = run.api
-    run.script(chat.reply("The screenshot is taken."), chat.reply("Setting it."))
-    body = chat.body(False)
+    run: Bench = bench(servers, "waiting", request, name, stream)
+    api = run.api
+    run.script(api.reply("The screenshot is taken."), api.reply("Setting it."))
+    body = api.body(stream)
     send(run, body)
-    send(run, answered("chat", body, [], "", text="The screenshot is taken.", ask=COOKIES))
-    assert chat.exchanged(run.bodies()[-1]) == []
+    follow = answered(name, body, [], "", text="The screenshot is taken.", ask=COOKIES)
+    assert send(run, follow).text == "Setting it."
+    first, second = run.bodies()
+    assert api.offered(second) == api.offered(first)
+    before = len(history_of(name, follow))
+    assert history_of(name, second)[before:] == []  # nothing after the client's history

@@ -127,7 +127,8 @@ def invalid(answer_error: dict[str, Any] | None, api: Api) -> bool:
     if answer_error is None:
         return False
     if api.name == "messages":
-        return answer_error.get("type") == "api_error" and "upstream" in answer_error.get("message", "")
+        return (answer_error.get("type") == "api_error"
+                and "could not read it" in answer_error.get("message", ""))
     return answer_error.get("code") == "upstream_invalid_response"
 
 
