@@ -35,6 +35,9 @@ from benchmarks.support.session_blocks import block_changes, tool_block
 LONG_CTX = 131072
 #: A bound on one session's CLI runs (seconds): 16 runs of 3–60 s on a busy machine.
 SESSION_TIMEOUT_S = 2400.0
+#: What :func:`turn_results` says of a user turn the session never reached (it stopped
+#: before: a run that exited non-zero, or :data:`SESSION_TIMEOUT_S`).
+NOT_RUN = "not run: the session stopped before it"
 
 
 @dataclass
@@ -67,7 +70,7 @@ class LongResult:
     def evaluated_through(self, turn: int) -> int | None:
         """Evaluated tokens of the requests of turns 1…``turn``; None when a turn's
         requests were not all served (llama-server refused one) or the turn never ran."""
-        if turn > len(self.turns):
+        if turn > len(self.turns) or self.turns[turn - 1] == NOT_RUN:
             return None
         rows = [row for row in self.requests if row["turn"] <= turn]
         if any(row["status"] != 200 for row in rows):
@@ -107,16 +110,17 @@ class LongResult:
 
 
 def turn_results(session: Session, task: Task) -> list[str]:
-    """Per user turn that ran: ``""`` when its run exited 0, the MCP server got every
+    """Per user turn of ``task``: ``""`` when its run exited 0, the MCP server got every
     scripted call of the turn with its name and arguments, and the answer quotes the
-    first line of its last result; else what failed."""
+    first line of its last result; else what failed (:data:`NOT_RUN` for a turn the
+    session never reached, so every session has one entry per turn of the task)."""
     outcome = []
     seen = 0
     for run, turn in zip(session.runs, task.turns, strict=False):
         calls = run.calls[seen:]
         seen = len(run.calls)
         outcome.append(_turn_failure(run, turn.steps, calls))
-    return outcome
+    return outcome + [NOT_RUN] * (len(task.turns) - len(outcome))
 
 
 def _turn_failure(run: AgentRun, steps: Any, calls: list[dict[str, Any]]) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 from benchmarks.agent_session_runs import FLATTENED
 from benchmarks.long_session_report import evaluated_rows, fact_rows
-from benchmarks.long_session_runs import LongResult, turn_results
+from benchmarks.long_session_runs import NOT_RUN, LongResult, turn_results
 from benchmarks.support.agent_behaviour import AgentBehaviour
 from benchmarks.support.agent_clients import MODES, AgentRun
 from benchmarks.support.agent_sessions import Session
@@ -105,7 +105,8 @@ def test_a_turn_is_done_when_its_calls_reached_the_server_and_its_answer_quotes_
     quote = canned_result(one.steps[0].tool, one.steps[0].arguments).splitlines()[0]
     session = Session([_run(first, quote), _run(second, "…")], False, [], [])
     assert turn_results(session, LONG_SESSION) == [
-        "", "no pull_request_read call with the task's arguments"]
+        "", "no pull_request_read call with the task's arguments",
+        *[NOT_RUN] * (len(LONG_SESSION.turns) - 2)]
 
 
 def _exchange(path: str, body: dict[str, Any], at: float) -> Exchange:
@@ -151,6 +152,19 @@ def test_a_refused_request_leaves_its_checkpoints_unmeasured() -> None:
     result = _result("direct", [10] * 16)
     result.requests[5]["status"] = 400
     assert result.checkpoint_values() == [40, None, None, None]
+
+
+def test_a_session_that_stopped_early_is_compared_at_the_tasks_checkpoints() -> None:
+    direct = _result("direct", [1000] * 16)
+    stopped = _result("toolprune", [100] * 10)
+    stopped.turns = [""] * 10 + [NOT_RUN] * 6
+    assert stopped.checkpoint_values() == [400, 800, None, None]
+    headers, rows = evaluated_rows([direct, stopped])
+    by_via = {row[1]: dict(zip(headers, row, strict=True)) for row in rows}
+    assert by_via["toolprune"]["× direct @8"] == "0.10×"
+    assert by_via["toolprune"]["× direct @12"] == "–"
+    _, facts = fact_rows([stopped])
+    assert facts[0][2].startswith("10/16 (turn 11: not run")
 
 
 def test_a_summary_quotes_the_tools_first_line_not_codexs_wrapper() -> None:
