@@ -44,7 +44,8 @@ class ModelFacts:
     loaded, so its context may change when it loads (asked again soon);
     ``llama_cpp``: llama.cpp serves it and reads its request fields (``n_cache_reuse``,
     ``cache_prompt``); ``tokenize_url``: the endpoint that counts its tokens exactly
-    (None: estimates); ``tokenize_model``: that endpoint's requests name the model (vLLM).
+    (None: estimates); ``tokenize_model``: the model that endpoint's requests name (vLLM:
+    the served model's id; None: they name none).
     """
 
     context_tokens: int | None = None
@@ -52,7 +53,7 @@ class ModelFacts:
     provisional: bool = False
     llama_cpp: bool = False
     tokenize_url: str | None = None
-    tokenize_model: bool = False
+    tokenize_model: str | None = None
 
 
 @dataclass(frozen=True)

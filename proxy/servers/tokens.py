@@ -34,11 +34,12 @@ MAX_COUNTS = 100_000
 Tokenizer = tuple[str, str]
 
 
-def tokenizer(facts: ModelFacts, model: str | None) -> Tokenizer | None:
-    """Which tokenizer counts ``model``'s tokens (None: none, estimates)."""
+def tokenizer(facts: ModelFacts) -> Tokenizer | None:
+    """Which tokenizer counts the tokens of the model ``facts`` describe (None: none,
+    estimates): keyed by the model the server serves, never by the name a request gave."""
     if facts.tokenize_url is None:
         return None
-    return facts.tokenize_url, (model or "") if facts.tokenize_model else ""
+    return facts.tokenize_url, facts.tokenize_model or ""
 
 
 def tokenize_body(of: Tokenizer, text: str) -> dict[str, object]:

@@ -62,7 +62,7 @@ def _cards(answer: Any) -> list[dict[str, Any]]:
 def _model(card: dict[str, Any], base: str, roots: list[str]) -> ModelFacts:
     return ModelFacts(
         card["max_model_len"], f"GET {base}/models max_model_len",
-        tokenize_url=roots[0] + "/tokenize", tokenize_model=True,
+        tokenize_url=roots[0] + "/tokenize", tokenize_model=card["id"],
     )
 
 

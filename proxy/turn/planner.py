@@ -99,7 +99,7 @@ class Planner:
         agent = state_key(reading.agent, headers, shared=shared)
         plan = await self.selector.plan(
             reading, state=await self._load_state(conversation), conversation=conversation,
-            load_agent=lambda: self._load_state(agent), upstream=self._upstream(server, facts, model),
+            load_agent=lambda: self._load_state(agent), upstream=self._upstream(server, facts),
             top_k=top_k,
         )
         if plan.ranking is not None:
@@ -108,7 +108,7 @@ class Planner:
             self._observe_cache(plan.expectation, bool(plan.selection.evicted),
                                 rewritten=plan.delivers and not plan.continued)
         if save:
-            await self._save(plan, conversation, agent, tokenizer(facts, model))
+            await self._save(plan, conversation, agent, tokenizer(facts))
         return Turn(plan, conversation, agent, server=server.kind,
                     shortfall=shortfall(plan.expectation, facts, server))
 
@@ -121,7 +121,7 @@ class Planner:
         facts = await self.upstream.model(model)  # asks for the server's facts first
         return self.upstream.current, facts
 
-    def _upstream(self, server: ServerFacts, facts: ModelFacts, model: str | None) -> Upstream:
+    def _upstream(self, server: ServerFacts, facts: ModelFacts) -> Upstream:
         """What selection reads of the upstream: the model's context, exact token counts
         (its tokenizer's), whether conversations of one agent share its block
         (``prefix_cache``; ``auto``: a server that keeps one prompt per slot), the
@@ -130,7 +130,7 @@ class Planner:
         (``late_tools``; ``auto``: in the conversation where the prefix is cached)."""
         settings, mode = self.settings, self.settings.prefix_cache
         one_prompt = server.prefix_cache is PrefixCache.ONE_PROMPT
-        exact = self.upstream.tokens.exact(tokenizer(facts, model)) if self.upstream else None
+        exact = self.upstream.tokens.exact(tokenizer(facts)) if self.upstream else None
         caches = server.prefix_cache is not PrefixCache.UNKNOWN
         late = settings.late_tools
         return Upstream(

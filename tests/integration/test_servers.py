@@ -129,6 +129,23 @@ def test_each_server_is_known_by_its_own_endpoints_and_its_facts_are_used(
                      if kind == "vllm" else {"content": asked["content"]})
 
 
+def test_vllms_tokenizer_is_asked_for_the_served_model_whatever_name_a_request_gives() -> None:
+    """One model served: a request naming another (an alias, a made-up name) is counted
+    by the served model's tokenizer under its id, so names add no tokenizer."""
+    upstream = Upstream()
+    upstream.behaviour = Vllm(model="m", max_model_len=CONTEXT)
+    with serve_in_thread(upstream.app) as origin, serve_in_thread(create_app(Settings(
+        upstream_url=origin + "/v1", top_k=8, max_tools=8, threshold=0.0,
+        index_timeout_s=300.0, readiness_timeout_s=30.0,
+    )), server_header=False, date_header=False) as proxy:
+        for alias in ("alias-one", "alias-two"):
+            body = {**APIS["chat"].body(False, HISTORY + " Take a screenshot of it."), "model": alias}
+            response = httpx.post(proxy + "/v1/chat/completions", json=body, timeout=300)
+            assert response.status_code == 200
+        counted = upstream.wait_for(lambda records: any(r.path == "/tokenize" for r in records))
+    assert {r.json()["model"] for r in counted if r.path == "/tokenize"} == {"m"}
+
+
 def error_of(answer: Answer, name: str) -> dict[str, Any]:
     """The client's error object, as its API writes it."""
     assert answer.status == 400 and answer.error is not None, answer.raw[:300]
