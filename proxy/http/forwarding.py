@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from starlette.types import Send
 
 from proxy.http.asgi import send_body, send_complete, send_error, start_response
-from proxy.http.errors import ProxyError, sse_error_event
+from proxy.http.errors import ProxyError, UpstreamResponseInvalid, sse_error_event
 from proxy.http.headers import Headers, end_to_end, upstream_request_headers
 from proxy.http.request_log import RequestLog
 from proxy.http.upstream import Upstream, UpstreamResponse, decoded, raw_chunks
@@ -141,13 +141,18 @@ class Forwarder:
     async def _relay_error(
         response: UpstreamResponse, send: Send, extra_headers: Headers, errors: ErrorReader
     ) -> None:
-        """An error answer read whole: ``errors``' error for it, else the answer as sent."""
+        """An error answer read whole: ``errors``' error for it, else the answer as sent
+        (also when its ``Content-Encoding`` is one the proxy does not decode: it is not
+        one of the proxy's errors, and the client may read it)."""
         try:
             raw = b"".join([chunk async for chunk in raw_chunks(response)])
-            error = errors(response.status_code, decoded(raw, response.header(b"content-encoding")))
         except ProxyError as broken:
             await send_error(send, broken, headers=extra_headers)
             return
+        try:
+            error = errors(response.status_code, decoded(raw, response.header(b"content-encoding")))
+        except UpstreamResponseInvalid:
+            error = None
         if error is not None:
             await send_error(send, error, headers=extra_headers)
             return

@@ -187,6 +187,29 @@ def test_upstream_errors_pass_through_with_status_headers_and_body(
 
 
 @proves(
+    fault="an error answer in a Content-Encoding the proxy does not decode (brotli)",
+    phase="before the upstream answers",
+    client="the upstream's status, encoding and bytes unchanged (not a 502 of the proxy's)",
+)
+def test_an_error_in_an_encoding_the_proxy_does_not_decode_passes_through(
+    upstream: RunningUpstream, proxy: str
+) -> None:
+    encoded = b"\x1b\x0f\x00\xf8brotli-compressed-error"
+    upstream.upstream.script(Raw(429, encoded, headers={"Content-Encoding": "br"}))
+    host, port = proxy.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=60)
+    try:
+        connection.request("POST", "/v1/chat/completions", json.dumps(
+            {"model": "m", "messages": MESSAGES}), {"content-type": "application/json"})
+        response = connection.getresponse()
+        assert response.status == 429
+        assert response.getheader("content-encoding") == "br"
+        assert response.read() == encoded
+    finally:
+        connection.close()
+
+
+@proves(
     fault="the upstream cannot be reached",
     phase="before the upstream answers",
     client="502 `upstream_unavailable` in the API's error shape",
