@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from tests.support.conversations import (
-    ClientCall,
     answered,
     client_calls,
     history_of,
@@ -65,7 +64,7 @@ def send(run: Bench, body: dict[str, Any]) -> Answer:
     return run.api.read(response, run.stream)
 
 
-def first_turn(run: Bench) -> tuple[dict[str, Any], Answer, list[ClientCall]]:
+def first_turn(run: Bench) -> tuple[dict[str, Any], Answer, list[Call]]:
     """The first request: the model loads ``LOADED``, then calls it through the bridge."""
     run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply(calls=(bridge(LOADED, COOKIE),)))
     body = run.api.body(run.stream)

@@ -21,6 +21,7 @@ import pytest
 
 from benchmarks.support.api_replies import Message
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.integration.test_tool_search_messages import names, sent
 from tests.support.tool_search_requests import (
     ASK,
     BASH,
@@ -61,14 +62,6 @@ def answer(proxy: str, body: dict[str, Any], stream: bool) -> list[dict[str, Any
     else:
         message = api.messages.create(**body)
     return [block.model_dump(exclude_none=True) for block in message.content]
-
-
-def sent(upstream: RunningUpstream) -> list[dict[str, Any]]:
-    return [r.json() for r in upstream.upstream.requests if r.path.endswith("/messages")]
-
-
-def names(request: dict[str, Any]) -> list[str]:
-    return [tool["name"] for tool in request["tools"]]
 
 
 def unmarked(value: Any) -> Any:

@@ -21,6 +21,7 @@ import pytest
 
 from benchmarks.support.api_replies import Responses
 from tests.conftest import ProxyFactory, RunningUpstream
+from tests.integration.test_responses_tool_search import client_of, sent
 from tests.support.responses_requests import ASK, HOSTED_TOOLS, ISSUES, TOP_LEVEL
 from tests.support.turn_apis import CHAT_TOOLS, LOADED, REAL
 
@@ -39,14 +40,6 @@ CODEX_TOOLS = [*TOP_LEVEL, ISSUES, CLIENT_SEARCH]
 def proxy(start_proxy: ProxyFactory) -> str:
     return start_proxy(late_tools="conversation", preload_deferred=False, max_tools=6, top_k=4,
                        threshold=0.0)
-
-
-def client_of(proxy: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=proxy + "/v1", api_key="k", max_retries=0)
-
-
-def sent(upstream: RunningUpstream) -> list[dict[str, Any]]:
-    return [r.json() for r in upstream.upstream.requests if r.path.endswith("/responses")]
 
 
 def call(call_id: str, name: str, arguments: Any) -> dict[str, str]:

@@ -7,22 +7,12 @@ Completions and Responses references, Anthropic's Messages reference).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
-from tests.support.turn_apis import events
+from tests.support.turn_apis import Call, events
 
 
-@dataclass(frozen=True)
-class ClientCall:
-    """A call the client got: ``id``, ``name`` and ``arguments`` (JSON text)."""
-
-    id: str
-    name: str
-    arguments: str
-
-
-def client_calls(api: str, raw: bytes, stream: bool) -> list[ClientCall]:
+def client_calls(api: str, raw: bytes, stream: bool) -> list[Call]:
     """The calls of an answer the client got, whole (a stream's fragments joined)."""
     if not stream:
         return _plain_calls(api, json.loads(raw))
@@ -33,18 +23,18 @@ def client_calls(api: str, raw: bytes, stream: bool) -> list[ClientCall]:
             for field_name in ("id", "name"):
                 call[field_name] = call[field_name] or part.get(field_name)
             call["arguments"] += part.get("arguments") or ""
-    return [ClientCall(c["id"], c["name"], c["arguments"] or "{}") for c in calls.values()]
+    return [Call(c["id"], c["name"], c["arguments"] or "{}") for c in calls.values()]
 
 
-def _plain_calls(api: str, data: dict[str, Any]) -> list[ClientCall]:
+def _plain_calls(api: str, data: dict[str, Any]) -> list[Call]:
     if api == "chat":
         message = data["choices"][0]["message"]
-        return [ClientCall(c["id"], c["function"]["name"], c["function"]["arguments"])
+        return [Call(c["id"], c["function"]["name"], c["function"]["arguments"])
                 for c in message.get("tool_calls") or []]
     if api == "responses":
-        return [ClientCall(i["call_id"], i["name"], i["arguments"])
+        return [Call(i["call_id"], i["name"], i["arguments"])
                 for i in data["output"] if i.get("type") == "function_call"]
-    return [ClientCall(b["id"], b["name"], json.dumps(b["input"]))
+    return [Call(b["id"], b["name"], json.dumps(b["input"]))
             for b in data["content"] if b.get("type") == "tool_use"]
 
 
@@ -70,7 +60,7 @@ def _stream_parts(api: str, data: dict[str, Any]) -> list[tuple[Any, dict[str, A
     return []
 
 
-def answered(api: str, body: dict[str, Any], calls: list[ClientCall], result: str,
+def answered(api: str, body: dict[str, Any], calls: list[Call], result: str,
              text: str = "", ask: str | None = None) -> dict[str, Any]:
     """The client's next request after an answer: ``body``'s history, the assistant turn
     (``text`` and ``calls``), one result per call (``result``), then ``ask`` as a new user

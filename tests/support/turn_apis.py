@@ -42,8 +42,9 @@ REAL = "browser_take_screenshot"
 
 @dataclass(frozen=True)
 class Call:
-    """A call the scripted model makes: ``arguments`` as the model wrote them (JSON text,
-    maybe broken)."""
+    """A tool call: one the scripted model makes, or one the client got
+    (:func:`tests.support.conversations.client_calls`); ``arguments`` as written (JSON
+    text, maybe broken)."""
 
     id: str
     name: str
