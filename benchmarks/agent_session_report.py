@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.agent_session_runs import Ratio, SessionResult
-from benchmarks.support.text_tables import n, table
+from benchmarks.support.text_tables import markdown_table, n, table
 
 Rows = list[tuple[SessionResult, Ratio]]
 
@@ -27,12 +27,7 @@ def render(rows: Rows, markdown: bool = False) -> str:
         else:
             row += [n(result.body_tokens), str(ratio), f"{result.cli_s:.0f}"]
         body.append(row)
-    if not markdown:
-        return table(headers, body, left=3)
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join("---" if i < 3 else "---:" for i in range(len(headers))) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines)
+    return (markdown_table if markdown else table)(headers, body, left=3)
 
 
 def plot(rows: Rows, path: Path) -> None:

@@ -10,7 +10,7 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from benchmarks.support.agent_behaviour import SESSION, AgentBehaviour, Task
 from benchmarks.support.agent_clients import Mode
@@ -34,6 +34,27 @@ RUN_TIMEOUT_S = 300.0
 #: anew where the next turn's text follows them).
 BREAK_SLACK = 4
 FLATTENED = "direct (flattened)"
+
+
+class _Measured(Protocol):
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def via(self) -> str: ...
+
+
+Measured = TypeVar("Measured", bound=_Measured)
+
+
+def references(results: list[Measured]) -> dict[str, Measured]:
+    """Each mode's direct session, which the others are compared with: the flattened one
+    where there is one (Codex's namespaces written as plain tools), else the first direct."""
+    found: dict[str, Measured] = {}
+    for result in results:
+        if result.via == FLATTENED or (result.via == "direct" and result.mode not in found):
+            found[result.mode] = result
+    return found
 
 
 @dataclass
@@ -196,10 +217,7 @@ def ratios(results: list[SessionResult]) -> list[tuple[SessionResult, Ratio]]:
     """Each result with its tokens against its mode's direct session's (the flattened one
     where there is one): evaluated tokens where both were counted and llama-server served
     the whole direct session, else the prompt tokens sent (:class:`Ratio`)."""
-    reference: dict[str, SessionResult] = {}
-    for result in results:
-        if result.via == FLATTENED or (result.via == "direct" and result.mode not in reference):
-            reference[result.mode] = result
+    reference = references(results)
     rows = []
     for result in results:
         base = reference.get(result.mode)

@@ -5,19 +5,10 @@ done, requests, block changes, prompt sizes)."""
 
 from __future__ import annotations
 
-from benchmarks.agent_session_runs import FLATTENED
+from benchmarks.agent_session_runs import references
 from benchmarks.long_session_runs import LongResult
 from benchmarks.support.long_task import checkpoints
-from benchmarks.support.text_tables import n, table
-
-
-def references(results: list[LongResult]) -> dict[str, LongResult]:
-    """Each mode's direct session (the flattened one where there is one)."""
-    found: dict[str, LongResult] = {}
-    for result in results:
-        if result.via == FLATTENED or (result.via == "direct" and result.mode not in found):
-            found[result.mode] = result
-    return found
+from benchmarks.support.text_tables import markdown_table, n, table
 
 
 def _ratio(value: int | None, reference: int | None) -> str:
@@ -67,11 +58,5 @@ def render(results: list[LongResult], markdown: bool = False) -> str:
     """Both tables, plain or Markdown."""
     parts = []
     for headers, rows in (evaluated_rows(results), fact_rows(results)):
-        if markdown:
-            lines = ["| " + " | ".join(headers) + " |",
-                     "|" + "|".join("---" if i < 2 else "---:" for i in range(len(headers))) + "|"]
-            lines += ["| " + " | ".join(row) + " |" for row in rows]
-            parts.append("\n".join(lines))
-        else:
-            parts.append(table(headers, rows, left=2))
+        parts.append((markdown_table if markdown else table)(headers, rows, left=2))
     return "\n\n".join(parts)

@@ -23,6 +23,15 @@ def table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
     return "\n".join(lines)
 
 
+def markdown_table(headers: list[str], rows: list[list[str]], left: int = 1) -> str:
+    """The same table in Markdown; the first ``left`` columns left-aligned, the rest
+    right-aligned."""
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---" if i < left else "---:" for i in range(len(headers))) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
 def n(value: Any) -> str:
     return "–" if value is None else f"{value:,}"
 

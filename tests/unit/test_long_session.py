@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from benchmarks.agent_session_runs import FLATTENED
-from benchmarks.long_session_report import evaluated_rows, fact_rows
+from benchmarks.long_session_report import evaluated_rows, fact_rows, render
 from benchmarks.long_session_runs import NOT_RUN, LongResult, turn_results
 from benchmarks.support.agent_behaviour import AgentBehaviour
 from benchmarks.support.agent_clients import MODES, AgentRun
@@ -146,6 +146,14 @@ def test_the_checkpoints_sum_the_turns_and_compare_with_the_flattened_direct_ses
     assert by_via["toolprune"]["× direct"] == "0.10×"
     _, facts = fact_rows([proxy])
     assert facts[0][2:5] == ["16/16", "16", "1 (0)"]
+
+
+def test_the_markdown_tables_align_the_names_left_and_the_figures_right() -> None:
+    evaluated, facts = render([_result("direct", [10] * 16)], markdown=True).split("\n\n")
+    header, rule, row = evaluated.splitlines()
+    assert header.startswith("| client/mode | via | turn 4 |")
+    assert rule.startswith("|---|---|---:|") and row.startswith("| codex-default | direct | 40 |")
+    assert facts.splitlines()[2].startswith("| codex-default | direct | 16/16 |")
 
 
 def test_a_refused_request_leaves_its_checkpoints_unmeasured() -> None:
