@@ -22,6 +22,7 @@ from tests.support.conversations import (
     answered,
     client_calls,
     history_of,
+    streamed_call_places,
     with_history,
 )
 from tests.support.turn_apis import (
@@ -144,3 +145,20 @@ def test_a_bridge_call_that_cannot_be_made_goes_back_to_the_model_not_the_client
     assert run.api.offered(third) == run.api.offered(first)
     (_, (call_id, refusal)) = run.api.results(third)
     assert call_id == "bridge_1" and told in json.loads(refusal)
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_bridge_call_that_cannot_be_made_beside_a_real_call_leaves_the_real_call_alone(
+    run: Bench,
+) -> None:
+    """The client gets the real call, first in its answer (no gap where the refused bridge
+    call stood); the client's call ends the request, so no hidden round follows."""
+    run.script(run.api.reply(calls=(load(LOADED),)),
+               run.api.reply(calls=(bridge("browser_cookie_sett", COOKIE), Call("real_1", REAL, "{}"))))
+    answer = run.post()
+    assert (answer.status, answer.calls) == (200, [REAL])
+    calls = client_calls(run.api.name, answer.raw, run.stream)
+    assert [(c.id, c.name) for c in calls] == [("real_1", REAL)]
+    if run.stream:
+        assert streamed_call_places(run.api.name, answer.raw) == {0}
+    assert b"call_tool" not in answer.raw and len(run.bodies()) == 2

@@ -38,6 +38,13 @@ def _plain_calls(api: str, data: dict[str, Any]) -> list[Call]:
             for b in data["content"] if b.get("type") == "tool_use"]
 
 
+def streamed_call_places(api: str, raw: bytes) -> set[int]:
+    """Where a streamed answer put its calls: Chat Completions ``tool_calls[].index``,
+    Responses ``output_index``, Messages content-block ``index``."""
+    return {key[0] if isinstance(key, tuple) else key
+            for _, data in events(raw) for key, _ in _stream_parts(api, data)}
+
+
 def _stream_parts(api: str, data: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """``(call key, {id?, name?, arguments?})`` of one streamed event."""
     if api == "chat":
