@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import tempfile
 import time
@@ -88,6 +87,7 @@ from benchmarks.support.agent_behaviour import SESSION
 from benchmarks.support.agent_clients import MODES
 from benchmarks.support.long_task import LONG_SESSION
 from benchmarks.support.packages import require
+from benchmarks.support.saved_results import is_saved, saved_or_measured
 from benchmarks.support.text_tables import load_str
 
 VIAS = ("direct", "toolprune")
@@ -137,18 +137,16 @@ def main(argv: list[str] | None = None) -> int:
     results: list[SessionResult] = []
     for name in args.modes:
         for via in VIAS:
-            saved = out / name / via / "result.json"
-            if via not in args.vias or (args.reuse and saved.exists()):
-                if saved.exists():
-                    results += [SessionResult.from_json(item)
-                                for item in json.loads(saved.read_text())]
-                continue
-            print(f"  {name} {via} …", file=sys.stderr, flush=True)
-            shutil.rmtree(out / name / via, ignore_errors=True)
-            measured = measure_session(MODES[name], via == "toolprune", out,
+            folder = out / name / via
+
+            def measure(name: str = name, via: str = via) -> list[SessionResult]:
+                print(f"  {name} {via} …", file=sys.stderr, flush=True)
+                return measure_session(MODES[name], via == "toolprune", out,
                                        ctx=None if args.no_llama else args.ctx or DEFAULT_CTX)
-            saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
-            results += measured
+
+            skip = via not in args.vias or (args.reuse and is_saved(folder))
+            results += saved_or_measured(folder, SessionResult.from_json,
+                                         None if skip else measure)
     rows = ratios(results)
     print(f"\n{load_str()}\n\n{render(rows, markdown=args.markdown)}\n", flush=True)
     (out / "results.json").write_text(json.dumps([r.to_json() for r in results], indent=1))

@@ -7,8 +7,6 @@ prefill (a 40k-token prefill takes over an hour on 2 cores)."""
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +26,7 @@ from benchmarks.support.llama_replay import fresh_llama
 from benchmarks.support.llama_tokens import prompts_of, simulate
 from benchmarks.support.long_task import LONG_SESSION, checkpoints
 from benchmarks.support.plain_responses import flat_request, has_namespaces
+from benchmarks.support.saved_results import is_saved, saved_or_measured
 from benchmarks.support.session_blocks import block_changes, tool_block
 
 #: The simulated slot's context: Claude Code's default mode sends 53,700 tokens of tools
@@ -212,22 +211,20 @@ def run_long(modes: Sequence[str], vias: Sequence[str], out: Path, reuse: bool,
     with fresh_llama(out, "llama-tokenize", TOKENIZER_CTX) as origin:
         for name in modes:
             for via in ("direct", "toolprune"):
-                saved = out / name / via / "result.json"
-                if via not in vias or (reuse and saved.exists()):
-                    if saved.exists():
-                        results += [LongResult.from_json(item)
-                                    for item in json.loads(saved.read_text())]
-                    continue
-                shutil.rmtree(out / name / via, ignore_errors=True)
-                with tqdm(total=len(task.turns), desc=f"{name} {via}", unit="turn",
-                          file=sys.stderr) as bar:
-                    def advance(run: AgentRun, bar: Any = bar) -> None:
-                        bar.update(1)
-                        bar.set_postfix(exit=run.returncode, calls=len(run.calls))
+                folder = out / name / via
 
-                    measured = measure_long(MODES[name], via == "toolprune", out, origin, ctx,
+                def measure(name: str = name, via: str = via) -> list[LongResult]:
+                    with tqdm(total=len(task.turns), desc=f"{name} {via}", unit="turn",
+                              file=sys.stderr) as bar:
+                        def advance(run: AgentRun) -> None:
+                            bar.update(1)
+                            bar.set_postfix(exit=run.returncode, calls=len(run.calls))
+
+                        return measure_long(MODES[name], via == "toolprune", out, origin, ctx,
                                             on_run=advance, task=task,
                                             proxy_settings=proxy_settings)
-                saved.write_text(json.dumps([result.to_json() for result in measured], indent=1))
-                results += measured
+
+                skip = via not in vias or (reuse and is_saved(folder))
+                results += saved_or_measured(folder, LongResult.from_json,
+                                             None if skip else measure)
     return results
