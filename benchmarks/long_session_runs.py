@@ -138,9 +138,7 @@ def _turn_failure(run: AgentRun, steps: Any, calls: list[dict[str, Any]]) -> str
 def _turn_of(path: str, body: Any, task: Task) -> int:
     """The last user turn (1-based) whose prompt the request carries (1: none)."""
     view = read_request(path, body)
-    text = view.text if view is not None else ""
-    return max((index for index, turn in enumerate(task.turns, 1) if turn.prompt in text),
-               default=1)
+    return task.turn_in(view.text if view is not None else "") + 1
 
 
 def _counted(origin: str, bodies: list[tuple[str, dict[str, Any]]], ctx: int,

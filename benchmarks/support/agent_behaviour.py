@@ -103,6 +103,11 @@ class Task:
         """Every step of every turn, in order."""
         return [step for turn in self.turns for step in turn.steps]
 
+    def turn_in(self, text: str) -> int:
+        """The last user turn (0-based) whose prompt ``text`` holds (0: none does)."""
+        return max((index for index, turn in enumerate(self.turns) if turn.prompt in text),
+                   default=0)
+
 
 #: The multi-turn session of ``benchmarks.agent_sessions``: the second turn is a follow-up
 #: the user types after the first answer, and needs tools the first did not.
@@ -180,8 +185,7 @@ class AgentBehaviour:
 
     def _act(self, view: View) -> Action:
         task = self.task
-        turn = next((turn for turn in reversed(task.turns) if turn.prompt in view.text),
-                    task.turns[0])
+        turn = task.turns[task.turn_in(view.text)]
         results = _step_results(turn, view.results_after(turn.prompt))
         pending = next((step for step, found in zip(turn.steps, results, strict=True)
                         if found is None), None)
