@@ -298,13 +298,14 @@ def create_app(settings: Settings) -> Starlette:
         ``server``: what the upstream is and reports, with where each fact came from
         (:meth:`proxy.servers.probe.ServerProbe.shown`; asked again when due)."""
         services: Services = request.app.state.services
-        checks = {"upstream": await services.upstream.probe(settings.readiness_timeout_s)}
+        reachable, _ = await asyncio.gather(  # both bounded by readiness_timeout_s
+            services.upstream.probe(settings.readiness_timeout_s), services.server.facts())
+        checks = {"upstream": reachable}
         if settings.enabled:
             checks["embedder"] = services.embedder.ready
             if settings.warm_files:
                 checks["warm_catalogs"] = request.app.state.warming.done()
         ready = all(checks.values())
-        await services.server.facts()
         return JSONResponse(
             {"status": "ready" if ready else "not_ready", "checks": checks,
              "server": services.server.shown()},
