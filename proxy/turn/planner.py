@@ -118,8 +118,7 @@ class Planner:
             context = self.settings.context_tokens
             source = "TOOLPRUNE_CONTEXT_TOKENS" if context is not None else None
             return ServerFacts(), ModelFacts(context, source)
-        facts = await self.upstream.model(model)  # asks for the server's facts first
-        return self.upstream.current, facts
+        return await self.upstream.facts(), await self.upstream.model(model)
 
     def _upstream(self, server: ServerFacts, facts: ModelFacts) -> Upstream:
         """What selection reads of the upstream: the model's context, exact token counts
