@@ -97,6 +97,16 @@ class Metrics:
             "toolprune_meta_calls_total", "Meta-tool calls handled by the proxy.", ["tool"],
             registry=r,
         )
+        self.bridge_repairs = Counter(
+            "toolprune_bridge_repairs_total",
+            "Bridge (call_tool) calls taken after a repair, by what was repaired "
+            "(docs/sessions.md lists the kinds).", ["kind"], registry=r,
+        )
+        self.bridge_refusals = Counter(
+            "toolprune_bridge_refusals_total",
+            "Bridge (call_tool) calls refused and answered in a hidden round, by why.",
+            ["kind"], registry=r,
+        )
         self.meta_rounds = Histogram(
             "toolprune_meta_rounds", "Upstream re-issues per client request after meta-calls.",
             buckets=(0, 1, 2, 3, 4, 6, 8), registry=r,

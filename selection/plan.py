@@ -16,7 +16,8 @@ from selection.catalog.text_plan import TextPlan
 from selection.choosing.block_order import Selection
 from selection.choosing.prefix import CacheExpectation
 from selection.choosing.state import ConversationState
-from selection.clients.bridge import CALL_TOOL, BridgedCall, delivering, read_bridge_call
+from selection.clients.bridge import CALL_TOOL, delivering
+from selection.clients.bridge_calls import BridgedCall, bridge_targets, read_bridge_call
 from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
@@ -251,17 +252,23 @@ class Plan:
         return None if self.meta is None else self.meta.bridge
 
     def bridged(self, arguments: str) -> BridgedCall:
-        """The client's call a bridge call stands for (``arguments``: its JSON text), or
-        the error the model is answered with (:func:`selection.clients.bridge.read_bridge_call`)."""
-        return read_bridge_call(arguments, self.catalog, self.bridge or CALL_TOOL)
+        """The call a bridge call stands for (``arguments``: its JSON text, as the model
+        wrote it), repaired where one reading exists, or the answer the model gets
+        (:func:`selection.clients.bridge_calls.read_bridge_call`): a tool of the catalogue,
+        a meta-tool offered, or a tool the client defers by name only."""
+        bridge = self.bridge or CALL_TOOL
+        targets = bridge_targets(
+            self.catalog, bridge, self.meta, self.selection.names, self.reading.deferral.menu,
+        )
+        return read_bridge_call(arguments, targets)
 
     def outside_block(self, name: str) -> bool:
         """Whether a call of tool ``name`` goes through the bridge in the history the
-        upstream is sent: the bridge is offered and ``name`` is a tool of the catalogue the
-        block does not hold."""
+        upstream is sent: the bridge is offered and ``name`` is a tool the block does not
+        hold, of the catalogue or of the client's deferred-tool menu."""
         return (
-            self.bridge is not None and self.catalog.get(name) is not None
-            and name not in self.selection.names
+            self.bridge is not None and name not in self.selection.names
+            and (self.catalog.get(name) is not None or name in self.reading.deferral.menu)
         )
 
     def deliver(self, content: str, found: Sequence[str]) -> str:

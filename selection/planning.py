@@ -25,7 +25,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from selection.catalog.catalog import Catalog
 from selection.catalog.policy import Policy, catalog_layout
@@ -43,7 +43,6 @@ from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState
 from selection.clients.bridge import CALL_TOOL, delivered_results
 from selection.clients.deferral import Deferral, read_deferral
-from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
 from selection.clients.searches import Searches
 from selection.clients.tool_search import SearchResult, search_meta_tools
 from selection.conversation.continuity import mark
@@ -54,6 +53,7 @@ from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
 from selection.indexes.query_embedding import QueryEmbeddingStats
 from selection.indexes.tool_index import ToolIndex
+from selection.meta_calls import MetaCallLike, answer_meta_call
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
 from selection.planning_costs import expectation, meta_tools, token_cap
 from selection.ranking.engine import SelectionEngine
@@ -76,14 +76,6 @@ class SelectorSettings:
     tool_budget_share: float = 0.5
     search_tools_min_catalog: int = 100
     proactive_loads: bool = False
-
-
-class MetaCallLike(Protocol):
-    """A meta-tool call the model made: ``id``, ``name``, ``arguments`` (JSON text)."""
-
-    id: str
-    name: str
-    arguments: str
 
 
 @dataclass(frozen=True)
@@ -309,7 +301,7 @@ class Selector:
         only answers its searches: nothing to select, no state."""
         searches = Searches(self.engine, self.policy, plan.catalog)
         forwarded = set(plan.selection.names)
-        answers = [await self._answer(plan, searches, call, forwarded) for call in calls]
+        answers = [await answer_meta_call(plan, searches, call, forwarded) for call in calls]
         results = tuple(answer.outcome.content for answer in answers)
         events = tuple(answer.event for answer in answers)
         labels = tuple(answer.label for answer in answers)
@@ -337,48 +329,6 @@ class Selector:
         replanned = replace(plan, selection=selection,
                             agent_state=agent_block(selection.state, conversation))
         return MetaOutcome(replanned, results, labels, events, found, tuple(searches.late))
-
-    async def _answer(
-        self, plan: Plan, searches: Searches, call: MetaCallLike, forwarded: set[str]
-    ) -> _Answer:
-        """One meta-call answered; what it loads joins ``forwarded``."""
-        meta = plan.meta
-        assert meta is not None
-        if call.name == meta.client_search:
-            assert plan.reading.request.search is not None
-            result = await searches.client_search(plan.reading.request.search, call.arguments)
-            admit = () if plan.whole else tuple(n for n in result.found if n not in forwarded)
-            answer = _Answer(LoadOutcome(admit, result.content(plan.catalog)), "client_search",
-                             {"found": list(result.found), "error": result.error},
-                             result, result.found)
-        elif call.name == meta.bridge:  # a bridge call that could not be made: why
-            refused = plan.bridged(call.arguments).error or '{"error": "the call was not made"}'
-            answer = _Answer(LoadOutcome((), refused), "call_tool", {}, None, ())
-        elif call.name == meta.load_name:
-            outcome = execute_load(requested_names(call.arguments), plan.catalog, forwarded)
-            answer = _Answer(outcome, "load_tools", {}, None, outcome.admit)
-        else:
-            outcome = await searches.search_tools(call.arguments, forwarded)
-            answer = _Answer(outcome, "search_tools", {}, None, outcome.admit)
-        forwarded.update(answer.outcome.admit)
-        return answer
-
-
-@dataclass(frozen=True)
-class _Answer:
-    """One meta-call answered: what it loads and its content, its label, its decision-log
-    fields, the client-search result (None: another call), what it found."""
-
-    outcome: LoadOutcome
-    label: str
-    fields: Mapping[str, Any]
-    search: SearchResult | None
-    found: tuple[str, ...]
-
-    @property
-    def event(self) -> dict[str, Any]:
-        return {"tool": self.label, "loaded": list(self.outcome.admit), **self.fields}
-
 
 def _deferral(request: TurnInput, catalog: Catalog, native: Catalog | None) -> Deferral:
     """What ``request`` defers, read from its messages (:func:`selection.clients.deferral.read_deferral`)."""

@@ -29,7 +29,8 @@ from selection.catalog.tokens import estimated_tokens
 from selection.choosing.block_order import SelectedTool, Selection
 from selection.choosing.prefix import TEMPLATE_RESERVE_TOKENS, CacheExpectation
 from selection.choosing.state import ConversationState, LoadedTool
-from selection.clients.bridge import BridgedCall, bridge_arguments
+from selection.clients.bridge import bridge_arguments
+from selection.clients.bridge_calls import BridgedCall
 from selection.clients.client_deferral import deferred_menu
 from selection.clients.meta_tools import MetaTools, free_name
 from selection.clients.tool_search import UNAVAILABLE, ClientSearch, SearchResult

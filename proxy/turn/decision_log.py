@@ -91,6 +91,7 @@ def log_decision(
                 "lexical_only": turn.lexical_only,
                 "partial_index": turn.partial_index,
                 "meta": turn.meta_events,
+                "bridge": turn.bridge_calls,
                 "rounds": turn.rounds,
                 "notes": turn.notes,
                 "selection_ms": round(selection_s * 1000, 2),

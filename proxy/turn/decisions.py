@@ -248,6 +248,7 @@ class DecisionFlow:
                 self.count(decision, turn.path, request.log)
                 if decision is Decision.PRUNED:
                     self.metrics.meta_rounds.observe(turn.rounds)
+                    self.count_bridge_calls(turn)
                 log_decision(turn, decision.value, selection_s, self.api, request.request_id)
                 if self.usage is not None:
                     self.usage.record(turn, decision.value)
@@ -361,6 +362,14 @@ class DecisionFlow:
         self.metrics.decisions.labels(decision.value, path, self.api).inc()
         if log is not None:
             log.decision = decision.value
+
+    def count_bridge_calls(self, turn: Turn) -> None:
+        """Count the turn's bridge calls by what was repaired, and by why when refused."""
+        for call in turn.bridge_calls:
+            for kind in call["repairs"]:
+                self.metrics.bridge_repairs.labels(kind).inc()
+            if call.get("refused"):
+                self.metrics.bridge_refusals.labels(call["refused"]).inc()
 
     def fallback(self, error: SelectionError, log: RequestLog | None = None) -> str:
         """Count, record and log (rate-limited) a selection failure that sends the

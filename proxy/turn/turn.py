@@ -16,6 +16,7 @@ import numpy as np
 
 from proxy.servers.fit import Shortfall
 from selection.types import (
+    BridgedCall,
     ClientSearch,
     Plan,
     SearchResult,
@@ -104,6 +105,10 @@ class Turn:
     server: str = "unknown"
     #: The prompt is expected to exceed the model's context (None: it fits, or unknown).
     shortfall: Shortfall | None = None
+    #: Each bridge call read this turn: what it became and what was repaired, or why it
+    #: was refused (:meth:`selection.types.BridgedCall.report`; no argument values).
+    bridge_calls: list[dict[str, Any]] = field(default_factory=list)
+    _bridged: dict[tuple[int, str, str], BridgedCall] = field(default_factory=dict, repr=False)
 
     @property
     def body(self) -> dict[str, Any]:
@@ -169,6 +174,18 @@ class Turn:
         """Whether ``name`` is the bridge's: a call of it stands for a call of a tool
         delivered in the conversation (:meth:`selection.types.Plan.bridged`)."""
         return name is not None and name == self.plan.bridge
+
+    def bridged(self, call_id: str, arguments: str) -> BridgedCall:
+        """The bridge call ``call_id`` of this round read into the call it stands for
+        (``arguments``: its JSON text; :meth:`selection.types.Plan.bridged`), its outcome
+        kept for the decision log and the metrics (:attr:`bridge_calls`) once, however
+        often an API's view asks."""
+        key = (self.rounds, call_id, arguments)
+        made = self._bridged.get(key)
+        if made is None:
+            made = self._bridged[key] = self.plan.bridged(arguments)
+            self.bridge_calls.append(made.report())
+        return made
 
     def add_llama_fields(self, body: dict[str, Any]) -> None:
         """Add to an upstream ``body`` the llama-server fields the proxy sends

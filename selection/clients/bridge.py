@@ -12,26 +12,23 @@ local server's tool-call grammar only lets a model name a function of ``tools``,
 bridge rather than the tool's own name.
 
 The proxy turns a ``call_tool`` call into the call its client expects
-(:func:`read_bridge_call`: the tool's name and arguments, checked against its schema), and
-writes the client's later history back into ``call_tool`` calls, so every forwarded prompt
-extends the one before it. Pure: no I/O.
+(:mod:`selection.clients.bridge_calls`: the tool's name and arguments, repaired where models
+get the shape wrong, checked against its schema), and writes the client's later history
+back into ``call_tool`` calls (:func:`bridge_arguments`), so every forwarded prompt extends
+the one before it. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from selection.catalog.catalog import Catalog, Tool
-from selection.clients.meta_tools import MetaTools, closest_names, free_name
+from selection.clients.meta_tools import MetaTools, free_name
 
 CALL_TOOL = "call_tool"
-#: Schema violations a failed bridge call is told about (the first ones found).
-MAX_ARGUMENT_ERRORS = 3
-#: Characters of one violation's message (a huge schema or value is not echoed whole).
-ARGUMENT_ERROR_CHARS = 200
 
 
 def how_to_call(bridge: str) -> str:
@@ -73,79 +70,6 @@ def definition(tool: Tool) -> dict[str, Any]:
 def definitions(names: Sequence[str], catalog: Catalog) -> list[dict[str, Any]]:
     """The definitions of the known ``names``, in order."""
     return [definition(tool) for name in names if (tool := catalog.get(name)) is not None]
-
-
-@dataclass(frozen=True)
-class BridgedCall:
-    """A ``call_tool`` call read: the real call (``name``, ``arguments`` as JSON object
-    text), or why it cannot be made (``error``: the answer the model gets, JSON text)."""
-
-    name: str | None
-    arguments: str
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-def read_bridge_call(arguments: str, catalog: Catalog, bridge: str = CALL_TOOL) -> BridgedCall:
-    """The call a ``call_tool`` call stands for. ``arguments``: its JSON text, an object
-    ``{"name": str, "arguments": object}`` (``arguments`` may also be an object written as
-    a JSON string, as some models do). The name must be a tool of ``catalog`` (else the
-    error names the closest ones) and the arguments must satisfy its ``parameters`` schema
-    (JSON Schema, by the ``jsonschema`` library; a schema that is itself invalid checks
-    nothing beyond the object). ``bridge``: the bridge's name, as an error names it."""
-    try:
-        value = json.loads(arguments or "{}")
-    except (json.JSONDecodeError, RecursionError):
-        return _failed(bridge, None, "the arguments were cut off or are not valid JSON")
-    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
-        return _failed(bridge, None, 'arguments must be {"name": "<tool name>", "arguments": {...}}')
-    name, inner = value["name"], value.get("arguments", {})
-    if isinstance(inner, str):
-        try:
-            inner = json.loads(inner) if inner.strip() else {}
-        except (json.JSONDecodeError, RecursionError):
-            inner = None
-    tool = catalog.get(name)
-    if tool is None:
-        return _failed(bridge, name, f"no tool is named {name[:128]!r}",
-                       did_you_mean=closest_names(name[:128], catalog.names))
-    if not isinstance(inner, dict):
-        return _failed(bridge, name, f"the arguments of {name} must be a JSON object")
-    problems = schema_problems(tool.parameters, inner)
-    if problems:
-        return _failed(bridge, name, f"the arguments do not fit {name}'s parameters",
-                       problems=problems, parameters=dict(tool.parameters))
-    return BridgedCall(name, json.dumps(inner, ensure_ascii=False))
-
-
-def schema_problems(schema: Mapping[str, Any], instance: Any) -> list[str]:
-    """The first :data:`MAX_ARGUMENT_ERRORS` ways ``instance`` breaks ``schema`` (each
-    message cut to :data:`ARGUMENT_ERROR_CHARS`); none when it fits, or when the schema is
-    not a valid JSON Schema (a client's schema is its own business)."""
-    from jsonschema import SchemaError
-    from jsonschema.validators import validator_for
-
-    try:
-        validator_class = validator_for(schema)
-        validator_class.check_schema(schema)
-        errors = validator_class(schema).iter_errors(instance)
-        found = []
-        for error in errors:
-            where = "/".join(str(part) for part in error.absolute_path)
-            found.append((f"{where}: " if where else "") + error.message[:ARGUMENT_ERROR_CHARS])
-            if len(found) == MAX_ARGUMENT_ERRORS:
-                break
-        return found
-    except (SchemaError, RecursionError, TypeError, ValueError):
-        return []
-
-
-def _failed(bridge: str, name: str | None, error: str, **detail: Any) -> BridgedCall:
-    answer = {"error": error, **detail, "how_to_call": how_to_call(bridge)}
-    return BridgedCall(name, "{}", json.dumps(answer, ensure_ascii=False))
 
 
 def bridge_arguments(name: str, arguments: str) -> str:

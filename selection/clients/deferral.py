@@ -39,7 +39,8 @@ class Deferral:
     order (None: no contract, toolprune selects from the whole catalogue). ``found``:
     tools the conversation's searches found, kept loaded. ``identity``: the fingerprint
     of the catalogue's part that names the conversation and its agent. ``finder``: the
-    plain function the client finds tools with (None: none)."""
+    plain function the client finds tools with (None: none). ``menu``: the tools its
+    prompt names as deferred without defining them (:func:`selection.clients.client_deferral.deferred_menu`)."""
 
     active: bool
     client_searches: bool
@@ -47,6 +48,7 @@ class Deferral:
     found: tuple[str, ...]
     identity: str
     finder: str | None = None
+    menu: tuple[str, ...] = ()
 
 
 def system_texts(messages: Sequence[Any]) -> list[str]:
@@ -81,4 +83,5 @@ def read_deferral(
     core += [name for name in found if (tool := catalog.get(name)) and not tool.deferred]
     identity = fingerprint([t.fingerprint for t in undeferred if t.name not in found_set])
     finder = plain.search if plain is not None else None
-    return Deferral(True, client_searches, tuple(core), found, identity, finder)
+    menu = plain.menu.names if plain is not None and plain.menu is not None else ()
+    return Deferral(True, client_searches, tuple(core), found, identity, finder, menu)

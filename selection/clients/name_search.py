@@ -20,7 +20,7 @@ arbitrary tail of it: "code" names no ``github_search_code``. Pure functions, no
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from selection.catalog.catalog import Catalog, name_words
 from selection.catalog.groups import server_prefixes
@@ -127,3 +127,33 @@ def named_tools(
     order = {name: position for position, name in enumerate(catalog.names)}
     ranked = sorted(found, key=lambda name: (-found[name], order[name]))
     return [name for name in ranked if name not in exclude][:limit]
+
+
+def spelled_names(given: str, names: Sequence[str]) -> list[str]:
+    """The ``names`` that ``given`` spells another way, in their order: the same name
+    words (``ListIssues``, ``list issues``, ``list-issues`` for ``list_issues``); failing
+    that, the same after a namespace one of them writes and the other leaves out
+    (``mcp__github__list_issues`` or ``functions.list_issues`` for ``list_issues``, and
+    ``list_issues`` for ``github_list_issues``: :func:`own_names`), unless the name has a
+    namespace and ``given`` writes another of the catalogue's (``github__search`` spells no
+    ``gitlab__search`` where ``github_…`` tools exist). Several: the spelling is ambiguous."""
+    full = name_form(given)
+    if not full:
+        return []
+    same = [name for name in names if name_form(name) == full]
+    if same:
+        return same
+    prefixes = server_prefixes(names)
+    forms = {name: [name_form(own) for own in own_names(name, prefixes.get(name))] for name in names}
+    spaces = {name: set(form[0].split()) - set(form[-1].split()) for name, form in forms.items()}
+    catalogue_spaces = set().union(*spaces.values()) if spaces else set()
+    tails = [(full, set())] + [
+        (name_form(given[match.end():]), set(name_form(given[: match.start()]).split()))
+        for match in _NAMESPACE.finditer(given)
+    ]
+    return [
+        name for name in names
+        if any(tail and tail in forms[name]
+               and not (spaces[name] and (dropped & catalogue_spaces) - spaces[name])
+               for tail, dropped in tails)
+    ]

@@ -98,8 +98,10 @@ SELECTION_PARTS: dict[str, set[str]] = {
     "selection.delivery": {
         "selection.plan", "selection.choosing", "selection.clients", "selection.conversation",
     },
+    "selection.meta_calls": {"selection.plan", "selection.clients"},
     "selection.planning": {
-        "selection.plan", "selection.planning_costs", "selection.delivery", "selection.catalog",
+        "selection.plan", "selection.planning_costs", "selection.delivery", "selection.meta_calls",
+        "selection.catalog",
         "selection.choosing",
         "selection.clients", "selection.conversation", "selection.embedders",
         "selection.indexes", "selection.ranking",

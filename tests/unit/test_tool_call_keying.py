@@ -176,7 +176,7 @@ def is_bridge(name: str | None) -> bool:
     return name == "call_tool"
 
 
-def resolve(arguments: str) -> BridgedCall:
+def resolve(call_id: str, arguments: str) -> BridgedCall:
     value = json.loads(arguments)
     if value["name"] == "nope":
         return BridgedCall("nope", "{}", '{"error": "no tool is named nope"}')

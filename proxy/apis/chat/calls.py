@@ -155,16 +155,17 @@ class CallAssembler:
         """At the end of the round: the calls whose name never came (never shown)."""
         return [call for call in self.calls if call.meta is None]
 
-    def resolve_bridges(self, resolve: Callable[[str], BridgedCall]) -> list[tuple[int, dict[str, Any]]]:
+    def resolve_bridges(self, resolve: Callable[[str, str], BridgedCall]) -> list[tuple[int, dict[str, Any]]]:
         """At the end of the round: each bridge call made the call it stands for
-        (``resolve`` reads its arguments) or, when it cannot be, a meta-call; returns the
+        (``resolve`` reads its id and arguments) or, when it cannot be or stands for a meta-tool's
+        call, a meta-call; returns the
         held calls' opening items (``(choice, item)``, whole arguments), in call order."""
         shown: list[tuple[int, dict[str, Any]]] = []
         for call in self.calls:
             if call.bridge:
-                resolved = resolve(call.arguments_text)
+                resolved = resolve(call.call_id(), call.arguments_text)
                 call.bridge = False
-                if not resolved.ok or resolved.name is None:
+                if not resolved.client_call:  # refused, or a meta-tool's: the proxy answers
                     call.meta = True
                     continue
                 call.name, call.arguments = resolved.name, [resolved.arguments]

@@ -41,7 +41,7 @@ _CHOICE_OWN = frozenset({"index", "delta", "message", "finish_reason"})
 
 class RoundReader:
     """Reads one round; ``is_meta(name)`` says whether a function name is a meta-tool's,
-    ``is_bridge(name)`` whether it is the bridge's, and ``resolve(arguments)`` reads a
+    ``is_bridge(name)`` whether it is the bridge's, and ``resolve(call_id, arguments)`` reads a
     bridge call into the client's call (:meth:`proxy.apis.chat.calls.CallAssembler.resolve_bridges`).
 
     After the round: ``identity`` (``id``, ``created``, ``model``, ``system_fingerprint``
@@ -56,7 +56,7 @@ class RoundReader:
     def __init__(
         self, is_meta: Callable[[str | None], bool],
         is_bridge: Callable[[str | None], bool] = lambda name: False,
-        resolve: Callable[[str], BridgedCall] | None = None,
+        resolve: Callable[[str, str], BridgedCall] | None = None,
     ) -> None:
         self.is_meta = is_meta
         self.resolve = resolve

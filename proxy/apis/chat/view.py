@@ -62,7 +62,7 @@ class ChatView(ClientView):
         """A round's reader: meta-calls hidden, bridge calls made the client's calls."""
         plan = self.turn.plan
         return RoundReader(self.turn.is_meta, self.turn.is_bridge,
-                           plan.bridged if plan.bridge is not None else None)
+                           self.turn.bridged if plan.bridge is not None else None)
 
     @property
     def started(self) -> bool:

@@ -31,9 +31,10 @@ def is_bridge_block(turn: Turn, block: Any) -> bool:
 def client_call(turn: Turn, block: Mapping[str, Any], arguments: str) -> dict[str, Any] | None:
     """The client's ``tool_use`` for the bridge call ``block`` whose ``input`` is
     ``arguments`` (JSON text, as the model wrote it): the real name and arguments (an
-    object), the block's ``id`` and other fields; None when it cannot be made."""
-    made = turn.plan.bridged(arguments)
-    if not made.ok or made.name is None:
+    object), the block's ``id`` and other fields; None when it cannot be made or stands
+    for a meta-tool's call (the proxy answers it)."""
+    made = turn.bridged(str(block.get("id")), arguments)
+    if not made.client_call:
         return None
     return {**block, "name": made.name, "input": json.loads(made.arguments)}
 

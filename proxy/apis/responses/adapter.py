@@ -246,7 +246,8 @@ class ResponsesRequest:
 
     def split_output(self, turn: Turn, output: list[Any]) -> Reply:
         """Meta-calls and client calls of a response's ``output`` (a bridge call is the
-        client's call it stands for, or a meta-call when it cannot be made). A meta-call's
+        client's call it stands for, its item made that call's, or a meta-call when it cannot
+        be made). A meta-call's
         item is kept with the ``call_id`` and ``arguments`` (JSON object text) it is run
         with: llama-server answers 500 to an input ``function_call`` whose arguments are not
         JSON (cut off, or a small model's invented text)."""
@@ -260,6 +261,7 @@ class ResponsesRequest:
                 item = {**item, "call_id": call.id, "arguments": call.arguments}
             elif bridged is not None:  # the client's call (:mod:`proxy.apis.responses.bridge`)
                 reply.real_calls.append(str(bridged["name"]))
+                item = bridged  # read once: the client's output shows it as it is
             elif isinstance(item, Mapping) and item.get("type") in CLIENT_CALLS:
                 reply.real_calls.append(str(item.get("name")))
             reply.items.append(item)

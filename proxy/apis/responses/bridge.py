@@ -32,8 +32,8 @@ def is_bridge_item(turn: Turn, item: Any) -> bool:
 def bridged_item(turn: Turn, item: Mapping[str, Any]) -> dict[str, Any] | None:
     """The client's ``function_call`` a bridge item stands for (upstream name, arguments
     as JSON object text; every other field as the item has it), or None when the call
-    cannot be made (:meth:`selection.types.Plan.bridged`)."""
-    call = turn.plan.bridged(arguments_text(item.get("arguments")))
-    if not call.ok or call.name is None:
+    cannot be made or stands for a meta-tool's call (:meth:`proxy.turn.turn.Turn.bridged`)."""
+    call = turn.bridged(str(item.get("call_id")), arguments_text(item.get("arguments")))
+    if not call.client_call:
         return None
     return {**item, "name": call.name, "arguments": call.arguments}
