@@ -21,7 +21,7 @@ from benchmarks.support.servers import serve_in_thread
 from benchmarks.support.upstream import Chat, Upstream
 from config.settings import Settings
 from proxy.app import create_app
-from tests.integration.test_client_deferral import CORE, FOUND, _chat
+from tests.integration.test_client_deferral import CORE, DEFERRED, FOUND, _chat
 from tests.support.conversations import answered, client_calls
 from tests.support.turn_apis import APIS
 
@@ -77,3 +77,32 @@ def test_a_tool_the_clients_search_found_is_delivered_where_the_result_stands(
     written = third["messages"][len(second["messages"])]["tool_calls"][0]["function"]
     assert written["name"] == "call_tool"
     assert json.loads(written["arguments"]) == {"name": FOUND["name"], "arguments": ARGUMENTS}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_bridge_call_of_a_tool_the_menu_defers_is_the_clients_call_by_that_name(
+    servers: tuple[Upstream, str], request: pytest.FixtureRequest, stream: bool
+) -> None:
+    """The model calls a tool of the deferred-tool menu through the bridge before the
+    client's search revealed it (the proxy has no definition of it): the client gets the
+    call by that name, as it runs a registered tool whether or not it was revealed, and
+    its next request writes the call back as the bridge call the model made."""
+    upstream, proxy = servers
+    upstream.drain(CHAT.suffix)
+    since = len(upstream.requests)
+    test = request.node.name
+    menu_tool = DEFERRED[5]["name"]
+    bridged = {"id": "b2", "name": "call_tool",
+               "arguments": json.dumps({"name": menu_tool, "arguments": ARGUMENTS})}
+    upstream.script(Chat(tool_calls=[bridged]))
+    body = _chat(stream, found=False)
+    answer = post(proxy, body, test)
+    (call,) = client_calls("chat", answer.content, stream)
+    assert (call.id, call.name, json.loads(call.arguments)) == ("b2", menu_tool, ARGUMENTS)
+    assert len(CHAT.sent(upstream, since)) == 1  # no refusal round
+    upstream.script(Chat(content="Done."))
+    post(proxy, answered("chat", body, [call], "ok"), test)
+    first, second = (r.json() for r in CHAT.sent(upstream, since))
+    written = second["messages"][len(first["messages"])]["tool_calls"][0]["function"]
+    assert written["name"] == "call_tool"
+    assert json.loads(written["arguments"]) == {"name": menu_tool, "arguments": ARGUMENTS}
