@@ -1,15 +1,16 @@
-"""Settings of the upstream's prefix (KV) cache as the proxy plans for it (pydantic-settings):
-when a later turn changes its tool block, where tools needed later reach the model, the
-token cap from the upstream's context, what the cache keeps and llama-server's chunk reuse
-(docs/sessions.md). The third group of :class:`config.settings.Settings`, which extends
+"""Settings of the upstream's prefix (KV) cache and speed as the proxy plans for them
+(pydantic-settings): when a later turn changes its tool block, where tools needed later
+reach the model, the token cap from the upstream's context, what the cache keeps,
+llama-server's chunk reuse, the speeds of a server that reports none and when tools are
+delivered before the model asks (docs/sessions.md). The third group of :class:`config.settings.Settings`, which extends
 this class; each field's description is its documentation (``docs/reference/settings.md``).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from config.signal_settings import SignalSettings
 
@@ -86,11 +87,42 @@ class CacheSettings(SignalSettings):
         "chunks of at least this many tokens are shifted into place after a change, so a "
         "tool block that lost tools keeps what follows them (as `--cache-reuse`). 0: not sent.",
     )
-    proactive_loads: bool = Field(
-        False,
-        description="With tools delivered in the conversation (`late_tools`), a new user "
-        "turn whose best tools the conversation's block lacks gets them delivered before "
-        "the model asks: the proxy makes the `load_tools`/`search_tools` call itself, and "
-        "its result, with their definitions, follows the user's message. `false`: the "
-        "model searches when it needs a tool (measured: docs/sessions.md).",
+    proactive_loads: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="With tools delivered in the conversation (`late_tools`), whether a new "
+        "user turn whose best tools the conversation's block lacks gets them delivered "
+        "before the model asks (the proxy makes the `load_tools`/`search_tools` call "
+        "itself; its result, with their definitions, follows the user's message). `auto`: "
+        "where the server's speeds are known, the tools whose delivery is expected to save "
+        "more seconds (the model's search call, a round) than their definitions' prefill "
+        "costs; none where they are not. `always`: every best tool the block lacks (`true` "
+        "is read so). `never` (`false`): the model searches when it needs a tool "
+        "(measured: docs/sessions.md).",
     )
+    prefill_tokens_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="The upstream's prompt evaluation (prefill) speed, tokens per second, "
+        "for a server whose answers report none (llama-server's and Lemonade's `timings` "
+        "do; elsewhere the proxy times streamed answers that carry `usage`): with "
+        "`decode_tokens_per_s`, the proxy plans in seconds (docs/sessions.md). Learned "
+        "speeds replace it.",
+    )
+    decode_tokens_per_s: float | None = Field(
+        None,
+        gt=0,
+        description="The upstream's generation (decode) speed, tokens per second, for a "
+        "server whose answers report none (see `prefill_tokens_per_s`).",
+    )
+
+    @field_validator("proactive_loads", mode="before")
+    @classmethod
+    def _proactive_boolean(cls, value: Any) -> Any:
+        """``true`` / ``false`` (the setting's earlier form) read as ``always`` / ``never``."""
+        if isinstance(value, bool):
+            return "always" if value else "never"
+        if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"):
+            return "always"
+        if isinstance(value, str) and value.strip().lower() in ("false", "0", "no", "off"):
+            return "never"
+        return value

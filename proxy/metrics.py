@@ -107,6 +107,16 @@ class Metrics:
             "Bridge (call_tool) calls refused and answered in a hidden round, by why.",
             ["kind"], registry=r,
         )
+        self.upstream_prefill_speed = Gauge(
+            "toolprune_upstream_prefill_tokens_per_second",
+            "The model server's prompt evaluation speed, learned from its answers "
+            "(timings, or their own timing), of the model that answered last.", registry=r,
+        )
+        self.upstream_decode_speed = Gauge(
+            "toolprune_upstream_decode_tokens_per_second",
+            "The model server's generation speed, learned from its answers, of the model "
+            "that answered last.", registry=r,
+        )
         self.meta_rounds = Histogram(
             "toolprune_meta_rounds", "Upstream re-issues per client request after meta-calls.",
             buckets=(0, 1, 2, 3, 4, 6, 8), registry=r,

@@ -13,15 +13,19 @@ or the conversation's first request may choose afresh.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from selection.catalog.catalog import Catalog
+from selection.catalog.tokens import tool_tokens
 from selection.choosing.blocks import BlockStart
+from selection.choosing.seconds import ServerSpeed, delivered_count
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
 from selection.conversation.continuity import HistoryMark, continues
 from selection.plan import TurnReading, Upstream
+from selection.ranking.pipeline import Ranking
 
 
 @dataclass(frozen=True)
@@ -62,12 +66,34 @@ def proactive_names(
     missing: Sequence[str], delivered: Sequence[str], meta: MetaTools | None,
     messages: Sequence[Any],
 ) -> tuple[str, ...]:
-    """What a frozen turn delivers before the model asks: its ``missing`` best tools not
-    ``delivered`` yet, on a new user turn (the last message the user's), where a meta-tool
-    can load them."""
+    """What a frozen turn may deliver before the model asks: its ``missing`` best tools
+    not ``delivered`` yet, on a new user turn (the last message the user's), where a
+    meta-tool can load them."""
     last = messages[-1] if messages else None
     if meta is None or not (meta.load_name or meta.search_name):
         return ()
     if not (isinstance(last, dict) and last.get("role") == "user"):
         return ()
     return tuple(name for name in missing if name not in delivered)
+
+
+def proactive_delivery(
+    names: Sequence[str], mode: str, catalog: Catalog, ranking: Ranking | None,
+    speed: ServerSpeed | None, exact: Mapping[str, int] | None,
+) -> tuple[str, ...]:
+    """Of a new user turn's ``names`` (:func:`proactive_names`), what the proxy delivers
+    before the model asks (``mode``, the ``proactive_loads`` setting): ``always`` all,
+    ``never`` none, ``auto`` those, best-ranked first, whose definitions' prefill the
+    search round they spare is expected to earn back on this server
+    (:func:`selection.choosing.seconds.delivered_count`; none where its speeds, or the
+    turn's ranking, are not known)."""
+    if mode == "always" or not names:
+        return tuple(names)
+    if mode == "never" or speed is None or ranking is None:
+        return ()
+    scores = ranking.values
+    tools = {name: (int((scores > scores[index]).sum()) + 1, catalog.tools[index])
+             for name in names if (index := catalog.index_of(name)) is not None}
+    ranked = sorted(tools, key=lambda name: tools[name][0])
+    costs = [(tools[name][0], tool_tokens(tools[name][1], exact)) for name in ranked]
+    return tuple(ranked[: delivered_count(speed, costs)])

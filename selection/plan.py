@@ -15,6 +15,7 @@ from selection.catalog.catalog import Catalog, canonical_json
 from selection.catalog.text_plan import TextPlan
 from selection.choosing.block_order import Selection
 from selection.choosing.prefix import CacheExpectation
+from selection.choosing.seconds import ServerSpeed
 from selection.choosing.state import ConversationState
 from selection.clients.bridge import CALL_TOOL, delivering
 from selection.clients.bridge_calls import BridgedCall, bridge_targets, read_bridge_call
@@ -94,7 +95,9 @@ class Upstream:
     ``delivery``: where tools needed after a conversation's first request reach the model:
     ``conversation`` (the block stays as the upstream cached it; a meta-call's result
     carries their definitions and the model calls them through the bridge,
-    :mod:`selection.clients.bridge`) or ``block`` (the block grows)."""
+    :mod:`selection.clients.bridge`) or ``block`` (the block grows). ``speed``: the
+    model's prefill and decode speeds (None: not known; the plan is then made in tokens,
+    else in seconds: :mod:`selection.choosing.seconds`)."""
 
     context_tokens: int | None = None
     exact: Mapping[str, int] | None = None
@@ -102,6 +105,7 @@ class Upstream:
     cache_reuse: int = 0
     caches_prefix: bool = False
     delivery: Literal["conversation", "block"] = "block"
+    speed: ServerSpeed | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,10 @@ class Plan:
     (:mod:`selection.conversation.continuity`), so the proxy's hidden exchanges stand
     where they stood; ``proactive``: tools the proxy delivers before the first round, as
     the result of a meta-call it makes itself (a new user turn whose best tools the block
-    the upstream's cache holds lacks, ``proactive_loads`` on)."""
+    the upstream's cache holds lacks: ``proactive_loads``); ``speed``: the upstream's
+    speeds the plan was made in seconds for (None: in tokens); ``first_block``: the
+    top-k a block chosen afresh took from the seconds it is expected to save (None: the
+    policy's or the request's)."""
 
     reading: TurnReading
     selection: Selection
@@ -178,6 +185,8 @@ class Plan:
     delivers: bool = False
     continued: bool = False
     proactive: tuple[str, ...] = ()
+    speed: ServerSpeed | None = None
+    first_block: int | None = None
 
     @property
     def catalog(self) -> Catalog:

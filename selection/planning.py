@@ -39,6 +39,7 @@ from selection.choosing.prefix import (
     split_system,
     tool_token_cap,
 )
+from selection.choosing.seconds import first_block_count, ranked_costs
 from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState
 from selection.clients.bridge import CALL_TOOL, delivered_results
@@ -48,7 +49,7 @@ from selection.clients.tool_search import SearchResult, search_meta_tools
 from selection.conversation.continuity import mark
 from selection.conversation.history import ToolChoice, called_tools
 from selection.conversation.query import query_parts
-from selection.delivery import client_core, proactive_names, read_delivery
+from selection.delivery import client_core, proactive_delivery, proactive_names, read_delivery
 from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
 from selection.indexes.query_embedding import QueryEmbeddingStats
@@ -67,15 +68,16 @@ class SelectorSettings:
     parts: :func:`selection.conversation.query.query_parts`), the share of the upstream's context the
     forwarded tools may take (``tool_budget_share``), and the catalogue size above which
     the meta-tool is ``search_tools`` rather than ``load_tools``. ``proactive_loads``: on a
-    frozen block, a new user turn's best tools the block lacks are delivered in the
-    conversation before the model asks (:attr:`selection.plan.Plan.proactive`)."""
+    frozen block, whether a new user turn's best tools the block lacks are delivered in the
+    conversation before the model asks (``auto``: by the seconds they save, where the
+    server's speeds are known; ``always``; ``never``: :attr:`selection.plan.Plan.proactive`)."""
 
     query_user_messages: int = 1
     query_chars: int = 1000
     query_parts: int = 6
     tool_budget_share: float = 0.5
     search_tools_min_catalog: int = 100
-    proactive_loads: bool = False
+    proactive_loads: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,10 @@ class MetaOutcome:
     events: tuple[dict[str, Any], ...]
     searches: Mapping[str, SearchResult]
     late: tuple[SelectionError, ...]
+
+
+#: A block chosen afresh with the server's speeds known weighs its ranking's best this many.
+FIRST_BLOCK_SCAN = 24
 
 
 class Selector:
@@ -248,8 +254,14 @@ class Selector:
         history = estimated_text_tokens(reading.history)
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
         delivery = read_delivery(reading, start, upstream)
+        first_block = None
+        if upstream.speed is not None and top_k is None and ranking is not None and not (
+                delivery.frozen or (start.state.turn and delivery.continued)):
+            first_block = first_block_count(upstream.speed, ranked_costs(
+                catalog, ranking.values, upstream.exact, FIRST_BLOCK_SCAN))
         facts = TurnFacts(
-            now=self.clock(), pinned=pinned, top_k=top_k, exact=upstream.exact,
+            now=self.clock(), pinned=pinned, exact=upstream.exact,
+            top_k=first_block if first_block is not None else top_k,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
                                 upstream.context_tokens, history, bridge=delivery.delivers),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
@@ -269,12 +281,15 @@ class Selector:
             state.meta_at = None  # a meta-tool forwarded later starts at the end
         expected = expectation(reading, selection, meta, start, self.policy, upstream.exact,
                                reuse=reuse > 0, history_tokens=history)
-        proactive = proactive_names(selection.missing, state.delivered, meta, messages) if (
-            self.settings.proactive_loads and facts.frozen) else ()
+        proactive = proactive_delivery(
+            proactive_names(selection.missing, state.delivered, meta, messages),
+            self.settings.proactive_loads, catalog, ranking, upstream.speed, upstream.exact,
+        ) if facts.frozen else ()
         return Plan(
             reading, selection, agent_block(state, conversation), meta, ranking,
             pinned, expected, start.kind, top_k, reuse, count_evicts=facts.count_evicts,
             delivers=delivery.delivers, continued=delivery.continued, proactive=proactive,
+            speed=upstream.speed, first_block=first_block,
         )
 
     def _select(
@@ -299,7 +314,7 @@ class Selector:
         loads are kept), what they loaded admitted first. With deferral, what they found is
         kept for the conversation (``ConversationState.found``). A translate-only plan
         only answers its searches: nothing to select, no state."""
-        searches = Searches(self.engine, self.policy, plan.catalog)
+        searches = Searches(self.engine, self.policy, plan.catalog, plan.speed)
         forwarded = set(plan.selection.names)
         answers = [await answer_meta_call(plan, searches, call, forwarded) for call in calls]
         results = tuple(answer.outcome.content for answer in answers)

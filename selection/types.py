@@ -28,6 +28,7 @@ from selection.catalog.text_plan import TextPlan
 from selection.catalog.tokens import estimated_tokens
 from selection.choosing.block_order import SelectedTool, Selection
 from selection.choosing.prefix import TEMPLATE_RESERVE_TOKENS, CacheExpectation
+from selection.choosing.seconds import ServerSpeed
 from selection.choosing.state import ConversationState, LoadedTool
 from selection.clients.bridge import bridge_arguments
 from selection.clients.bridge_calls import BridgedCall
@@ -57,11 +58,11 @@ __all__ = [
     "ClientSearch", "ConversationState", "DEFER_LOADING", "DeclaredGroup", "Embedder",
     "EmbedderError", "EmbedderTimeout", "IndexPending", "KEEP", "LoadedTool", "MetaTools",
     "NothingToPrune", "Plan", "PolicyError", "SearchResult", "SelectedTool", "Selection",
-    "SelectionError", "SmallCatalog", "StateStoreError", "TEMPLATE_RESERVE_TOKENS",
-    "TextPlan", "Tool", "ToolChoice", "TurnInput", "TurnReading", "UNAVAILABLE",
-    "UnexpectedSelectionError", "Upstream", "VectorStoreError", "bridge_arguments",
-    "build_catalog", "called_tools", "canonical_json", "content_text", "deferred_menu",
-    "estimated_tokens", "fingerprint", "free_name", "name_words", "parse_flat_tools",
-    "parse_function", "parse_tools", "read_tool_choice", "text_called_tools",
-    "without_deferral",
+    "SelectionError", "ServerSpeed", "SmallCatalog", "StateStoreError",
+    "TEMPLATE_RESERVE_TOKENS", "TextPlan", "Tool", "ToolChoice", "TurnInput", "TurnReading",
+    "UNAVAILABLE", "UnexpectedSelectionError", "Upstream", "VectorStoreError",
+    "bridge_arguments", "build_catalog", "called_tools", "canonical_json", "content_text",
+    "deferred_menu", "estimated_tokens", "fingerprint", "free_name", "name_words",
+    "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
+    "text_called_tools", "without_deferral",
 ]

@@ -34,12 +34,16 @@ class Chat:
     ``tool_calls`` items are ``{"id", "name", "arguments"}`` with ``arguments`` a JSON string.
     ``finish_reason`` defaults to ``"tool_calls"`` when there are tool calls, else ``"stop"``;
     ``usage`` defaults to prompt_tokens = request bytes // 4, completion_tokens = 5.
+    ``timings``: llama-server's object of the answer's speeds (``prompt_n``,
+    ``prompt_ms``, ``predicted_n``, ``predicted_ms``…), on the body and on the stream's
+    last event as llama-server puts it; None: none, as other servers.
     """
 
     content: str | None = "ok"
     tool_calls: list[dict[str, str]] | None = None
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
+    timings: dict[str, Any] | None = None
     model: str = DEFAULT_MODEL
     id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:16]}")
 
@@ -53,8 +57,9 @@ class Chat:
             message["tool_calls"] = [_tool_call(i, call) for i, call in enumerate(self.tool_calls)]
         choice = {"index": 0, "message": message, "logprobs": None,
                   "finish_reason": self._finish_reason()}
-        return {"id": self.id, "object": "chat.completion", "created": int(time.time()),
+        body = {"id": self.id, "object": "chat.completion", "created": int(time.time()),
                 "model": self.model, "choices": [choice], "usage": self._usage(size)}
+        return body if self.timings is None else {**body, "timings": self.timings}
 
     def events(self, request: dict[str, Any], size: int) -> list[bytes]:
         """The SSE events of this answer to ``request`` (its ``stream_options`` read)."""
@@ -87,6 +92,8 @@ class Chat:
         chunks.append(chunk({}, self._finish_reason()))
         if include_usage:
             chunks.append({**chunk({}), "choices": [], "usage": self._usage(size)})
+        if self.timings is not None:
+            chunks[-1]["timings"] = self.timings
         return [b"data: " + _json_bytes(c) + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
     def _finish_reason(self) -> str:

@@ -37,6 +37,7 @@ from proxy.log import get_logger
 from proxy.servers import lemonade, llama_server, lmstudio, ollama, vllm
 from proxy.servers.asking import Asker, api_key, urls
 from proxy.servers.facts import ModelFacts, Overflow, ServerFacts
+from proxy.servers.speeds import SpeedBook
 from proxy.servers.tokens import TokenCounter
 
 logger = get_logger("upstream_server")
@@ -74,7 +75,8 @@ KIND_MODULES: dict[str, ServerKind] = {
 
 class ServerProbe:
     """The upstream's :class:`ServerFacts` and its models' :class:`ModelFacts`, kept
-    fresh (see the module docstring); ``tokens``: exact tool token counts."""
+    fresh (see the module docstring); ``tokens``: exact tool token counts; ``speeds``:
+    each model's prefill and decode speeds, learned from its answers."""
 
     def __init__(self, settings: Settings, upstream: Upstream,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -88,6 +90,7 @@ class ServerProbe:
         self._models: dict[str, tuple[ModelFacts, float]] = {}
         self._learning: dict[str, asyncio.Task[None]] = {}
         self.tokens = TokenCounter(settings, upstream, clock)
+        self.speeds = SpeedBook(settings)
 
     @property
     def current(self) -> ServerFacts:
@@ -99,6 +102,7 @@ class ServerProbe:
         shown = self._facts.shown()
         shown["models"] = {name or "(any)": asdict(self._with_setting(facts))
                            for name, (facts, _) in self._models.items()}
+        shown["speeds"] = self.speeds.shown()
         return shown
 
     async def identify(self) -> ServerFacts:

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from proxy.http.forwarding import ErrorReader, Forwarder
 from proxy.log import get_logger
 from proxy.metrics import Metrics
+from proxy.servers.speeds import RoundTiming
 from proxy.turn.turn import MetaCall, Turn
 
 logger = get_logger("serving")
@@ -24,6 +25,8 @@ MetaCallRunner = Callable[[Turn, Sequence[MetaCall]], Awaitable[list[str]]]
 #: Keeps a hidden exchange of a turn (where it stands in the client's history, the API's
 #: messages or items) for the conversation's later requests.
 ExchangeRecorder = Callable[[Turn, int, Sequence[Any]], Awaitable[None]]
+#: Learns the server's speeds from one round read to its end (the request's model).
+SpeedObserver = Callable[[str | None, RoundTiming], None]
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,8 @@ class TurnServices:
     ``errors``: reads an upstream error answer as the proxy's own (a context overflow in
     the client's API's shape; None: relayed as sent); ``record_exchange``: keeps a hidden
     exchange of a turn that delivers tools in the conversation
-    (:meth:`proxy.turn.planner.Planner.record_exchange`)."""
+    (:meth:`proxy.turn.planner.Planner.record_exchange`); ``observe_speed``: learns the
+    server's speeds from each round's answer (:meth:`proxy.servers.speeds.SpeedBook.observe`)."""
 
     api: str
     forwarder: Forwarder
@@ -48,6 +52,7 @@ class TurnServices:
     upstream_stream: Callable[[], Awaitable[bool]] | None = None
     errors: ErrorReader | None = None
     record_exchange: ExchangeRecorder | None = None
+    observe_speed: SpeedObserver | None = None
 
     def suspicious_stop(self, request_id: bytes) -> None:
         """A streamed answer to a request with tools ended normally (``stop``,

@@ -96,6 +96,7 @@ def log_decision(
                 "notes": turn.notes,
                 "selection_ms": round(selection_s * 1000, 2),
                 **cache_fields(turn),
+                **seconds_fields(turn),
                 **turn.plan.group_fields(),
             }
         },
@@ -125,6 +126,19 @@ def cache_fields(turn: Turn) -> dict[str, Any]:
         fields["history_continued"] = plan.continued
         fields["outside"] = list(plan.selection.outside)
     return fields
+
+
+def seconds_fields(turn: Turn) -> dict[str, Any]:
+    """The decision log's fields of a plan made in seconds: the server's speeds it was
+    made for (``speed``, tokens per second; None: unknown, the plan is in tokens), the
+    top-k a block chosen afresh took from them (``first_block``) and the tools delivered
+    before the model asked (``proactive``)."""
+    plan = turn.plan
+    return {
+        "speed": plan.speed.shown() if plan.speed is not None else None,
+        "first_block": plan.first_block,
+        "proactive": list(plan.proactive),
+    }
 
 
 def turn_report(turn: Turn, api: str, request_id: bytes) -> Headers:

@@ -25,8 +25,9 @@ from proxy.metrics import Metrics
 from proxy.servers.facts import UNKNOWN
 from proxy.servers.overflow import read_overflow
 from proxy.servers.probe import ServerProbe
+from proxy.servers.speeds import RoundTiming
 from proxy.turn.adapter import Api, ApiRequest, ClientOut
-from proxy.turn.context import TurnServices, UsageRecorder
+from proxy.turn.context import SpeedObserver, TurnServices, UsageRecorder
 from proxy.turn.decisions import DecisionFlow
 from proxy.turn.planner import Planner
 from proxy.turn.rounds import serve_turn
@@ -76,7 +77,23 @@ class TurnHandler:
             record_exchange=planner.record_exchange,
             upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
             errors=overflow,
+            observe_speed=self._speed_observer(server, metrics) if server is not None else None,
         )
+
+    @staticmethod
+    def _speed_observer(server: ServerProbe, metrics: Metrics) -> SpeedObserver:
+        """Learns each round's speeds into the probe's book and shows the answering
+        model's in the metrics."""
+
+        def observe(model: str | None, timing: RoundTiming) -> None:
+            server.speeds.observe(model, timing)
+            speed = server.speeds.speed(model)
+            if speed.prefill_tps is not None:
+                metrics.upstream_prefill_speed.set(speed.prefill_tps)
+            if speed.decode_tps is not None:
+                metrics.upstream_decode_speed.set(speed.decode_tps)
+
+        return observe
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
         request = self.api.continued(request)

@@ -40,6 +40,7 @@ the round in flight is closed, none is started after it.
 from __future__ import annotations
 
 import json
+import time
 
 from proxy.http.asgi import send_complete, send_error
 from proxy.http.errors import ProxyError, UpstreamResponseInvalid
@@ -47,6 +48,7 @@ from proxy.http.forwarding import ClientRequest, is_event_stream, response_heade
 from proxy.http.sse import Event, EventSplitter
 from proxy.http.upstream import UpstreamResponse, raw_chunks, read_decoded
 from proxy.log import get_logger, where
+from proxy.servers.speeds import RoundTiming
 from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
 from proxy.turn.decision_log import refresh_report, tools_comment
@@ -112,6 +114,7 @@ class _TurnServer:
             try:
                 body = first if first is not None else self._body(offered)
                 first = None
+                timing = RoundTiming(time.monotonic())
                 response = await send_round(
                     self.services.forwarder, self.client,
                     plain_body(body) if plain_upstream else body,
@@ -120,12 +123,15 @@ class _TurnServer:
                 await self._fail(error)
                 return
             try:
-                reply = await self._read(response, offered or self.turn.rounds > 0)
+                reply = await self._read(response, offered or self.turn.rounds > 0, timing)
             except ProxyError as error:
                 await self._fail(error)
                 return
             finally:
                 await response.aclose()
+            if reply is not None and self.services.observe_speed is not None:
+                model = self.turn.body.get("model")
+                self.services.observe_speed(model if isinstance(model, str) else None, timing)
             if reply is None or not await self._after(reply, offered):
                 return
 
@@ -210,11 +216,13 @@ class _TurnServer:
         await view.finish(reply, only_meta)
         return False
 
-    async def _read(self, response: UpstreamResponse, needed: bool) -> Reply | None:
+    async def _read(self, response: UpstreamResponse, needed: bool,
+                    timing: RoundTiming) -> Reply | None:
         """Read one answer through the client's view; None when the request was answered
         here (an upstream error, or a body that is not an answer of the API: relayed as it
         came unless the proxy ``needed`` to read it). Raises UpstreamResponseInvalid for a
-        body that is not the API's answer when it did."""
+        body that is not the API's answer when it did. ``timing``: what the answer says of
+        the server's speed, and when its parts came."""
         if self.view is None:
             self.view = self.request.view(self.turn, self.out, response, stream=self.stream)
         view = self.view
@@ -234,9 +242,10 @@ class _TurnServer:
             return None
         await view.start_round(response)
         if is_event_stream(response) and view.reads_events:
-            await self._read_events(response, view)
+            await self._read_events(response, view, timing)
         else:
             raw = await read_decoded(response)
+            timing.seen_body(raw, time.monotonic())
             if not await view.body(raw):
                 if needed or view.started:
                     kind = (response.header(b"content-type") or b"no content type").decode("latin-1")
@@ -250,22 +259,23 @@ class _TurnServer:
                 return None
         return await view.end_round()
 
-    async def _read_events(self, response: UpstreamResponse, view: ClientView) -> None:
+    async def _read_events(self, response: UpstreamResponse, view: ClientView,
+                           timing: RoundTiming) -> None:
         splitter = EventSplitter()
         reading = True
         async for data in raw_chunks(response):
             for event in splitter.feed(data):
-                reading = reading and await self._event(event, view)
+                reading = reading and await self._event(event, view, timing)
             if not reading:
                 if view.done_marker:
                     await response.drain()
                 return
         for event in splitter.flush():
-            if not await self._event(event, view):
+            if not await self._event(event, view, timing):
                 return
 
     @staticmethod
-    async def _event(event: Event, view: ClientView) -> bool:
+    async def _event(event: Event, view: ClientView, timing: RoundTiming) -> bool:
         """Read one SSE event; False once the round's stream is over."""
         if event.data is None:
             if event.raw.lstrip().startswith(b":"):
@@ -281,6 +291,7 @@ class _TurnServer:
         if not isinstance(data, dict):
             view.unreadable("a JSON object")
             return False
+        timing.seen(data, time.monotonic(), streamed=True)
         return await view.event(event.event, data)
 
     async def _fail(self, error: ProxyError) -> None:

@@ -17,6 +17,8 @@ import numpy as np
 
 from selection.catalog.catalog import Catalog
 from selection.catalog.policy import Policy, catalog_layout
+from selection.catalog.tokens import tool_tokens
+from selection.choosing.seconds import ServerSpeed, delivered_count
 from selection.clients.meta_tools import (
     LoadOutcome,
     find_group,
@@ -45,13 +47,17 @@ LEXICAL_MATCH = 1e-6
 
 
 class Searches:
-    """The searches of one catalogue, ranked by ``engine`` under ``policy``; ``late``:
-    the selection errors met on the way (the search went on without the embedder)."""
+    """The searches of one catalogue, ranked by ``engine`` under ``policy``; ``speed``:
+    the upstream's speeds, where known (a search then loads the finds worth their
+    prefill: :func:`selection.choosing.seconds.delivered_count`); ``late``: the selection
+    errors met on the way (the search went on without the embedder)."""
 
-    def __init__(self, engine: SelectionEngine, policy: Policy, catalog: Catalog) -> None:
+    def __init__(self, engine: SelectionEngine, policy: Policy, catalog: Catalog,
+                 speed: ServerSpeed | None = None) -> None:
         self.engine = engine
         self.policy = policy
         self.catalog = catalog
+        self.speed = speed
         self.late: list[SelectionError] = []
 
     async def client_search(self, search: ClientSearch, arguments: str) -> SearchResult:
@@ -79,7 +85,8 @@ class Searches:
         (:func:`selection.clients.name_search.exactly_named`: "create issue", ``create_issue``)
         loads what it names; the other finds are listed by name and purpose, not loaded
         (each would cost its schema's prefill, and a change of the block later costs
-        everything after it). ``arguments``: the call's JSON text."""
+        everything after it); where the upstream's speeds are known, only the finds worth
+        their prefill are loaded. ``arguments``: the call's JSON text."""
         query, server = search_query(arguments), search_server(arguments)
         if query is None:
             return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
@@ -93,10 +100,20 @@ class Searches:
         found = found_tools(self.catalog, query, scores, limit=SEARCH_RESULTS,
                             threshold=threshold if group is None else -np.inf, exclude=outside)
         named = set(exactly_named(self.catalog, query, exclude=outside))
-        loads = [name for name in found if name in named] or found
+        loads = [name for name in found if name in named] or self._worth_loading(found)
         return search_outcome(loads, self.catalog, forwarded,
                               None if group is None else group.name,
                               listed=[name for name in found if name not in loads])
+
+    def _worth_loading(self, found: list[str]) -> list[str]:
+        """Of a search's finds (best first), those it loads: all where the upstream's
+        speeds are not known, else those whose definitions' prefill is worth the search
+        round they spare (at least the best one); the others are listed by name."""
+        if self.speed is None or not found:
+            return found
+        costs = [(rank, tool_tokens(tool, None)) for rank, name in enumerate(found, 1)
+                 if (tool := self.catalog.get(name)) is not None]
+        return found[: max(1, delivered_count(self.speed, costs))]
 
     async def _ranking(self, query: str) -> tuple[np.ndarray, float]:
         """A search query's scores and the least score a tool it finds needs: the engine's

@@ -96,7 +96,8 @@ SELECTION_PARTS: dict[str, set[str]] = {
         "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
     },
     "selection.delivery": {
-        "selection.plan", "selection.choosing", "selection.clients", "selection.conversation",
+        "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
+        "selection.conversation", "selection.ranking",
     },
     "selection.meta_calls": {"selection.plan", "selection.clients"},
     "selection.planning": {

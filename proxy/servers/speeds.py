@@ -1,0 +1,224 @@
+"""How fast the model server reads a prompt (prefill) and writes an answer (decode), per
+model, learned from its own answers.
+
+What a request costs a user is the prompt tokens the server evaluates ÷ its prefill speed,
+plus the tokens the model generates ÷ its decode speed, plus a fixed cost per request;
+decode is 10–55× slower per token than prefill on the hardware people run (published
+single-stream figures: H100 and RTX 4090 with llama.cpp ~25–55×, Ryzen AI NPU ~30×, Apple
+M-series ~10–14×). The proxy plans in those seconds once it knows the speeds
+(:class:`selection.plan.ServerSpeed`).
+
+Sources, best first:
+
+1. ``timings``: llama-server (and Lemonade's llama.cpp backend) puts it on a Chat
+   Completions or Responses answer (the body, or the stream's last event; not on
+   Messages): ``prompt_n`` tokens evaluated in ``prompt_ms``, ``predicted_n`` generated in
+   ``predicted_ms`` (llama.cpp ``tools/server``, ``result_timings::to_json``).
+2. The answer's own timing, where it carries ``usage``: a streamed answer's generated
+   tokens (``completion_tokens`` / ``output_tokens``) over the seconds from its first event
+   to its last; its evaluated tokens (prompt tokens less ``cached_tokens`` /
+   ``cache_read_input_tokens``) over the seconds before its first event.
+3. ``TOOLPRUNE_PREFILL_TOKENS_PER_S`` / ``TOOLPRUNE_DECODE_TOKENS_PER_S``, for a server
+   that reports neither.
+
+Each speed is the throughput of the model's last :data:`WINDOW` samples (their tokens
+over their seconds), so a few long prompts weigh more than many short ones; samples
+shorter than :data:`MIN_PREFILL_TOKENS` / :data:`MIN_DECODE_TOKENS`, and those the proxy
+timed itself in less than :data:`MIN_TIMED_S`, are left out (a server's fixed cost per
+request and the network dominate them). A model's samples from ``timings`` replace any
+it was timed by.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import Settings
+
+#: Samples each speed is the throughput of.
+WINDOW = 32
+#: Fewest tokens of a prefill sample (fewer: the fixed cost per request dominates).
+MIN_PREFILL_TOKENS = 32
+#: Fewest tokens of a decode sample the proxy timed (``timings`` time decode alone: one
+#: token is a sample).
+MIN_DECODE_TOKENS = 4
+#: Fewest seconds of a sample timed by the proxy (an answer's own timing): a shorter one
+#: is the network's and the server's fixed cost more than its speed.
+MIN_TIMED_S = 0.25
+#: Models whose speeds are kept.
+MAX_MODELS = 64
+
+
+@dataclass(frozen=True)
+class Speed:
+    """One model's speeds in tokens per second (None: unknown) and where each came from
+    (``timings``, ``answers``, a setting's name, or None)."""
+
+    prefill_tps: float | None = None
+    decode_tps: float | None = None
+    prefill_source: str | None = None
+    decode_source: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.prefill_tps is not None and self.decode_tps is not None
+
+    def shown(self) -> dict[str, Any]:
+        """For ``/readyz`` and the decision log (rounded)."""
+        return {
+            "prefill_tokens_per_s": None if self.prefill_tps is None else round(self.prefill_tps, 1),
+            "decode_tokens_per_s": None if self.decode_tps is None else round(self.decode_tps, 1),
+            "prefill_source": self.prefill_source, "decode_source": self.decode_source,
+        }
+
+
+@dataclass
+class _Throughput:
+    """The last :data:`WINDOW` samples of one speed: (tokens, seconds) each."""
+
+    samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    source: str | None = None
+
+    def add(self, tokens: float, seconds: float, source: str) -> None:
+        if source != self.source:  # a better source replaces a worse one's samples
+            if self.source == "timings" and source != "timings":
+                return
+            self.samples.clear()
+            self.source = source
+        self.samples.append((tokens, seconds))
+
+    @property
+    def value(self) -> float | None:
+        seconds = sum(s for _, s in self.samples)
+        return sum(t for t, _ in self.samples) / seconds if seconds > 0 else None
+
+
+@dataclass
+class RoundTiming:
+    """One upstream round as seen by the proxy: when it was sent, when its first event
+    (or its body) and its last arrived (monotonic seconds), and the ``timings`` and
+    ``usage`` objects its answer carried (the last of each)."""
+
+    sent: float
+    first: float | None = None
+    last: float | None = None
+    streamed: bool = False
+    timings: Mapping[str, Any] | None = None
+    usage: Mapping[str, Any] | None = None
+
+    def seen(self, data: Mapping[str, Any], now: float, *, streamed: bool) -> None:
+        """One answer object (a stream's event data, or the body) read at ``now``."""
+        self.first = now if self.first is None else self.first
+        self.last, self.streamed = now, streamed
+        timings, usage = data.get("timings"), data.get("usage")
+        if isinstance(timings, Mapping):
+            self.timings = timings
+        if isinstance(usage, Mapping):
+            self.usage = usage
+        message = data.get("message")  # Messages' message_start carries the input usage
+        if isinstance(message, Mapping) and isinstance(message.get("usage"), Mapping):
+            self.usage = {**message["usage"], **(self.usage or {})}
+        response = data.get("response")  # Responses' terminal event carries the response
+        if isinstance(response, Mapping) and isinstance(response.get("usage"), Mapping):
+            self.usage = response["usage"]
+
+    def seen_body(self, raw: bytes, now: float) -> None:
+        """A plain answer's body, read whole at ``now`` (one that is no JSON object says
+        nothing)."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(data, dict):
+            self.seen(data, now, streamed=False)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _first(mapping: Mapping[str, Any], *keys: str) -> float | None:
+    for key in keys:
+        if (value := _number(mapping.get(key))) is not None:
+            return value
+    return None
+
+
+def _cached(usage: Mapping[str, Any]) -> float:
+    for key in ("prompt_tokens_details", "input_tokens_details"):
+        details = usage.get(key)
+        if isinstance(details, Mapping) and (cached := _number(details.get("cached_tokens"))) is not None:
+            return cached
+    return _number(usage.get("cache_read_input_tokens")) or 0.0
+
+
+class SpeedBook:
+    """The speeds of each model the upstream serves (see the module docstring). Never
+    raises on what a server sends."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._models: dict[str, tuple[_Throughput, _Throughput]] = {}
+
+    def observe(self, model: str | None, timing: RoundTiming) -> None:
+        """Learn from one round's answer (:class:`RoundTiming`), read to its end."""
+        prefill, decode = self._pair(model or "")
+        timings = timing.timings
+        if timings is not None:
+            self._sample(prefill, _first(timings, "prompt_n"), _first(timings, "prompt_ms"),
+                         MIN_PREFILL_TOKENS, "timings", 1000.0)
+            self._sample(decode, _first(timings, "predicted_n"), _first(timings, "predicted_ms"),
+                         1, "timings", 1000.0)
+            return
+        usage = timing.usage
+        if usage is None or timing.first is None or timing.last is None:
+            return
+        prompt = _first(usage, "prompt_tokens", "input_tokens")
+        waited, streamed_s = timing.first - timing.sent, timing.last - timing.first
+        if prompt is not None and waited >= MIN_TIMED_S:
+            evaluated = max(prompt - _cached(usage), 0.0)
+            self._sample(prefill, evaluated, waited, MIN_PREFILL_TOKENS, "answers")
+        generated = _first(usage, "completion_tokens", "output_tokens")
+        if timing.streamed and generated is not None and streamed_s >= MIN_TIMED_S:
+            self._sample(decode, generated - 1, streamed_s, MIN_DECODE_TOKENS, "answers")
+
+    @staticmethod
+    def _sample(into: _Throughput, tokens: float | None, spent: float | None, least: int,
+                source: str, per_second: float = 1.0) -> None:
+        if tokens is None or spent is None or tokens < least or spent <= 0:
+            return
+        into.add(tokens, spent / per_second, source)
+
+    def _pair(self, model: str) -> tuple[_Throughput, _Throughput]:
+        pair = self._models.pop(model, None) or (_Throughput(), _Throughput())
+        self._models[model] = pair  # most recently used last
+        while len(self._models) > MAX_MODELS:
+            self._models.pop(next(iter(self._models)))
+        return pair
+
+    def speed(self, model: str | None) -> Speed:
+        """``model``'s speeds: learned, else the settings' (a server that serves one model
+        whatever a request names is learned under every name it is asked by)."""
+        prefill, decode = self._models.get(model or "", (None, None))
+        settings = self._settings
+        prefill_tps = prefill.value if prefill is not None else None
+        decode_tps = decode.value if decode is not None else None
+        return Speed(
+            prefill_tps if prefill_tps is not None else settings.prefill_tokens_per_s,
+            decode_tps if decode_tps is not None else settings.decode_tokens_per_s,
+            prefill.source if prefill_tps is not None and prefill is not None
+            else "TOOLPRUNE_PREFILL_TOKENS_PER_S" if settings.prefill_tokens_per_s else None,
+            decode.source if decode_tps is not None and decode is not None
+            else "TOOLPRUNE_DECODE_TOKENS_PER_S" if settings.decode_tokens_per_s else None,
+        )
+
+    def shown(self) -> dict[str, Any]:
+        """Every model's speeds, for ``/readyz``."""
+        return {name or "(any)": self.speed(name).shown() for name in self._models}

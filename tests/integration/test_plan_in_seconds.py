@@ -1,0 +1,155 @@
+"""The proxy learns the server's speeds from its answers and plans in seconds (issue 57),
+through the real proxy under uvicorn in front of the scripted upstream
+(``benchmarks/support/upstream.py``), on every acting API, plain and streamed:
+
+* an answer's ``timings`` (llama-server's) make the model's speeds known: ``/readyz``, the
+  metrics and the next request's decision line show them;
+* with speeds known (here set, as for a server that reports none), a conversation's
+  first block is sized by the seconds it is expected to save (a decode-slow server's is
+  the larger), a new user turn gets its best missing tool before the model asks, and
+  only that (``proactive_loads=auto``), and a search loads the finds worth their
+  prefill, listing the others;
+* with speeds unknown, the token-only plan stands (the policy's top-k, no proactive
+  delivery, a search loading all it finds).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from benchmarks.support.upstream import Chat
+from tests.support.conversations import answered, history_of, with_history
+from tests.support.logs import Lines
+from tests.support.turn_apis import CASES, IDS, Bench, Call, Servers, bench, turn_servers
+
+#: A second user turn whose best tool (``browser_cookie_set``) the first block lacks.
+COOKIES = "Now set a session cookie named theme with the value dark for example.com"
+#: Tools delivered in the conversation; ``search_tools`` offered (69 tools are fewer than
+#: its default threshold).
+CONVERSATION = {"late_tools": "conversation", "search_tools_min_catalog": 10}
+#: Ryzen AI NPU (decode-slow) and Apple M3 Max (prefill-slow relative to decode), tok/s.
+NPU = {"prefill_tokens_per_s": 300.0, "decode_tokens_per_s": 10.0}
+APPLE = {"prefill_tokens_per_s": 505.0, "decode_tokens_per_s": 49.0}
+TIMINGS = {"prompt_n": 2400, "prompt_ms": 800.0, "predicted_n": 30, "predicted_ms": 1500.0}
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[Servers]:
+    with turn_servers({"npu": {**CONVERSATION, **NPU}, "apple": {**CONVERSATION, **APPLE},
+                       "unknown": CONVERSATION, "learning": CONVERSATION,
+                       "always": {**CONVERSATION, "proactive_loads": "always"}}) as running:
+        yield running
+
+
+def send(run: Bench, body: dict[str, Any]) -> Any:
+    response = httpx.post(run.proxy + run.api.path, json=body, headers=run.credential, timeout=300)
+    return run.api.read(response, run.stream)
+
+
+def client_tools(run: Bench, body: dict[str, Any]) -> list[str]:
+    return [name for name in run.api.offered(body) if name not in ("load_tools", "search_tools",
+                                                                    "call_tool")]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_the_speeds_an_answers_timings_report_are_learned_and_shown(
+    servers: Servers, request: pytest.FixtureRequest, stream: bool, log_lines: Lines
+) -> None:
+    run = bench(servers, "learning", request, "chat", stream)
+    run.script(Chat(content="Done.", timings=TIMINGS), Chat(content="Again."))
+    run.post()
+    run.post()
+    ready = httpx.get(run.proxy + "/readyz", timeout=30).json()
+    (speed,) = ready["server"]["speeds"].values()
+    assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
+                     "prefill_source": "timings", "decode_source": "timings"}
+    metrics = httpx.get(run.proxy + "/metrics", timeout=30).text
+    assert "toolprune_upstream_prefill_tokens_per_second 3000.0" in metrics
+    assert "toolprune_upstream_decode_tokens_per_second 20.0" in metrics
+    line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
+    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0}
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_decode_slow_server_gets_the_larger_first_block(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool, log_lines: Lines
+) -> None:
+    sizes = {}
+    for proxy in ("npu", "apple", "unknown"):
+        run = bench(servers, proxy, request, name, stream)
+        run.script(run.api.reply("Done."))
+        run.post()
+        sizes[proxy] = len(client_tools(run, run.bodies()[0]))
+        line = log_lines.wait_for("pruning_decision", run.sent()[0].header("x-request-id") or "")
+        assert (line["first_block"] is None) == (proxy == "unknown")
+    assert sizes["npu"] > sizes["apple"] >= 1
+    assert sizes["unknown"] == 4  # the policy's top-k (turn_servers): the token-only plan
+
+
+def second_turn(run: Bench) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
+    """A first turn, then a new user turn asking for what the block lacks: the second
+    upstream request's body and what it holds after the client's history."""
+    api = run.api
+    run.script(api.reply("The screenshot is taken."))
+    body = api.body(run.stream)
+    send(run, body)
+    follow = answered(api.name, body, [], "", text="The screenshot is taken.", ask=COOKIES)
+    run.script(api.reply("Setting it."))
+    send(run, follow)
+    first, second = run.bodies()
+    return first, second, history_of(api.name, second)[len(history_of(api.name, follow)):]
+
+
+def delivered(run: Bench) -> list[str]:
+    """What the proxy delivered on the new user turn of :func:`second_turn`, before the
+    model asked (the block staying as it was)."""
+    first, second, added = second_turn(run)
+    assert run.api.offered(second) == run.api.offered(first)
+    if not added:
+        return []
+    (call,) = run.api.exchanged(with_history(run.api.name, second, added))
+    assert call.name == "search_tools"  # the proxy's own call of the meta-tool offered
+    ((_, result),) = run.api.results(with_history(run.api.name, second, added))
+    return [tool["name"] for tool in json.loads(result)["tools"]]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_with_speeds_known_a_new_turn_gets_the_missing_tools_worth_their_prefill(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    """The turn's best missing tool and those close behind it that are cheap enough, not
+    every best tool the block lacks (``always``)."""
+    worth = delivered(bench(servers, "apple", request, name, stream))
+    every = delivered(bench(servers, "always", request, name, stream))
+    assert "browser_cookie_set" in worth and set(worth) < set(every)
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_with_speeds_unknown_the_model_asks_first(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    assert delivered(bench(servers, "unknown", request, name, stream)) == []
+
+
+def searched(run: Bench) -> list[str]:
+    """The tools a ``search_tools`` call for cookie tools delivered (first round)."""
+    search = Call("meta_1", "search_tools", json.dumps({"query": "manage browser cookies"}))
+    run.script(run.api.reply(calls=(search,)), run.api.reply("Found them."))
+    run.post(ask="Find the browser cookie tools")
+    ((_, result),) = run.api.results(run.bodies()[1])
+    return [tool["name"] for tool in json.loads(result).get("tools", [])]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_with_speeds_known_a_search_loads_only_the_finds_worth_their_prefill(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    known = searched(bench(servers, "npu", request, name, stream))
+    unknown = searched(bench(servers, "unknown", request, name, stream))
+    assert 1 <= len(known) < len(unknown)
+    assert known == unknown[: len(known)]

@@ -1,0 +1,119 @@
+"""Choices made in seconds on a server of known speed (selection/choosing/seconds.py) and
+the speeds learned from a server's answers (proxy/servers/speeds.py).
+
+The profiles are the published single-stream figures of
+``benchmarks/support/hardware_profiles.py`` (tokens per second)."""
+
+from __future__ import annotations
+
+import pytest
+
+from config.settings import Settings
+from proxy.servers.speeds import MIN_TIMED_S, RoundTiming, SpeedBook
+from selection.choosing.seconds import (
+    ServerSpeed,
+    bridge_call_s,
+    delivered_count,
+    first_block_count,
+    search_round_s,
+    session_odds,
+    turn_odds,
+    worth,
+)
+
+NPU = ServerSpeed(300, 10)  # decode-slow: Ryzen AI NPU (FastFlowLM)
+IGPU = ServerSpeed(273, 16)
+APPLE = ServerSpeed(505, 49)  # prefill-slow relative to decode: Apple M3 Max (Metal)
+H100 = ServerSpeed(3500, 134)
+#: 24 candidates of the GitHub MCP server's mean size.
+CANDIDATES = [280] * 24
+
+
+def test_a_request_costs_prefill_decode_and_a_fixed_part() -> None:
+    assert NPU.prefill_s(600) == 2.0 and NPU.decode_s(30) == 3.0
+    assert search_round_s(NPU) == pytest.approx(24 / 10 + 0.05)
+    assert bridge_call_s(APPLE) == pytest.approx(12 / 49)
+
+
+def test_worth_weighs_the_chance_against_the_cost() -> None:
+    assert worth(0.5, 1.0, 1.0) and not worth(0.5, 0.9, 1.0)
+    assert worth(0.2, 4.0, 1.0) and not worth(0.2, 3.9, 1.0)
+
+
+def test_odds_fall_with_the_rank_and_a_session_raises_them() -> None:
+    odds = [turn_odds(rank) for rank in range(1, 12)]
+    assert odds == sorted(odds, reverse=True) and odds[-1] > 0
+    assert all(session_odds(rank) > turn_odds(rank) for rank in range(1, 12))
+
+
+def test_a_decode_slow_server_gets_the_larger_first_block() -> None:
+    npu, igpu, apple, h100 = (first_block_count(s, CANDIDATES) for s in (NPU, IGPU, APPLE, H100))
+    assert npu > igpu > apple >= 1
+    assert h100 == npu  # the same prefill:decode ratio (~27–30) weighs the same
+    assert first_block_count(ServerSpeed(300, 1), CANDIDATES) == len(CANDIDATES)  # decode crawls
+
+
+def test_small_tools_earn_their_place_sooner_than_large_ones() -> None:
+    assert first_block_count(APPLE, [60] * 24) > first_block_count(APPLE, [600] * 24)
+
+
+def test_a_turn_delivers_its_best_missing_tool_where_the_search_costs_more() -> None:
+    assert delivered_count(NPU, [(1, 280), (2, 280), (3, 280)]) == 1
+    assert delivered_count(APPLE, [(1, 280), (2, 280)]) == 1
+    assert delivered_count(NPU, [(1, 60), (2, 60), (3, 60)]) == 3  # small definitions
+    assert delivered_count(NPU, [(5, 280)]) == 0  # a tool far down the ranking
+    assert delivered_count(ServerSpeed(50, 500), [(1, 280)]) == 0  # prefill crawls
+
+
+def timing(**answer: object) -> RoundTiming:
+    round_ = RoundTiming(sent=0.0)
+    round_.seen(answer, 0.0, streamed=False)
+    return round_
+
+
+def test_speeds_are_the_throughput_of_the_timings_a_server_reports() -> None:
+    book = SpeedBook(Settings())
+    book.observe("m", timing(timings={"prompt_n": 1000, "prompt_ms": 500.0,
+                                      "predicted_n": 20, "predicted_ms": 1000.0}))
+    book.observe("m", timing(timings={"prompt_n": 3000, "prompt_ms": 500.0,
+                                      "predicted_n": 60, "predicted_ms": 1000.0}))
+    book.observe("m", timing(timings={"prompt_n": 1, "prompt_ms": 900.0}))  # too short: left out
+    speed = book.speed("m")
+    assert (speed.prefill_tps, speed.decode_tps) == (4000.0, 40.0)
+    assert (speed.prefill_source, speed.decode_source) == ("timings", "timings")
+    assert book.speed("other").prefill_tps is None
+    assert set(book.shown()) == {"m"}
+
+
+def test_without_timings_a_streamed_answer_is_timed_when_it_lasts() -> None:
+    book = SpeedBook(Settings())
+    answer = RoundTiming(sent=10.0)
+    answer.seen({"choices": []}, 10.0 + 2.0, streamed=True)
+    answer.seen({"usage": {"prompt_tokens": 1200, "completion_tokens": 41,
+                           "prompt_tokens_details": {"cached_tokens": 200}}}, 16.0, streamed=True)
+    book.observe("m", answer)
+    speed = book.speed("m")
+    assert (speed.prefill_tps, speed.decode_tps) == (500.0, 10.0)
+    assert speed.prefill_source == "answers"
+    quick = RoundTiming(sent=0.0)
+    quick.seen({"usage": {"prompt_tokens": 5000, "completion_tokens": 500}}, MIN_TIMED_S / 2,
+               streamed=True)
+    fresh = SpeedBook(Settings())
+    fresh.observe("m", quick)  # a scripted server's instant answer says nothing of speed
+    assert fresh.speed("m").prefill_tps is None
+
+
+def test_timings_replace_what_the_proxy_timed_and_settings_fill_what_is_unknown() -> None:
+    book = SpeedBook(Settings(prefill_tokens_per_s=900.0, decode_tokens_per_s=30.0))
+    assert book.speed("m").prefill_source == "TOOLPRUNE_PREFILL_TOKENS_PER_S"
+    book.observe("m", timing(timings={"prompt_n": 600, "prompt_ms": 1000.0}))
+    speed = book.speed("m")
+    assert (speed.prefill_tps, speed.prefill_source) == (600.0, "timings")
+    assert (speed.decode_tps, speed.decode_source) == (30.0, "TOOLPRUNE_DECODE_TOKENS_PER_S")
+
+
+@pytest.mark.parametrize("value", [True, "true", "always"])
+def test_proactive_loads_reads_its_boolean_form(value: object) -> None:
+    assert Settings(proactive_loads=value).proactive_loads == "always"
+    assert Settings(proactive_loads=False).proactive_loads == "never"
+    assert Settings().proactive_loads == "auto"
