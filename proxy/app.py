@@ -55,6 +55,7 @@ from proxy.http.upstream import Upstream, create_session, is_normalised
 from proxy.log import configure_logging, get_logger
 from proxy.metrics import Metrics, QueryEmbeddingCollector, route_label
 from proxy.servers.probe import ServerProbe
+from proxy.state.speeds import SharedSpeeds
 from proxy.turn.decision_log import late_error_reporter
 from proxy.turn.handler import TurnHandler
 from proxy.turn.planner import Planner
@@ -240,7 +241,11 @@ def create_app(settings: Settings) -> Starlette:
                 settings.usage_db, settings.learn_interval_s, selector,
                 shared=shared, refresh_s=settings.learn_refresh_s,
             )
-        server = ServerProbe(settings, upstream)
+        speed_share = SharedSpeeds(
+            settings.state_url, key_prefix=settings.state_key_prefix,
+            timeout_s=settings.redis_timeout_s,
+        ) if settings.state_url else None
+        server = ServerProbe(settings, upstream, speed_share=speed_share)
         await server.identify()  # the upstream_server line (bounded wait)
         planner = Planner(
             settings=settings, selector=selector, store=store, metrics=metrics,
@@ -283,6 +288,8 @@ def create_app(settings: Settings) -> Starlette:
             if usage is not None:  # writes what is queued (bounded wait)
                 await asyncio.to_thread(usage.close)
             await server.aclose()
+            if speed_share is not None:
+                await speed_share.aclose()
             await selector.aclose()
             metrics.registry.unregister(query_metrics)
             await store.aclose()

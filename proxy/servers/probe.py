@@ -37,7 +37,7 @@ from proxy.log import get_logger
 from proxy.servers import lemonade, llama_server, lmstudio, ollama, vllm
 from proxy.servers.asking import Asker, api_key, urls
 from proxy.servers.facts import ModelFacts, Overflow, ServerFacts
-from proxy.servers.speeds import SpeedBook
+from proxy.servers.speeds import SpeedBook, SpeedShare
 from proxy.servers.tokens import TokenCounter
 
 logger = get_logger("upstream_server")
@@ -76,10 +76,12 @@ KIND_MODULES: dict[str, ServerKind] = {
 class ServerProbe:
     """The upstream's :class:`ServerFacts` and its models' :class:`ModelFacts`, kept
     fresh (see the module docstring); ``tokens``: exact tool token counts; ``speeds``:
-    each model's prefill and decode speeds, learned from its answers."""
+    each model's prefill and decode speeds, learned from its answers (and shared with
+    the other replicas through ``speed_share``)."""
 
     def __init__(self, settings: Settings, upstream: Upstream,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 speed_share: SpeedShare | None = None) -> None:
         self._settings = settings
         self._upstream = upstream
         self._clock = clock
@@ -90,7 +92,7 @@ class ServerProbe:
         self._models: dict[str, tuple[ModelFacts, float]] = {}
         self._learning: dict[str, asyncio.Task[None]] = {}
         self.tokens = TokenCounter(settings, upstream, clock)
-        self.speeds = SpeedBook(settings)
+        self.speeds = SpeedBook(settings, speed_share, clock)
 
     @property
     def current(self) -> ServerFacts:

@@ -18,7 +18,9 @@ Sources, best first:
    tokens (``completion_tokens`` / ``output_tokens``) over the seconds from its first event
    to its last; its evaluated tokens (prompt tokens less ``cached_tokens`` /
    ``cache_read_input_tokens``) over the seconds before its first event.
-3. ``TOOLPRUNE_PREFILL_TOKENS_PER_S`` / ``TOOLPRUNE_DECODE_TOKENS_PER_S``, for a server
+3. Another replica's, where the state is shared (:class:`SpeedShare`: Redis, with
+   ``TOOLPRUNE_STATE_URL``), while this replica has learned none itself.
+4. ``TOOLPRUNE_PREFILL_TOKENS_PER_S`` / ``TOOLPRUNE_DECODE_TOKENS_PER_S``, for a server
    that reports neither.
 
 Each speed is the throughput of the model's last :data:`WINDOW` samples (their tokens
@@ -31,12 +33,14 @@ it was timed by.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
+import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from config.settings import Settings
 
@@ -52,6 +56,17 @@ MIN_DECODE_TOKENS = 4
 MIN_TIMED_S = 0.25
 #: Models whose speeds are kept.
 MAX_MODELS = 64
+#: Seconds between two writes, or two reads, of one model's speeds to the shared store.
+SHARE_INTERVAL_S = 10.0
+
+
+class SpeedShare(Protocol):
+    """Where replicas share what they learned (:class:`proxy.state.speeds.SharedSpeeds`):
+    a model's :meth:`SpeedBook.summary`, written and read; never raises."""
+
+    async def publish(self, model: str, summary: dict[str, Any]) -> None: ...
+
+    async def fetch(self, model: str) -> dict[str, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -96,6 +111,22 @@ class _Throughput:
     def value(self) -> float | None:
         seconds = sum(s for _, s in self.samples)
         return sum(t for t, _ in self.samples) / seconds if seconds > 0 else None
+
+    def summary(self) -> list[Any] | None:
+        """The window's total tokens, seconds and source (None: no sample)."""
+        if not self.samples:
+            return None
+        return [sum(t for t, _ in self.samples), sum(s for _, s in self.samples), self.source]
+
+    def adopt(self, summary: Any) -> None:
+        """Another replica's window (:meth:`summary`), kept as one sample while this one
+        has none of its own; an unreadable one is ignored."""
+        if self.samples or not isinstance(summary, list) or len(summary) != 3:
+            return
+        tokens, seconds, source = summary
+        if (_number(tokens) or 0) > 0 and (_number(seconds) or 0) > 0 and isinstance(source, str):
+            self.samples.append((float(tokens), float(seconds)))
+            self.source = f"{source} (shared)"
 
 
 @dataclass
@@ -163,9 +194,14 @@ class SpeedBook:
     """The speeds of each model the upstream serves (see the module docstring). Never
     raises on what a server sends."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, share: SpeedShare | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = settings
         self._models: dict[str, tuple[_Throughput, _Throughput]] = {}
+        self._share = share
+        self._clock = clock
+        self._due: dict[tuple[str, str], float] = {}  # (publish | fetch, model) → next time
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def observe(self, model: str | None, timing: RoundTiming) -> None:
         """Learn from one round's answer (:class:`RoundTiming`), read to its end."""
@@ -176,6 +212,7 @@ class SpeedBook:
                          MIN_PREFILL_TOKENS, "timings", 1000.0)
             self._sample(decode, _first(timings, "predicted_n"), _first(timings, "predicted_ms"),
                          1, "timings", 1000.0)
+            self._publish(model or "")
             return
         usage = timing.usage
         if usage is None or timing.first is None or timing.last is None:
@@ -188,6 +225,40 @@ class SpeedBook:
         generated = _first(usage, "completion_tokens", "output_tokens")
         if timing.streamed and generated is not None and streamed_s >= MIN_TIMED_S:
             self._sample(decode, generated - 1, streamed_s, MIN_DECODE_TOKENS, "answers")
+        self._publish(model or "")
+
+    def summary(self, model: str | None) -> dict[str, Any]:
+        """``model``'s windows in short (what :class:`SpeedShare` keeps)."""
+        prefill, decode = self._models.get(model or "", (_Throughput(), _Throughput()))
+        return {"prefill": prefill.summary(), "decode": decode.summary()}
+
+    def _due_now(self, action: str, model: str) -> bool:
+        now = self._clock()
+        if now < self._due.get((action, model), 0.0):
+            return False
+        self._due[(action, model)] = now + SHARE_INTERVAL_S
+        return True
+
+    def _publish(self, model: str) -> None:
+        """Write ``model``'s speeds to the share in the background, at most every
+        :data:`SHARE_INTERVAL_S`."""
+        if self._share is None or not self._due_now("publish", model):
+            return
+        task = asyncio.get_running_loop().create_task(self._share.publish(model, self.summary(model)))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def known(self, model: str | None) -> Speed:
+        """:meth:`speed`, after reading another replica's where this one has learned
+        nothing of ``model`` (at most every :data:`SHARE_INTERVAL_S`)."""
+        key = model or ""
+        if self._share is not None and key not in self._models and self._due_now("fetch", key):
+            shared = await self._share.fetch(key)
+            if shared is not None and key not in self._models:
+                prefill, decode = self._pair(key)
+                prefill.adopt(shared.get("prefill"))
+                decode.adopt(shared.get("decode"))
+        return self.speed(model)
 
     @staticmethod
     def _sample(into: _Throughput, tokens: float | None, spent: float | None, least: int,

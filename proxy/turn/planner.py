@@ -101,7 +101,7 @@ class Planner:
         plan = await self.selector.plan(
             reading, state=await self._load_state(conversation), conversation=conversation,
             load_agent=lambda: self._load_state(agent),
-            upstream=self._upstream(server, facts, model), top_k=top_k,
+            upstream=self._upstream(server, facts, await self._speed(model)), top_k=top_k,
         )
         if plan.ranking is not None:
             self.metrics.embedding_seconds.observe(plan.ranking.embedding_s)
@@ -121,14 +121,15 @@ class Planner:
             return ServerFacts(), ModelFacts(context, source)
         return await self.upstream.facts(), await self.upstream.model(model)
 
-    def _upstream(self, server: ServerFacts, facts: ModelFacts, model: str | None) -> Upstream:
+    def _upstream(self, server: ServerFacts, facts: ModelFacts,
+                  speed: ServerSpeed | None) -> Upstream:
         """What selection reads of the upstream: the model's context, exact token counts
         (its tokenizer's), whether conversations of one agent share its block
         (``prefix_cache``; ``auto``: a server that keeps one prompt per slot), the
         ``n_cache_reuse`` to send (a model llama.cpp serves), whether it caches the
         prompt's prefix (any kind known), where tools needed later reach the model
         (``late_tools``; ``auto``: in the conversation where the prefix is cached), and
-        ``model``'s speeds where both are known (learned, or the settings')."""
+        the model's ``speed`` (:meth:`_speed`)."""
         settings, mode = self.settings, self.settings.prefix_cache
         one_prompt = server.prefix_cache is PrefixCache.ONE_PROMPT
         exact = self.upstream.tokens.exact(tokenizer(facts)) if self.upstream else None
@@ -141,14 +142,15 @@ class Planner:
             caches_prefix=caches,
             delivery="conversation" if late == "conversation" or (late == "auto" and caches)
             else "block",
-            speed=self._speed(model),
+            speed=speed,
         )
 
-    def _speed(self, model: str | None) -> ServerSpeed | None:
-        """``model``'s speeds when both are known: learned from the server's answers
-        (:class:`proxy.servers.speeds.SpeedBook`), else the settings'."""
+    async def _speed(self, model: str | None) -> ServerSpeed | None:
+        """``model``'s speeds when both are known: learned from the server's answers, by
+        this replica or another (:class:`proxy.servers.speeds.SpeedBook`), else the
+        settings'."""
         if self.upstream is not None:
-            speed = self.upstream.speeds.speed(model)
+            speed = await self.upstream.speeds.known(model)
             prefill, decode = speed.prefill_tps, speed.decode_tps
         else:
             prefill, decode = self.settings.prefill_tokens_per_s, self.settings.decode_tokens_per_s

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+import redis as redis_client
 
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.redis_server import (
@@ -242,3 +243,24 @@ def test_a_conversation_delivered_through_replica_a_keeps_its_shape_on_replica_b
     (written,) = api.exchanged(with_history(name, three, after[len(before):]))
     assert written.name == "call_tool"
     assert json.loads(written.arguments) == {"name": LOADED, "arguments": arguments}
+
+
+def test_the_speeds_replica_a_learned_plan_replica_bs_first_request(
+    upstream: RunningUpstream, replicas: tuple[str, str], redis: RedisServer
+) -> None:
+    """Replica A learns the model's speeds from an answer's ``timings`` and writes them to
+    Redis; replica B, which has seen no answer, reads them for its first request."""
+    a, b = replicas
+    timings = {"prompt_n": 1200, "prompt_ms": 400.0, "predicted_n": 40, "predicted_ms": 2000.0}
+    upstream.upstream.script(Chat(content="done", timings=timings))
+    post(a, "conv-speed-a")
+    shared = redis_client.Redis.from_url(redis.url)
+    deadline = time.monotonic() + 30
+    while not shared.hexists("toolprune:speeds:v1", "m"):  # A writes in the background
+        assert time.monotonic() < deadline, "replica A never shared its speeds"
+        time.sleep(0.05)
+    assert httpx.get(b + "/readyz", timeout=30).json()["server"]["speeds"] == {}
+    post(b, "conv-speed-b")
+    (speed,) = httpx.get(b + "/readyz", timeout=30).json()["server"]["speeds"].values()
+    assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
+                     "prefill_source": "timings (shared)", "decode_source": "timings (shared)"}
