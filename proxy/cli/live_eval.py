@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tqdm import tqdm
 
 from config.settings import Settings
 from proxy.cli.live_proxy import LiveProxy, live_proxy
@@ -45,14 +46,16 @@ INDEX_TIMEOUT_S = 600.0
 RESUME_KEYS = ("base_url", "model", "max_tokens", "top_k", "threshold", "max_tools")
 
 
-def live_settings(settings: Settings) -> Settings:
+def live_settings(settings: Settings, timeout_s: float) -> Settings:
     """The proxy's settings for a live run: the user's, with the decision lines logged
     (they say what the meta-calls loaded), conversation state in this process (the run's
     own conversations; never the user's Redis), no usage log or learning (the run is not
-    the agent's traffic), and a catalogue's index waited for."""
+    the agent's traffic), a catalogue's index waited for, and the server waited for as
+    long as a direct request is (``timeout_s``, seconds)."""
     return settings.model_copy(update={
         "log_level": "info", "state_url": None, "usage_db": None, "learn": False,
         "index_timeout_s": max(settings.index_timeout_s, INDEX_TIMEOUT_S),
+        "idle_timeout_s": max(settings.idle_timeout_s, timeout_s),
     })
 
 
@@ -129,8 +132,6 @@ def _conversations(case_set: CaseSet) -> dict[str, list[Any]]:
 def _run_set(case_set: CaseSet, results: ResultsFile, client: httpx.Client, sender: Sender,
              proxy: LiveProxy, run_id: str, progress: bool) -> None:
     """Run every conversation of ``case_set`` that ``results`` does not hold whole."""
-    from tqdm import tqdm
-
     done = latest_records(results.records)
     pending = [cases for cases in _conversations(case_set).values()
                if any((case_set.name, case.id) not in done for case in cases)]
@@ -153,24 +154,27 @@ def run_live(args: argparse.Namespace, settings: Settings, sets: list[CaseSet]) 
     """Run ``sets`` against ``args.live`` (see the module docstring); the JSON-ready
     report. Raises ValueError (bad input, a results file of another run), OSError (a
     file; :class:`~proxy.cli.live_proxy.LiveProxyError`: the proxy did not start)."""
-    settings = live_settings(settings)
+    settings = live_settings(settings, args.timeout)
     api_key = settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
     base_url = args.live.rstrip("/")
     log = logging.FileHandler(args.proxy_log) if args.proxy_log else logging.StreamHandler()
     if not args.proxy_log:
         log.setLevel(logging.WARNING)
-    with httpx.Client(timeout=args.timeout) as client:
-        model = args.model or server_model(client, base_url, api_key)
-        config = {"base_url": base_url, "model": model, "max_tokens": args.max_tokens,
-                  "top_k": settings.top_k, "threshold": settings.threshold,
-                  "max_tools": settings.max_tools, "temperature": 0}
-        results = ResultsFile(args.results, config)
-        sender = Sender(base_url, model, args.max_tokens, api_key, args.timeout)
-        with live_proxy(settings, base_url, log=log, timeout_s=args.timeout) as proxy:
-            run_id = uuid.uuid4().hex[:12]
-            for case_set in sets:
-                _run_set(case_set, results, client, sender, proxy, run_id, not args.no_progress)
-    log.close()
+    try:
+        with httpx.Client(timeout=args.timeout) as client:
+            model = args.model or server_model(client, base_url, api_key)
+            config = {"base_url": base_url, "model": model, "max_tokens": args.max_tokens,
+                      "top_k": settings.top_k, "threshold": settings.threshold,
+                      "max_tools": settings.max_tools, "temperature": 0}
+            results = ResultsFile(args.results, config)
+            sender = Sender(base_url, model, args.max_tokens, api_key)
+            with live_proxy(settings, base_url, log=log, timeout_s=args.timeout) as proxy:
+                run_id = uuid.uuid4().hex[:12]
+                for case_set in sets:
+                    _run_set(case_set, results, client, sender, proxy, run_id,
+                             not args.no_progress)
+    finally:
+        log.close()
     records = latest_records(results.records)
     reports = [
         summarise_set(case_set.name, [records[(case_set.name, case.id)] for case in case_set.cases],

@@ -32,13 +32,12 @@ ERROR_CHARS = 200
 class Sender:
     """How requests are sent: the server's ``base_url`` (OpenAI base, ending ``/v1`` or
     the server's equivalent), the ``model``, ``max_tokens`` per answer (None: the server's
-    default), the ``api_key`` (a bearer token; None: none) and the client's ``timeout_s``."""
+    default) and the ``api_key`` (a bearer token; None: none)."""
 
     base_url: str
     model: str
     max_tokens: int | None
     api_key: str | None
-    timeout_s: float
 
     def body(self, case: Case) -> dict[str, Any]:
         """The chat-completion request of ``case``."""

@@ -105,13 +105,18 @@ def counts(row: dict[str, Any]) -> dict[str, int]:
     return {name: row[name] for name in OUTCOMES}
 
 
+@pytest.mark.parametrize("late_tools", ["block", "conversation"])
 def test_each_outcome_occurs_on_purpose(
     crafted: tuple[Path, dict[str, Want]], model_server: tuple[Upstream, str], tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], late_tools: str,
 ) -> None:
+    """Found tools join the block, or (``conversation``: a server that caches the prompt's
+    prefix) are delivered in the conversation and called through the ``call_tool`` bridge,
+    which the client gets as the tool's own call."""
     folder, wants = crafted
     upstream, base_url = model_server
     upstream.behaviour = LabelledModel(wants)
+    monkeypatch.setenv("TOOLPRUNE_LATE_TOOLS", late_tools)
     monkeypatch.setenv("TOOLPRUNE_TIER_SIZE", "0")
     monkeypatch.setenv("TOOLPRUNE_SEARCH_TOOLS_MIN_CATALOG", "5")
     plot = tmp_path / "live.png"
@@ -139,6 +144,9 @@ def test_each_outcome_occurs_on_purpose(
         == (1, 1)
     assert report["config"]["model"] == "test-model"  # the first the server lists
     assert plot.stat().st_size > 0
+    offered = [{t["function"]["name"] for t in r.json().get("tools", [])}
+               for r in upstream.requests if r.path.endswith("/chat/completions")]
+    assert any("call_tool" in names for names in offered) == (late_tools == "conversation")
 
 
 def tradingbot_as_distinct_agents(folder: Path) -> Path:
