@@ -116,7 +116,8 @@ def answer_costs(content: bytes, content_type: str) -> tuple[dict[str, Any] | No
 
 def relay_app(origin: str, meter: Meter, timeout_s: float) -> Starlette:
     """An app that forwards every request to ``origin`` (scheme and host of the model
-    server: the path is kept) and meters its chat-completion rounds in ``meter``."""
+    server: the path is kept) and meters its chat-completion rounds in ``meter``; a server
+    that does not answer (``timeout_s``, or a transport error) is a 502."""
     clients: list[httpx.AsyncClient] = []
 
     @asynccontextmanager
@@ -129,7 +130,12 @@ def relay_app(origin: str, meter: Meter, timeout_s: float) -> Starlette:
         body = await request.body()
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS]
         url = origin + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        answer = await clients[0].request(request.method, url, content=body, headers=headers)
+        try:
+            answer = await clients[0].request(request.method, url, content=body, headers=headers)
+        except httpx.HTTPError as error:  # the proxy answers its client as for any upstream
+            failed = {"error": {"message": f"the model server did not answer: {type(error).__name__}",
+                                "type": "server_error"}}
+            return Response(json.dumps(failed), 502, media_type="application/json")
         if request.method == "POST" and request.url.path.endswith(CHAT_SUFFIX):
             try:
                 sent = json.loads(body)

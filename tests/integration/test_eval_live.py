@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from benchmarks.support.data import BFCL_TRADINGBOT
-from benchmarks.support.servers import serve_in_thread
+from benchmarks.support.servers import free_port, serve_in_thread
 from benchmarks.support.upstream import Upstream
 from proxy.cli import main as cli
 from selection.evaluation import load_cases
@@ -233,3 +233,13 @@ def test_offline_options_are_refused_with_live(
     folder, _ = crafted
     assert cli.main(["eval", str(folder), "--live", "http://127.0.0.1:9/v1", "--k", "2"]) == 2
     assert "--k do(es) not apply to --live" in capsys.readouterr().err
+
+
+def test_a_server_that_does_not_answer_is_a_clear_error(
+    crafted: tuple[Path, dict[str, Want]], capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder, _ = crafted
+    base_url = f"http://127.0.0.1:{free_port()}/v1"
+    assert cli.main(["eval", str(folder), "--live", base_url]) == 2
+    assert f"{base_url}/models did not answer (ConnectError): give the model with --model" \
+        in capsys.readouterr().err
