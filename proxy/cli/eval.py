@@ -59,6 +59,15 @@ latency, next to a BM25 baseline. Nothing is sent to a model.
 With --learn-from, another file's cases are first replayed as the agent's traffic and
 learned from (docs/learning.md), and the data files are scored with what was promoted.
 
+With --live BASE_URL, each case is instead sent to a real OpenAI-compatible server
+(llama-server, Lemonade, vLLM, Ollama…) at temperature 0, twice: with every tool
+(direct) and through toolprune (the proxy of `toolprune serve`, run in this process with
+the same settings), and the first call the client gets is scored: correct,
+recovered_by_search, selection_error, retrieval_miss or errors; per file, each way's
+end-to-end success with its 95% interval, the difference toolprune - direct with its
+paired interval, prompt tokens and seconds per case (docs/eval-live.md in the
+repository). The cases' tools run nowhere.
+
 Input: JSON Lines, one case per line (format: docs/eval-format.md in the repository),
 given as the file or as a set's folder holding it (<data>/<set>/cases.jsonl).
 Selection settings come from TOOLPRUNE_* variables and the policy file; the options
@@ -67,6 +76,8 @@ below override them for this run.
 example:
   toolprune eval tests/data/bfcl_multi_turn_tradingbot/cases.jsonl --k 2,4,8
   toolprune eval tests/data/bfcl_multi_turn_tradingbot --k 2,4,8      (the same set)
+  toolprune eval tests/data/bfcl_multi_turn_tradingbot --live http://127.0.0.1:8080/v1 \
+      --results live.jsonl                                (your model, resumable)
 """
 
 #: The file a set's folder holds its cases in.
@@ -78,8 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="files of labelled cases, one JSON object a line, or the "
                         f"folders of sets holding them ({CASES_FILE})")
     parser.add_argument(
-        "--k", default=",".join(k_label(k) for k in DEFAULT_KS),
-        help="the k values to measure, comma-separated; 'all' forwards the whole catalogue",
+        "--k",
+        help="the k values to measure, comma-separated; 'all' forwards the whole catalogue "
+        f"(default: {','.join(k_label(k) for k in DEFAULT_KS)})",
     )
     parser.add_argument(
         "--limit", type=int, metavar="N",
@@ -88,7 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the --limit sample")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
-        "--misses", action="store_true", help="with --json: list every miss with its rank"
+        "--misses", action="store_true",
+        help="with --json: list every miss with its rank; with --live: list the cases whose "
+        "outcomes differ between direct and toolprune",
     )
     parser.add_argument("--no-bm25", action="store_true", help="skip the BM25 anchor")
     parser.add_argument(
@@ -130,6 +144,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="with --learn-from: replay this share (0–1] of its conversations")
     parser.add_argument("--learn-seed", type=int, default=0,
                         help="seed of the --learn-share draw")
+    live = parser.add_argument_group(
+        "live evaluation", "with --live: send each case to a real model, with every tool and "
+        "through toolprune (the options --k, --no-bm25, --ablate and --learn-from do not apply)")
+    live.add_argument("--live", metavar="BASE_URL",
+                      help="the model server's OpenAI base URL (llama-server "
+                      "http://HOST:8080/v1, Lemonade http://HOST:8000/api/v1); its bearer "
+                      f"token, if any, {from_setting('upstream_api_key')}")
+    live.add_argument("--model", metavar="NAME",
+                      help="the model to ask (default: the first the server's /models lists)")
+    live.add_argument("--results", type=Path, metavar="FILE",
+                      help="keep each case's outcome in FILE (JSON Lines) as it completes; a "
+                      "run on the same FILE goes on where it stopped")
+    live.add_argument("--max-tokens", type=int, default=1024, metavar="N",
+                      help="max_tokens of each answer")
+    live.add_argument("--timeout", type=float, default=900.0, metavar="S",
+                      help="seconds to wait for one answer")
+    live.add_argument("--proxy-log", type=Path, metavar="FILE",
+                      help="write the proxy's JSON log lines to FILE (default: its warnings "
+                      "and errors to stderr)")
 
 
 def cases_file(path: Path) -> Path:
@@ -184,7 +217,7 @@ async def run_eval(
     embedder_factory = embedder_factory or default_embedder_factory
     settings = _settings(args)
     policy = load_policy(settings)
-    ks = parse_ks(args.k)
+    ks = parse_ks(args.k or ",".join(k_label(k) for k in DEFAULT_KS))
     async with httpx.AsyncClient() as client:
         embedder = embedder_factory(settings, client)
         await embedder.load()
@@ -251,10 +284,32 @@ async def run_eval(
     }
 
 
+def _live(args: argparse.Namespace) -> dict[str, Any]:
+    """``--live``: the options that do not apply refused, then :func:`run_live`."""
+    offline = [name for name, given in (
+        ("--k", args.k is not None), ("--no-bm25", args.no_bm25), ("--ablate", bool(args.ablate)),
+        ("--learn-from", args.learn_from is not None)) if given]
+    if offline:
+        raise ValueError(f"{', '.join(offline)} do(es) not apply to --live: the proxy selects "
+                         "with its settings (--top-k, --threshold, TOOLPRUNE_*)")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ValueError("--max-tokens must be at least 1")
+    from proxy.cli.live_eval import run_live  # imported here: `toolprune serve` never loads it
+
+    sets = [load_cases(cases_file(path), limit=args.limit, seed=args.seed) for path in args.data]
+    return run_live(args, _settings(args), sets)
+
+
 def run(args: argparse.Namespace, embedder_factory: EmbedderFactory | None = None) -> int:
-    """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure."""
+    """The ``eval`` subcommand. Exit status 0, or 2 on bad input / embedder failure (with
+    ``--live``: a server that cannot be asked, a proxy that does not start, a results file
+    of another run); 130 when interrupted (a ``--live`` run keeps what it finished)."""
     try:
-        report = asyncio.run(run_eval(args, embedder_factory))
+        report = _live(args) if args.live else asyncio.run(run_eval(args, embedder_factory))
+    except KeyboardInterrupt:
+        kept = f"; the finished conversations are in {args.results}" if args.results else ""
+        print(f"toolprune eval: interrupted{kept}", file=sys.stderr)
+        return 130
     except (OSError, ValueError, sqlite3.Error, PolicyError, SelectionError,
             PlotUnavailable) as exc:
         print(f"toolprune eval: {exc}", file=sys.stderr)

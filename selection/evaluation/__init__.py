@@ -15,6 +15,12 @@ not simulated: a miss here is a miss the model would have to repair with the esc
 Modules: :mod:`.cases` (reading sets), :mod:`.scoring` (scoring cases once),
 :mod:`.bm25` (the BM25 anchor), :mod:`.replay` (methods and ``select`` per k),
 :mod:`.report` (metrics and tables), :mod:`.plot` (``toolprune eval --plot``).
+
+``toolprune eval --live`` sends each case to a real model, straight and through the proxy
+(the proxy's side: ``proxy/cli/live_eval.py``); its pure parts are here:
+:mod:`.live` (the outcome of the first call a client gets), :mod:`.live_report` (counts,
+end-to-end with its interval, the paired difference), :mod:`.intervals` (Wilson's and
+Bonett and Price's paired intervals).
 """
 
 from selection.evaluation.bm25 import BM25Scorer
@@ -28,8 +34,18 @@ from selection.evaluation.cases import (
     load_cases,
     parse_ks,
 )
+from selection.evaluation.intervals import paired_difference, wilson
+from selection.evaluation.live import (
+    OUTCOMES,
+    VIAS,
+    Answer,
+    case_record,
+    latest_records,
+    outcome,
+)
+from selection.evaluation.live_report import format_live_report, summarise_set
 from selection.evaluation.methods import METHODS, Method
-from selection.evaluation.plot import PlotUnavailable, plot_reports
+from selection.evaluation.plot import PlotUnavailable, plot_live, plot_reports
 from selection.evaluation.replay import CaseOutcome, policy_for_k, replay
 from selection.evaluation.report import (
     evaluate,
@@ -53,6 +69,9 @@ from selection.evaluation.scoring import (
 __all__ = [
     "ABLATIONS",
     "ALL",
+    "OUTCOMES",
+    "VIAS",
+    "Answer",
     "BM25Scorer",
     "DEFAULT_KS",
     "METHODS",
@@ -66,12 +85,18 @@ __all__ = [
     "ScoredRun",
     "Scorer",
     "ablation_scorers",
+    "case_record",
     "conversation_key",
     "evaluate",
+    "format_live_report",
     "format_report",
     "k_label",
+    "latest_records",
     "load_cases",
+    "outcome",
+    "paired_difference",
     "parse_ks",
+    "plot_live",
     "plot_reports",
     "policy_for_k",
     "replay",
@@ -79,6 +104,8 @@ __all__ = [
     "score_cases",
     "score_distribution",
     "strip_miss_lists",
+    "summarise_set",
     "summarise_k",
     "summarise_method",
+    "wilson",
 ]

@@ -58,7 +58,9 @@ class Case:
 
     ``catalog`` is None when the case's tools could not be parsed (the proxy then
     forwards them unchanged). ``requirements``: one tuple per required tool, satisfied
-    by any of its members.
+    by any of its members. ``tools``: the request's ``tools`` array as the file gives it
+    (inline, or its ``catalog`` file's; shared by the cases of one catalogue), what
+    ``toolprune eval --live`` sends.
     """
 
     id: str
@@ -69,6 +71,7 @@ class Case:
     requirements: tuple[tuple[str, ...], ...]
     tool_choice: Any = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    tools: Any = None
 
     @property
     def expects_none(self) -> bool:
@@ -125,12 +128,13 @@ def _requirements(raw: Mapping[str, Any]) -> tuple[tuple[str, ...], ...]:
 
 class _CatalogCache:
     """Parsed catalogues by source (a file path, or the canonical JSON of an inline
-    ``tools`` array), so each distinct catalogue is parsed once."""
+    ``tools`` array), so each distinct catalogue is parsed once: the catalogue, its
+    function names and the array as read."""
 
     def __init__(self) -> None:
-        self._parsed: dict[str, tuple[Catalog | None, tuple[str, ...]]] = {}
+        self._parsed: dict[str, tuple[Catalog | None, tuple[str, ...], Any]] = {}
 
-    def _parse(self, key: str, load: Callable[[], Any]) -> tuple[Catalog | None, tuple[str, ...]]:
+    def _parse(self, key: str, load: Callable[[], Any]) -> tuple[Catalog | None, tuple[str, ...], Any]:
         hit = self._parsed.get(key)
         if hit is None:
             tools = load()
@@ -144,17 +148,17 @@ class _CatalogCache:
                     for entry in tools
                     if isinstance(entry, Mapping) and isinstance(entry.get("function"), Mapping)
                 ) if isinstance(tools, list) else ()
-            hit = self._parsed[key] = (catalog, names)
+            hit = self._parsed[key] = (catalog, names, tools)
         return hit
 
-    def from_file(self, path: Path) -> tuple[Catalog | None, tuple[str, ...]]:
+    def from_file(self, path: Path) -> tuple[Catalog | None, tuple[str, ...], Any]:
         def load() -> Any:
             with path.open(encoding="utf-8") as handle:
                 return json.load(handle)
 
         return self._parse(str(path.resolve()), load)
 
-    def inline(self, tools: Any) -> tuple[Catalog | None, tuple[str, ...]]:
+    def inline(self, tools: Any) -> tuple[Catalog | None, tuple[str, ...], Any]:
         key = json.dumps(tools, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return self._parse(key, lambda: tools)
 
@@ -197,9 +201,9 @@ def load_cases(path: Path | str, *, limit: int | None = None, seed: int = 0) -> 
     cases = []
     for raw in raws:
         if "tools" in raw:
-            catalog, names = cache.inline(raw["tools"])
+            catalog, names, tools = cache.inline(raw["tools"])
         else:
-            catalog, names = cache.from_file(path.parent / str(raw["catalog"]))
+            catalog, names, tools = cache.from_file(path.parent / str(raw["catalog"]))
         meta = {
             key: value
             for key, value in raw.items()
@@ -215,6 +219,7 @@ def load_cases(path: Path | str, *, limit: int | None = None, seed: int = 0) -> 
                 requirements=_requirements(raw),
                 tool_choice=raw.get("tool_choice"),
                 meta=meta,
+                tools=tools,
             )
         )
     name = path.parent.name if path.name == "cases.jsonl" else path.stem

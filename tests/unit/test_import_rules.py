@@ -60,7 +60,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "proxy.cli": {
         "proxy.app", "proxy.turn", "proxy.apis", "proxy.usage", "proxy.components", "proxy.metrics",
-        "proxy.log", "proxy.state", "config", "selection",
+        "proxy.log", "proxy.state", "proxy.servers", "config", "selection",
     },
 }
 #: Inside selection: what each folder (and each module at its top level) may import of
