@@ -146,5 +146,6 @@ def load_policy(settings: Settings, data: dict[str, Any] | None = None) -> Polic
         refresh_rank=settings.refresh_rank,
         refresh_top_k=settings.refresh_top_k,
         refresh_share=settings.refresh_share,
+        top_k_configured="top_k" in settings.model_fields_set or parsed.top_k is not None,
         **knobs,
     )

@@ -255,8 +255,9 @@ class Selector:
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
         delivery = read_delivery(reading, start, upstream)
         first_block = None
-        if upstream.speed is not None and top_k is None and ranking is not None and not (
-                delivery.frozen or (start.state.turn and delivery.continued)):
+        if (upstream.speed is not None and top_k is None and not self.policy.top_k_configured
+                and ranking is not None
+                and not (delivery.frozen or (start.state.turn and delivery.continued))):
             first_block = first_block_count(upstream.speed, ranked_costs(
                 catalog, ranking.values, upstream.exact, FIRST_BLOCK_SCAN))
         facts = TurnFacts(

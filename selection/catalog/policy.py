@@ -79,6 +79,9 @@ class Policy:
     ``preload_deferred``: when the client defers tools (``defer_loading``), whether
     selection also admits the best of them by its ranking; False: only what a search
     finds (or the history calls) loads from the client's deferred tools.
+    ``top_k_configured``: the operator set ``top_k`` (a setting or the policy file), so a
+    block chosen afresh keeps it where the server's speeds would size it otherwise
+    (:mod:`selection.choosing.seconds`).
     """
 
     core: tuple[str, ...] = ()
@@ -97,6 +100,7 @@ class Policy:
     refresh_top_k: int = 16
     refresh_share: float = 4.0
     preload_deferred: bool = True
+    top_k_configured: bool = False
 
     def is_core(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.core)

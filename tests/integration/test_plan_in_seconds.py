@@ -32,6 +32,8 @@ COOKIES = "Now set a session cookie named theme with the value dark for example.
 #: Tools delivered in the conversation; ``search_tools`` offered (69 tools are fewer than
 #: its default threshold).
 CONVERSATION = {"late_tools": "conversation", "search_tools_min_catalog": 10}
+#: The default top-k (8), which the seconds may size; a configured one stays.
+SIZED = {**CONVERSATION, "top_k": None}
 #: Ryzen AI NPU (decode-slow) and Apple M3 Max (prefill-slow relative to decode), tok/s.
 NPU = {"prefill_tokens_per_s": 300.0, "decode_tokens_per_s": 10.0}
 APPLE = {"prefill_tokens_per_s": 505.0, "decode_tokens_per_s": 49.0}
@@ -40,9 +42,10 @@ TIMINGS = {"prompt_n": 2400, "prompt_ms": 800.0, "predicted_n": 30, "predicted_m
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
-    with turn_servers({"npu": {**CONVERSATION, **NPU}, "apple": {**CONVERSATION, **APPLE},
-                       "unknown": CONVERSATION, "learning": CONVERSATION,
-                       "always": {**CONVERSATION, "proactive_loads": "always"}}) as running:
+    with turn_servers({"npu": {**SIZED, **NPU}, "apple": {**SIZED, **APPLE},
+                       "unknown": SIZED, "learning": CONVERSATION,
+                       "configured": {**CONVERSATION, **NPU},
+                       "always": {**SIZED, "proactive_loads": "always"}}) as running:
         yield running
 
 
@@ -80,15 +83,16 @@ def test_a_decode_slow_server_gets_the_larger_first_block(
     servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool, log_lines: Lines
 ) -> None:
     sizes = {}
-    for proxy in ("npu", "apple", "unknown"):
+    for proxy in ("npu", "apple", "unknown", "configured"):
         run = bench(servers, proxy, request, name, stream)
         run.script(run.api.reply("Done."))
         run.post()
         sizes[proxy] = len(client_tools(run, run.bodies()[0]))
         line = log_lines.wait_for("pruning_decision", run.sent()[0].header("x-request-id") or "")
-        assert (line["first_block"] is None) == (proxy == "unknown")
+        assert (line["first_block"] is None) == (proxy in ("unknown", "configured"))
     assert sizes["npu"] > sizes["apple"] >= 1
-    assert sizes["unknown"] == 4  # the policy's top-k (turn_servers): the token-only plan
+    assert sizes["unknown"] == 6  # the default top-k (8) under max_tools 6: the token plan
+    assert sizes["configured"] == 4  # a top-k the operator set stays
 
 
 def second_turn(run: Bench) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:

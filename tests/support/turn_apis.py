@@ -388,14 +388,17 @@ Servers = tuple[Upstream, dict[str, str]]
 @contextmanager
 def turn_servers(variants: dict[str, dict[str, Any]]) -> Iterator[Servers]:
     """The scripted upstream and one proxy in front of it per variant (its ``Settings``
-    overrides), each pruning the 69 tools to at most 6 and waiting for a cold catalogue's
-    index (the first request is pruned like the later ones)."""
+    overrides; None: the setting left unset), each pruning the 69 tools to at most 6
+    (top-k 4) and waiting for a cold catalogue's index (the first request is pruned like
+    the later ones)."""
     upstream = Upstream()
+    defaults = {"max_tools": 6, "top_k": 4, "threshold": 0.0, "index_timeout_s": 300.0}
     with serve_in_thread(upstream.app) as origin, ExitStack() as stack:
         proxies = {
             name: stack.enter_context(serve_in_thread(create_app(Settings(
-                upstream_url=origin + "/v1", max_tools=6, top_k=4, threshold=0.0,
-                index_timeout_s=300.0, **overrides,
+                upstream_url=origin + "/v1",
+                **{key: value for key, value in {**defaults, **overrides}.items()
+                   if value is not None},
             )), server_header=False, date_header=False))
             for name, overrides in variants.items()
         }
