@@ -56,18 +56,41 @@ already there. The captures hold the clients' prompts: never commit them.
 ``--long``: the long session instead (:data:`benchmarks.support.long_task.LONG_SESSION`:
 16 user turns on ``acme/ledger``, 22 calls moving from pull requests through reviews,
 issues, CI runs and logs, branches and commits to releases, tool results sized like the
-real server's so the history passes 40k tokens), each mode directly and through a cold
-proxy with a progress bar per session (``--out``/``--reuse`` resume per mode and via,
-under ``DIR``). Its requests are not prefilled (40k tokens take over an hour here): each
-is rendered and tokenized by llama-server itself (``/apply-template``, ``/tokenize``) and
-counted by the simulation of its prompt cache (:mod:`benchmarks.support.cache_walk`,
-checked against real replays by ``tests/integration/test_cache_walk_real.py``) on one
-slot of ``--ctx`` tokens (default 131,072 here). Reported: cumulative evaluated tokens at
-a quarter, half, three quarters and the end of the user turns, direct against toolprune,
-the first request's, the requests whose forwarded tool block changed (and whether the
-client changed its own there), the last request's prompt, and each turn's task
+real server's so the history passes 40k tokens), each mode directly, through the session
+oracle and through a cold proxy, with a progress bar per session (``--out``/``--reuse``
+resume per mode and via, under ``DIR``). Its requests are not prefilled (40k tokens take
+over an hour here): each is rendered and tokenized by llama-server itself
+(``/apply-template``, ``/tokenize``) and counted by the simulation of its prompt cache
+(:mod:`benchmarks.support.cache_walk`, checked against real replays by
+``tests/integration/test_cache_walk_real.py``) on one slot of ``--ctx`` tokens (default
+131,072 here). Reported: cumulative evaluated tokens at a quarter, half, three quarters
+and the end of the user turns, direct against toolprune, the first request's, the
+requests whose forwarded tool block changed (and whether the client changed its own
+there), the last request's prompt, and each turn's task
 (:mod:`benchmarks.long_session_runs`). ``--simulate``: the two-turn sessions counted the
 same way (the same tables, on a slot of ``--ctx`` tokens, default 65,536), in minutes.
+
+**Seconds** (``--long`` and ``--simulate``; :mod:`benchmarks.session_seconds_report`).
+Per session, beside the evaluated prompt tokens: the tokens the model generated (every
+upstream answer, hidden rounds and bridge calls included, as the chat template writes it
+after the request's prompt, counted by llama-server's tokenizer:
+:mod:`benchmarks.support.generated_tokens`), the requests that reached the upstream, and
+the session's seconds on each hardware profile of
+:mod:`benchmarks.support.hardware_profiles` (evaluated ÷ prefill + generated ÷ decode +
+0.05 s per request); the server in use measured none (nothing was prefilled). Per
+profile: direct, the **session oracle** (via ``oracle``: the client's requests with
+``tools`` reduced to its own tools, its search aside, and exactly the MCP tools the
+session calls: :mod:`benchmarks.support.oracle_block`; for a client that defers its MCP
+tools the definitions come from its direct session's captures, so run ``direct`` first),
+toolprune with the server's speed unknown, and toolprune that learned the profile's
+speed (``--profiles all`` or ``NAME,…``: one more toolprune session per profile whose
+upstream answers carry llama-server's ``timings`` for it,
+:mod:`benchmarks.support.timed_answers`; only Chat Completions and streamed Responses
+carry them, as from llama-server), each against direct and the oracle, and the first
+request's prompt against direct's. Each user turn's wait (the seconds before the
+client's first token of each of its requests, hidden rounds included, summed over the
+turn: :mod:`benchmarks.support.session_seconds`): median and longest per session and
+profile, with the median turn's seconds.
 """
 
 from __future__ import annotations
@@ -82,15 +105,19 @@ from pathlib import Path
 from benchmarks.agent_session_report import plot, render
 from benchmarks.agent_session_runs import DEFAULT_CTX, SessionResult, measure_session, ratios
 from benchmarks.long_session_report import render as render_long
-from benchmarks.long_session_runs import LONG_CTX, run_long
+from benchmarks.long_session_runs import LEARNED, LONG_CTX, ORACLE, learned_via, run_long
+from benchmarks.session_seconds_report import render as render_seconds
 from benchmarks.support.agent_behaviour import SESSION
 from benchmarks.support.agent_clients import MODES
+from benchmarks.support.hardware_profiles import PROFILES, profiles_chosen
 from benchmarks.support.long_task import LONG_SESSION
 from benchmarks.support.packages import require
 from benchmarks.support.saved_results import is_saved, saved_or_measured
 from benchmarks.support.text_tables import load_str
 
-VIAS = ("direct", "toolprune")
+VIAS = ("direct", ORACLE, "toolprune")
+#: The vias of the two-turn sessions prefilled on llama-server (no oracle there).
+REPLAYED_VIAS = ("direct", "toolprune")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simulate", action="store_true",
                         help="count the two-turn sessions by the simulated prompt cache too "
                              "(minutes, not hours of prefill; checked against real replays)")
+    parser.add_argument("--profiles", default="none", metavar="all|NAME,…",
+                        help="with --long or --simulate: a toolprune via per hardware "
+                             "profile whose upstream answers carry its llama-server timings "
+                             "(all, none, or of: " + ", ".join(p.name for p in PROFILES) + ")")
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a proxy setting beyond the defaults, TOOLPRUNE_ name without "
                              "its prefix (late_tools=block, proactive_loads=true); repeatable; "
@@ -127,16 +158,24 @@ def main(argv: list[str] | None = None) -> int:
         if any("=" not in setting for setting in args.setting):
             parser.error("--setting takes NAME=VALUE")
         settings = dict(setting.split("=", 1) for setting in args.setting)
-        long_results = run_long(args.modes, args.vias, out, args.reuse,
+        try:
+            profiles = profiles_chosen(args.profiles)
+        except KeyError as error:
+            parser.error(str(error))
+        vias = [*VIAS, *(learned_via(profile) for profile in profiles)]
+        measured = [via for via in vias if via in args.vias
+                    or via.startswith(LEARNED) and "toolprune" in args.vias]
+        long_results = run_long(args.modes, vias, measured, out, args.reuse,
                                 args.ctx or (LONG_CTX if args.long else DEFAULT_CTX),
                                 task=LONG_SESSION if args.long else SESSION,
                                 proxy_settings=settings)
         print(f"\n{load_str()}; {time.monotonic() - started:,.0f} s\n\n"
-              f"{render_long(long_results, markdown=args.markdown)}\n", flush=True)
+              f"{render_long(long_results, markdown=args.markdown)}\n\n"
+              f"{render_seconds(long_results, markdown=args.markdown)}\n", flush=True)
         return 0
     results: list[SessionResult] = []
     for name in args.modes:
-        for via in VIAS:
+        for via in REPLAYED_VIAS:
             folder = out / name / via
 
             def measure(name: str = name, via: str = via) -> list[SessionResult]:

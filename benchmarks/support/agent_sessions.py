@@ -4,8 +4,9 @@ user prompt: the first starts it, each later one continues it with the CLI's own
 (:func:`benchmarks.support.agent_clients.run_client`, ``follow_up``), through the same
 relays and proxy.
 
-Layout: CLI → recording relay → [``toolprune serve`` →] recording relay → upstream (the
-second relay keeps the upstream's answers too, for their ``usage``). The proxy is a fresh process with default settings (no ``--warm``: every catalogue is new to
+Layout: CLI → recording relay → [``toolprune serve``, or a relay rewriting each request →]
+recording relay → upstream (the last relay keeps the upstream's answers too, for their
+``usage``). The proxy is a fresh process with default settings (no ``--warm``: every catalogue is new to
 it), started once its ``/readyz`` answers 200. :func:`run_session` writes into its output
 folder::
 
@@ -143,6 +144,7 @@ def run_session(
     client_env: Mapping[str, str] | None = None, prompts: Sequence[str] = (PROMPT,),
     client_dir: Path | None = None, session_timeout_s: float | None = None,
     on_run: Callable[[AgentRun], None] | None = None, context_window: int = CODEX_CONTEXT_WINDOW,
+    rewrite: Callable[[str, bytes], bytes] | None = None,
 ) -> Session:
     """Run ``mode``'s CLI against ``upstream_origin`` (``http://host:port``), through a
     cold proxy when ``via_proxy``, once per prompt of ``prompts`` (the later ones continue
@@ -152,7 +154,8 @@ def run_session(
     CLI's folder (its home and project; default ``out_dir/client``): the same path for
     two sessions makes the paths in their prompts the same; ``on_run`` is called with
     each finished run; ``context_window``: the model's context as Codex's client-search
-    mode is told it (tokens)."""
+    mode is told it (tokens); ``rewrite``: without the proxy, a relay in its place
+    forwards ``rewrite(path, body)`` of each request instead of its body."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with ExitStack() as stack:
         upstream_relay = RecordingRelay(upstream_origin, keep_bodies=True)
@@ -161,6 +164,8 @@ def run_session(
         if via_proxy:
             proxy = stack.enter_context(cold_proxy(relayed_upstream + "/v1", out_dir, proxy_settings))
             target = proxy.origin
+        elif rewrite is not None:
+            target = stack.enter_context(serve_in_thread(RecordingRelay(target, rewrite=rewrite)))
         client_relay = RecordingRelay(target)
         client_origin = stack.enter_context(serve_in_thread(client_relay))
         runs: list[AgentRun] = []

@@ -37,12 +37,13 @@ TOKENIZE_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 class Prompt:
     """A request's prompt: its token ``ids`` (None: llama-server refuses the request
     before any slot, ``error`` says why), its ``n_cache_reuse`` (None: the server's
-    default) and ``cache_prompt``."""
+    default), ``cache_prompt``, and the ``text`` the chat template rendered."""
 
     ids: list[int] | None
     n_cache_reuse: int | None = None
     cache_prompt: bool = True
     error: str | None = None
+    text: str | None = None
 
 
 def _read_fields(path: str, body: dict[str, Any]) -> tuple[int | None, bool]:
@@ -66,11 +67,18 @@ def prompt_of(client: httpx.Client, origin: str, path: str, body: dict[str, Any]
     if rendered.status_code != 200:
         error = rendered.json().get("error", {}) if rendered.content else {}
         return Prompt(None, error=str(error.get("message", rendered.text[:200])))
-    tokenized = client.post(origin + "/tokenize", timeout=TOKENIZE_TIMEOUT, json={
-        "content": rendered.json()["prompt"], "add_special": True, "parse_special": True})
-    tokenized.raise_for_status()
+    text = rendered.json()["prompt"]
     reuse, cache = _read_fields(path, body)
-    return Prompt([int(token) for token in tokenized.json()["tokens"]], reuse, cache)
+    return Prompt(tokenize(client, origin, text), reuse, cache, text=text)
+
+
+def tokenize(client: httpx.Client, origin: str, text: str) -> list[int]:
+    """``text``'s token ids as llama-server's chat route gets them (``add_special``,
+    ``parse_special``). Raises ``httpx.HTTPError``."""
+    tokenized = client.post(origin + "/tokenize", timeout=TOKENIZE_TIMEOUT, json={
+        "content": text, "add_special": True, "parse_special": True})
+    tokenized.raise_for_status()
+    return [int(token) for token in tokenized.json()["tokens"]]
 
 
 def prompts_of(origin: str, bodies: Sequence[tuple[str, dict[str, Any]]]) -> list[Prompt]:

@@ -6,12 +6,15 @@ and point the client at it. Each request is read whole, recorded as a
 :class:`benchmarks.support.upstream.Recorded`, and sent to ``target`` (an origin,
 ``http://host:port``) with the same method, path, query, headers and body; the response's
 status, headers and body bytes come back as they arrive (streams chunk by chunk, SSE
-comments included), with no timeout of the relay's own: the client keeps its own.
+comments included), with no timeout of the relay's own: the client keeps its own. A relay
+given a ``rewrite`` forwards ``rewrite(path, body)`` instead of the body it received
+(and records the body it received).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -42,11 +45,14 @@ class Exchange:
 
 class RecordingRelay:
     """Records each request and its response's head (:attr:`exchanges`; with
-    ``keep_bodies`` the response bodies too) and relays it to ``target``."""
+    ``keep_bodies`` the response bodies too) and relays it to ``target``, its body
+    through ``rewrite`` when one is given."""
 
-    def __init__(self, target: str, keep_bodies: bool = False) -> None:
+    def __init__(self, target: str, keep_bodies: bool = False,
+                 rewrite: Callable[[str, bytes], bytes] | None = None) -> None:
         self.target = target.rstrip("/")
         self.keep_bodies = keep_bodies
+        self.rewrite = rewrite
         self._exchanges: list[Exchange] = []
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
@@ -99,8 +105,9 @@ class RecordingRelay:
             self._exchanges.append(exchange)
         assert self._client is not None, "the relay is served without its lifespan"
         url = self.target + scope["path"] + (f"?{query}" if query else "")
+        sent = bytes(body) if self.rewrite is None else self.rewrite(scope["path"], bytes(body))
         request = self._client.build_request(
-            scope["method"], url, content=bytes(body),
+            scope["method"], url, content=sent,
             headers=[(k, v) for k, v in headers if k not in _NOT_FORWARDED])
         try:
             response = await self._client.send(request, stream=True)
