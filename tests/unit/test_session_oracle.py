@@ -16,8 +16,8 @@ from benchmarks.support.agent_behaviour import SESSION, AgentBehaviour
 from benchmarks.support.github_mcp import catalog_tools
 from benchmarks.support.oracle_block import (
     OracleError,
-    called_only,
     OracleRewrite,
+    called_only,
     catalogue_name,
     known_tools,
     oracle_tools,
