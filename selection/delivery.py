@@ -20,7 +20,7 @@ from typing import Any
 from selection.choosing.blocks import BlockStart
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
-from selection.conversation.continuity import HistoryMark, continues
+from selection.history_facts import HistoryFacts
 from selection.plan import TurnReading, Upstream
 
 
@@ -36,13 +36,16 @@ class Delivery:
     client_core: tuple[str, ...] | None
 
 
-def read_delivery(reading: TurnReading, start: BlockStart, upstream: Upstream) -> Delivery:
-    """The turn's :class:`Delivery` (see the module docstring)."""
+def read_delivery(
+    reading: TurnReading, start: BlockStart, upstream: Upstream, history: HistoryFacts
+) -> Delivery:
+    """The turn's :class:`Delivery` (see the module docstring); ``history``: what the
+    request's messages say (:func:`selection.history_facts.read_history`, against the
+    mark ``start``'s state holds)."""
     native = reading.native
     delivers = (upstream.delivery == "conversation" and reading.request.bridges
                 and native is not None and not native.legacy)
-    continued = reading.request.server_history or continues(
-        HistoryMark.from_json(start.state.seen), reading.request.messages)
+    continued = reading.request.server_history or history.continued
     frozen = delivers and continued and start.kind is None and start.state.turn > 0
     return Delivery(delivers, continued, frozen, client_core(reading.deferral, delivers))
 

@@ -95,11 +95,14 @@ SELECTION_PARTS: dict[str, set[str]] = {
     "selection.planning_costs": {
         "selection.plan", "selection.catalog", "selection.choosing", "selection.clients",
     },
+    "selection.history_facts": {"selection.catalog", "selection.conversation"},
     "selection.delivery": {
         "selection.plan", "selection.choosing", "selection.clients", "selection.conversation",
+        "selection.history_facts",
     },
     "selection.planning": {
-        "selection.plan", "selection.planning_costs", "selection.delivery", "selection.catalog",
+        "selection.plan", "selection.planning_costs", "selection.delivery",
+        "selection.history_facts", "selection.catalog",
         "selection.choosing",
         "selection.clients", "selection.conversation", "selection.embedders",
         "selection.indexes", "selection.ranking",
