@@ -18,6 +18,12 @@ Payloads (one row each):
 * ``117 tools, pruned``: the same body with pruning on (the proxy parses, embeds the query,
   selects and rewrites; the upstream then gets a much smaller body).
 
+And the history table: added latency of plain requests as a conversation grows (0 to
+1 MiB of messages, each request the one before it plus one exchange:
+``benchmarks.overhead_history``), pass-through (no tools) and pruned at catalogue sizes
+117, 2,470 and 10,000 (the real catalogues repeated under namespaces), side by side with
+direct.
+
 Measured, each for the direct and the proxied target:
 
 * latency of sequential requests, non-streaming and streaming (time to first body byte and
@@ -45,6 +51,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.overhead_history import measure_history, print_history
 from benchmarks.overhead_requests import (
     STARTUP_TIMEOUT_S,
     TOOLS_HEADER,
@@ -234,6 +241,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="throughput: windows per target per row (default 3)")
     parser.add_argument("--no-throughput", action="store_true", help="skip the throughput table")
     parser.add_argument("--no-pruned", action="store_true", help="skip the pruned rows")
+    parser.add_argument("--histories", default="0,256,1024",
+                        help="history table: conversation sizes, KiB of messages (default "
+                        "0,256,1024; 0 is a fresh request each time)")
+    parser.add_argument("--catalogs", default="117,2470,10000",
+                        help="history table: catalogue sizes pruned (default 117,2470,10000; "
+                        "the first run embeds the large ones, ~10 min, kept in the vector store)")
+    parser.add_argument("--history-requests", type=int, default=40,
+                        help="history table: measured requests per target per row (default 40)")
+    parser.add_argument("--no-history", action="store_true", help="skip the history table")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="skip the latency table (and the throughput table)")
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
     parser.add_argument("--workers", type=int, default=1,
@@ -244,6 +262,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="TOOLPRUNE_LOG_LEVEL of the proxy (default info, the default)")
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    args.histories = [int(h) for h in args.histories.split(",") if h.strip()]
+    args.catalogs = [int(c) for c in args.catalogs.split(",") if c.strip()]
     if args.requests < 1 or args.rounds < 1 or args.requests < args.rounds:
         parser.error("need --requests >= --rounds >= 1")
     return args
@@ -294,7 +314,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                   + ", ".join(f"{p.label} {len(p.body(False, 0)) / 1024:.1f} KiB"
                               for p in payloads if not p.pruned))
             tallies = {p.label: Tally() for p in payloads}
-            for payload in payloads:
+            for payload in [] if args.no_latency else payloads:
                 if payload.pruned:
                     took = await wait_pruning(targets[1], payload)
                     print(f"pruning warm-up (catalogue embedding): {took:.1f} s")
@@ -302,14 +322,16 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
 
             phase = time.monotonic()
             latency_rows: list[LatencyRow] = []
-            for payload in payloads:
+            for payload in [] if args.no_latency else payloads:
                 latency_rows += await measure_latency(
                     targets, payload, args.requests, args.rounds, tallies[payload.label]
                 )
             latency_s = time.monotonic() - phase
 
             throughput_rows: list[ThroughputRow] = []
-            if not args.no_throughput:
+            history = [] if args.no_history else await measure_history(
+                targets, args.catalogs, args.histories, args.history_requests, 3600.0)
+            if not (args.no_throughput or args.no_latency):
                 for payload in payloads:
                     for concurrency in args.concurrency:
                         throughput_rows.append(await measure_throughput(
@@ -317,7 +339,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                             args.window_s, tallies[payload.label],
                         ))
 
-            print_latency(latency_rows)
+            if latency_rows:
+                print_latency(latency_rows)
+            if history:
+                print_history(history)
+                load = os.getloadavg()
+                print(f"load average after the history table {load[0]:.2f} {load[1]:.2f}")
             if throughput_rows:
                 print_throughput(throughput_rows, args.window_s, args.throughput_rounds)
             print()

@@ -18,15 +18,23 @@ and indexes each.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
+import time
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from benchmarks.support.data import REAL_CATALOGS
+import numpy as np
+from tabulate import tabulate
+
 from benchmarks.load_clients import QUERIES
+from benchmarks.overhead_requests import INDEX_HEADER, TOOLS_HEADER, Failed, Tally, Target
+from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.github_results import OWNER, REPO, generated_result
 
+JSON = {"content-type": "application/json"}
 SYSTEM = "You are a coding agent working on the acme/ledger repository. Use the tools."
 #: Bytes of one tool result (the issue's ~2 KB).
 RESULT_CHARS = 2000
@@ -109,3 +117,111 @@ class Conversation:
     def messages(self, n: int) -> list[dict[str, Any]]:
         self._grow(n)
         return [*self.head, *self._exchanges[: 4 * n], ask(n, self.topic)]
+
+
+# --- the table -----------------------------------------------------------------------------
+@dataclass
+class Cell:
+    """One row: ``label`` (pruned at a catalogue size, or pass-through), the history size
+    asked (KiB) and the seconds of each target's requests."""
+
+    label: str
+    history_kib: int
+    body_kib: float = 0.0
+    samples: dict[str, list[float]] = field(default_factory=lambda: {"direct": [], "proxy": []})
+
+
+def request_body(tools: list[dict[str, Any]] | None, messages: list[dict[str, Any]]) -> bytes:
+    body: dict[str, Any] = {"model": "test-model", "messages": messages, "max_tokens": 16}
+    if tools is not None:
+        body["tools"] = tools
+    return json.dumps(body).encode()
+
+
+async def post(target: Target, body: bytes, tally: Tally, pruned: bool) -> float:
+    """Seconds until the whole answer of one plain request was read (checked: 200, and
+    pruned where pruning is on)."""
+    started = time.perf_counter()
+    response = await target.client.post(target.url, content=body, headers=JSON)
+    elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        tally.errors += 1
+        raise Failed(f"{target.name}: HTTP {response.status_code} {response.text[:200]}")
+    if pruned and target.name == "proxy" and TOOLS_HEADER not in response.headers:
+        tally.unpruned += 1
+    return elapsed
+
+
+async def measure_cell(
+    targets: list[Target], tools: list[dict[str, Any]] | None, history_kib: int,
+    requests: int, tally: Tally, label: str,
+) -> Cell:
+    """``requests`` requests to each target, interleaved (the order alternating): at no
+    history a new conversation each time, else one conversation continued from
+    ``history_kib`` KiB of messages, one exchange a request."""
+    cell = Cell(label, history_kib)
+    conversation = Conversation(f"{label}, {history_kib} KiB")
+    start = conversation.exchanges_for(history_kib * 1024)
+    if history_kib:  # the conversation's request before the measured ones
+        base = request_body(tools, conversation.messages(start))
+        for target in targets:
+            await post(target, base, tally, False)
+    for n in range(1, requests + 1):
+        messages = (Conversation(f"{label}, fresh {n}").messages(0) if not history_kib
+                    else conversation.messages(start + n))
+        body = request_body(tools, messages)
+        cell.body_kib = len(body) / 1024
+        for target in targets if n % 2 else targets[::-1]:
+            cell.samples[target.name].append(await post(target, body, tally, tools is not None))
+    return cell
+
+
+async def warm_catalogue(proxy: Target, tools: list[dict[str, Any]], timeout_s: float) -> float:
+    """Seconds until a request of ``tools`` comes back pruned by the finished index (the
+    first run embeds every tool text; later runs read them from the vector store)."""
+    started = time.monotonic()
+    body = request_body(tools, Conversation("warm-up").messages(0))
+    while time.monotonic() - started < timeout_s:
+        response = await proxy.client.post(proxy.url, content=body, headers=JSON, timeout=600)
+        if (response.status_code == 200 and TOOLS_HEADER in response.headers
+                and INDEX_HEADER not in response.headers):
+            return time.monotonic() - started
+        await asyncio.sleep(2.0)
+    raise TimeoutError(f"{len(tools)} tools not indexed within {timeout_s:.0f} s")
+
+
+async def measure_history(
+    targets: list[Target], catalogs: list[int], histories: list[int], requests: int,
+    warm_timeout_s: float,
+) -> list[Cell]:
+    """The history table's cells: pass-through (no tools) at each history size, then
+    each catalogue pruned at each history size."""
+    tally = Tally()
+    cells = [await measure_cell(targets, None, kib, requests, tally, "pass-through, no tools")
+             for kib in histories]
+    for size in catalogs:
+        tools = catalogue(size)
+        took = await warm_catalogue(targets[1], tools, warm_timeout_s)
+        print(f"{size} tools indexed after {took:.1f} s", flush=True)
+        cells += [await measure_cell(targets, tools, kib, requests, tally, f"{size} tools, pruned")
+                  for kib in histories]
+    if tally.errors or tally.unpruned:
+        raise Failed(f"history table: {tally.errors} failed, {tally.unpruned} not pruned")
+    return cells
+
+
+def print_history(cells: list[Cell]) -> None:
+    rows = []
+    for cell in cells:
+        direct, proxy = (np.asarray(cell.samples[name]) * 1000 for name in ("direct", "proxy"))
+        rows.append([
+            cell.label, cell.history_kib, f"{cell.body_kib:,.0f}",
+            f"{np.percentile(direct, 50):.2f}", f"{np.percentile(proxy, 50):.2f}",
+            f"{np.percentile(proxy, 50) - np.percentile(direct, 50):+.2f}",
+            f"{np.percentile(proxy, 99) - np.percentile(direct, 99):+.2f}", len(proxy),
+        ])
+    print()
+    print("Added latency by history and catalogue size (plain requests, ms; added = proxy - "
+          "direct per percentile; a continued conversation, one exchange a request)")
+    print(tabulate(rows, headers=["row", "history KiB", "body KiB", "direct p50", "proxy p50",
+                                  "added p50", "added p99", "n"], tablefmt="github"))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ class HistoryFacts:
     text_calls: tuple[str, ...]
     history_tokens: int
 
-    def text_called(self, names: set[str]) -> list[str]:
+    def text_called(self, names: AbstractSet[str]) -> list[str]:
         """The catalogue's tools (``names``) assistant text called, in order of
         appearance (as :func:`selection.catalog.text_path.text_called_tools`)."""
         return [name for name in self.text_calls if name in names]

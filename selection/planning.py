@@ -252,7 +252,7 @@ class Selector:
                             HistoryMark.from_json(start.state.seen))
         pinned = tuple(dict.fromkeys([
             *([reading.choice.pinned] if reading.choice.pinned else []),
-            *told.called, *told.text_called(set(catalog.names)),
+            *told.called, *told.text_called(catalog.name_set),
         ]))
         history = told.history_tokens
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0

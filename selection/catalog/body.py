@@ -95,10 +95,9 @@ def encode_body(body: Mapping[str, Any], source: Mapping[str, Any]) -> bytes:
     encoding, as before: ``json.dumps`` (``ensure_ascii`` off, on for a lone surrogate)."""
     raw = getattr(source, "raw", None)
     if isinstance(raw, dict):
-        written = {name: _member(value, source.get(name), raw.get(name))
-                   for name, value in body.items()}
         try:
-            return _encode.encode(written)
+            return _encode.encode({name: _member(value, source.get(name), raw.get(name))
+                                   for name, value in body.items()})
         except UnicodeEncodeError:
             pass
     try:
