@@ -51,7 +51,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.overhead_history import measure_history, print_history
+from benchmarks.overhead_history import add_history_arguments, measure_history, print_history
 from benchmarks.overhead_requests import (
     STARTUP_TIMEOUT_S,
     TOOLS_HEADER,
@@ -66,7 +66,15 @@ from benchmarks.overhead_requests import (
     wait_pruning,
     warm_up,
 )
-from benchmarks.processes import HOST, Server, clean_env, free_port, shared_state, start_server
+from benchmarks.processes import (
+    HOST,
+    Server,
+    clean_env,
+    free_port,
+    shared_state,
+    start_checkout_proxy,
+    start_server,
+)
 from benchmarks.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
@@ -241,17 +249,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="throughput: windows per target per row (default 3)")
     parser.add_argument("--no-throughput", action="store_true", help="skip the throughput table")
     parser.add_argument("--no-pruned", action="store_true", help="skip the pruned rows")
-    parser.add_argument("--histories", default="0,256,1024",
-                        help="history table: conversation sizes, KiB of messages (default "
-                        "0,256,1024; 0 is a fresh request each time)")
-    parser.add_argument("--catalogs", default="117,2470,10000",
-                        help="history table: catalogue sizes pruned (default 117,2470,10000; "
-                        "the first run embeds the large ones, ~10 min, kept in the vector store)")
-    parser.add_argument("--history-requests", type=int, default=40,
-                        help="history table: measured requests per target per row (default 40)")
-    parser.add_argument("--no-history", action="store_true", help="skip the history table")
-    parser.add_argument("--no-latency", action="store_true",
-                        help="skip the latency table (and the throughput table)")
+    add_history_arguments(parser)
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
     parser.add_argument("--workers", type=int, default=1,
@@ -291,6 +289,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             proxy_port, log_dir, env,
         )
         servers.append(proxy)
+        baseline = None
+        if args.baseline is not None:
+            baseline_port = free_port()
+            baseline = start_checkout_proxy(args.baseline.resolve(), baseline_port,
+                                            upstream.origin, log_dir, env)
+            servers.append(baseline)
         limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
         timeout = httpx.Timeout(60.0)
         async with (
@@ -329,8 +333,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             latency_s = time.monotonic() - phase
 
             throughput_rows: list[ThroughputRow] = []
+            history_targets = list(targets)
+            if baseline is not None:
+                await wait_ready(proxy_client, baseline, "/readyz")
+                history_targets.append(Target("baseline", proxy_client, baseline.origin + CHAT))
             history = [] if args.no_history else await measure_history(
-                targets, args.catalogs, args.histories, args.history_requests, 3600.0)
+                history_targets, args.catalogs, args.histories, args.history_requests, 3600.0)
             if not (args.no_throughput or args.no_latency):
                 for payload in payloads:
                     for concurrency in args.concurrency:

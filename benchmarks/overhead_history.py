@@ -18,12 +18,14 @@ and indexes each.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import copy
 import json
 import time
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -128,7 +130,7 @@ class Cell:
     label: str
     history_kib: int
     body_kib: float = 0.0
-    samples: dict[str, list[float]] = field(default_factory=lambda: {"direct": [], "proxy": []})
+    samples: dict[str, list[float]] = field(default_factory=dict)  # target name -> seconds
 
 
 def request_body(tools: list[dict[str, Any]] | None, messages: list[dict[str, Any]]) -> bytes:
@@ -147,7 +149,7 @@ async def post(target: Target, body: bytes, tally: Tally, pruned: bool) -> float
     if response.status_code != 200:
         tally.errors += 1
         raise Failed(f"{target.name}: HTTP {response.status_code} {response.text[:200]}")
-    if pruned and target.name == "proxy" and TOOLS_HEADER not in response.headers:
+    if pruned and target.name != "direct" and TOOLS_HEADER not in response.headers:
         tally.unpruned += 1
     return elapsed
 
@@ -159,7 +161,7 @@ async def measure_cell(
     """``requests`` requests to each target, interleaved (the order alternating): at no
     history a new conversation each time, else one conversation continued from
     ``history_kib`` KiB of messages, one exchange a request."""
-    cell = Cell(label, history_kib)
+    cell = Cell(label, history_kib, samples={target.name: [] for target in targets})
     conversation = Conversation(f"{label}, {history_kib} KiB")
     start = conversation.exchanges_for(history_kib * 1024)
     if history_kib:  # the conversation's request before the measured ones
@@ -171,7 +173,7 @@ async def measure_cell(
                     else conversation.messages(start + n))
         body = request_body(tools, messages)
         cell.body_kib = len(body) / 1024
-        for target in targets if n % 2 else targets[::-1]:
+        for target in targets[n % len(targets):] + targets[: n % len(targets)]:  # in turn first
             cell.samples[target.name].append(await post(target, body, tally, tools is not None))
     return cell
 
@@ -201,8 +203,9 @@ async def measure_history(
              for kib in histories]
     for size in catalogs:
         tools = catalogue(size)
-        took = await warm_catalogue(targets[1], tools, warm_timeout_s)
-        print(f"{size} tools indexed after {took:.1f} s", flush=True)
+        for proxy in targets[1:]:
+            took = await warm_catalogue(proxy, tools, warm_timeout_s)
+            print(f"{size} tools indexed by {proxy.name} after {took:.1f} s", flush=True)
         cells += [await measure_cell(targets, tools, kib, requests, tally, f"{size} tools, pruned")
                   for kib in histories]
     if tally.errors or tally.unpruned:
@@ -213,15 +216,38 @@ async def measure_history(
 def print_history(cells: list[Cell]) -> None:
     rows = []
     for cell in cells:
-        direct, proxy = (np.asarray(cell.samples[name]) * 1000 for name in ("direct", "proxy"))
-        rows.append([
-            cell.label, cell.history_kib, f"{cell.body_kib:,.0f}",
-            f"{np.percentile(direct, 50):.2f}", f"{np.percentile(proxy, 50):.2f}",
-            f"{np.percentile(proxy, 50) - np.percentile(direct, 50):+.2f}",
-            f"{np.percentile(proxy, 99) - np.percentile(direct, 99):+.2f}", len(proxy),
-        ])
+        direct = np.asarray(cell.samples["direct"]) * 1000
+        for name, samples in cell.samples.items():
+            if name == "direct":
+                continue
+            proxy = np.asarray(samples) * 1000
+            rows.append([
+                cell.label, cell.history_kib, f"{cell.body_kib:,.0f}", name,
+                f"{np.percentile(direct, 50):.2f}", f"{np.percentile(proxy, 50):.2f}",
+                f"{np.percentile(proxy, 50) - np.percentile(direct, 50):+.2f}",
+                f"{np.percentile(proxy, 99) - np.percentile(direct, 99):+.2f}", len(proxy),
+            ])
     print()
     print("Added latency by history and catalogue size (plain requests, ms; added = proxy - "
           "direct per percentile; a continued conversation, one exchange a request)")
-    print(tabulate(rows, headers=["row", "history KiB", "body KiB", "direct p50", "proxy p50",
-                                  "added p50", "added p99", "n"], tablefmt="github"))
+    print(tabulate(rows, headers=["row", "history KiB", "body KiB", "target", "direct p50",
+                                  "target p50", "added p50", "added p99", "n"], tablefmt="github"))
+
+
+def add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    """The history table's options of ``benchmarks/overhead.py`` (and ``--no-latency``, to
+    run it alone)."""
+    parser.add_argument("--histories", default="0,256,1024",
+                        help="history table: conversation sizes, KiB of messages (default "
+                        "0,256,1024; 0 is a fresh request each time)")
+    parser.add_argument("--catalogs", default="117,2470,10000",
+                        help="history table: catalogue sizes pruned (default 117,2470,10000; "
+                        "the first run embeds the large ones, ~10 min, kept in the vector store)")
+    parser.add_argument("--history-requests", type=int, default=40,
+                        help="history table: measured requests per target per row (default 40)")
+    parser.add_argument("--no-history", action="store_true", help="skip the history table")
+    parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
+                        help="history table: also the proxy of another checkout (e.g. `git "
+                        "worktree add DIR main`), a third target in the same interleaved requests")
+    parser.add_argument("--no-latency", action="store_true",
+                        help="skip the latency table (and the throughput table)")
