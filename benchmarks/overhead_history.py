@@ -70,8 +70,9 @@ def catalogue(size: int) -> list[dict[str, Any]]:
 
 
 def ask(n: int, topic: str) -> dict[str, Any]:
-    """The user's ``n``-th ask: distinct on every request, so its query is embedded."""
-    return {"role": "user", "content": f"{QUERIES[n % len(QUERIES)]} ({topic}, step {n})"}
+    """The user's ``n``-th ask: distinct on every request, so its query is embedded; one
+    sentence, so one text (as ``benchmarks/load_clients.py`` asks)."""
+    return {"role": "user", "content": f"For {topic}, step {n}: {QUERIES[n % len(QUERIES)]}"}
 
 
 def exchange(n: int, topic: str) -> list[dict[str, Any]]:
