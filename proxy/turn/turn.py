@@ -187,15 +187,12 @@ class Turn:
 
 
 def json_bytes(value: Any) -> bytes:
-    """``value`` as compact UTF-8 JSON (``msgspec``: what the proxy writes per streamed
-    chunk costs a few microseconds); ASCII-escaped by the standard library when it holds a
-    lone surrogate (valid in JSON text, not encodable as UTF-8)."""
+    """``value`` as compact-enough UTF-8 JSON; ASCII-escaped when it holds a lone surrogate
+    (valid in JSON text, not encodable as UTF-8)."""
     try:
-        return _encode(value)
+        return json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         return json.dumps(value).encode()
-    except TypeError:  # not a JSON value msgspec knows (a subclass of one): as before
-        return json.dumps(value, ensure_ascii=False).encode()
 
 
 def json_value(raw: bytes | str) -> Any:
@@ -209,7 +206,6 @@ def json_value(raw: bytes | str) -> Any:
         return json.loads(raw)
 
 
-_encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 
