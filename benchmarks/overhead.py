@@ -18,6 +18,12 @@ Payloads (one row each):
 * ``117 tools, pruned``: the same body with pruning on (the proxy parses, embeds the query,
   selects and rewrites; the upstream then gets a much smaller body).
 
+And the history table: added latency of plain requests as a conversation grows (0 to
+1 MiB of messages, each request the one before it plus one exchange:
+``benchmarks.overhead_history``), pass-through (no tools) and pruned at catalogue sizes
+117, 2,470 and 10,000 (the real catalogues repeated under namespaces), side by side with
+direct.
+
 Measured, each for the direct and the proxied target:
 
 * latency of sequential requests, non-streaming and streaming (time to first body byte and
@@ -45,6 +51,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from benchmarks.overhead_history import add_history_arguments, measure_history, print_history
 from benchmarks.overhead_requests import (
     STARTUP_TIMEOUT_S,
     TOOLS_HEADER,
@@ -59,7 +66,15 @@ from benchmarks.overhead_requests import (
     wait_pruning,
     warm_up,
 )
-from benchmarks.processes import HOST, Server, clean_env, free_port, shared_state, start_server
+from benchmarks.processes import (
+    HOST,
+    Server,
+    clean_env,
+    free_port,
+    shared_state,
+    start_checkout_proxy,
+    start_server,
+)
 from benchmarks.support.data import REAL_CATALOGS
 
 DEFAULT_CATALOG = REAL_CATALOGS / "github_mcp_server.json"
@@ -234,6 +249,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="throughput: windows per target per row (default 3)")
     parser.add_argument("--no-throughput", action="store_true", help="skip the throughput table")
     parser.add_argument("--no-pruned", action="store_true", help="skip the pruned rows")
+    add_history_arguments(parser)
     parser.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG,
                         help=f"tools JSON array (default {DEFAULT_CATALOG})")
     parser.add_argument("--workers", type=int, default=1,
@@ -244,6 +260,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="TOOLPRUNE_LOG_LEVEL of the proxy (default info, the default)")
     args = parser.parse_args(argv)
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
+    args.histories = [int(h) for h in args.histories.split(",") if h.strip()]
+    args.catalogs = [int(c) for c in args.catalogs.split(",") if c.strip()]
     if args.requests < 1 or args.rounds < 1 or args.requests < args.rounds:
         parser.error("need --requests >= --rounds >= 1")
     return args
@@ -271,6 +289,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             proxy_port, log_dir, env,
         )
         servers.append(proxy)
+        baseline = None
+        if args.baseline is not None:
+            baseline_port = free_port()
+            baseline = start_checkout_proxy(args.baseline.resolve(), baseline_port,
+                                            upstream.origin, log_dir, env)
+            servers.append(baseline)
         limits = httpx.Limits(max_connections=128, max_keepalive_connections=128)
         timeout = httpx.Timeout(60.0)
         async with (
@@ -294,7 +318,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                   + ", ".join(f"{p.label} {len(p.body(False, 0)) / 1024:.1f} KiB"
                               for p in payloads if not p.pruned))
             tallies = {p.label: Tally() for p in payloads}
-            for payload in payloads:
+            for payload in [] if args.no_latency else payloads:
                 if payload.pruned:
                     took = await wait_pruning(targets[1], payload)
                     print(f"pruning warm-up (catalogue embedding): {took:.1f} s")
@@ -302,14 +326,20 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
 
             phase = time.monotonic()
             latency_rows: list[LatencyRow] = []
-            for payload in payloads:
+            for payload in [] if args.no_latency else payloads:
                 latency_rows += await measure_latency(
                     targets, payload, args.requests, args.rounds, tallies[payload.label]
                 )
             latency_s = time.monotonic() - phase
 
             throughput_rows: list[ThroughputRow] = []
-            if not args.no_throughput:
+            history_targets = list(targets)
+            if baseline is not None:
+                await wait_ready(proxy_client, baseline, "/readyz")
+                history_targets.append(Target("baseline", proxy_client, baseline.origin + CHAT))
+            history = [] if args.no_history else await measure_history(
+                history_targets, args.catalogs, args.histories, args.history_requests, 3600.0)
+            if not (args.no_throughput or args.no_latency):
                 for payload in payloads:
                     for concurrency in args.concurrency:
                         throughput_rows.append(await measure_throughput(
@@ -317,7 +347,12 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                             args.window_s, tallies[payload.label],
                         ))
 
-            print_latency(latency_rows)
+            if latency_rows:
+                print_latency(latency_rows)
+            if history:
+                print_history(history)
+                load = os.getloadavg()
+                print(f"load average after the history table {load[0]:.2f} {load[1]:.2f}")
             if throughput_rows:
                 print_throughput(throughput_rows, args.window_s, args.throughput_rounds)
             print()

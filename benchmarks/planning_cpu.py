@@ -28,6 +28,7 @@ import copy
 import cProfile
 import hashlib
 import json
+import os
 import pstats
 import sys
 import time
@@ -123,17 +124,18 @@ async def measure(
     warm = await read_chat(cache.decode_body(bodies[0]), cache)
     await planner.plan(warm, [(b"x-conversation-id", b"warm")])
     cold_s = time.perf_counter() - started
-    seconds = []
+    seconds, cpu_seconds = [], []
     forwarded = 0
     profiler = cProfile.Profile() if profile else None
     if profiler is not None:
         profiler.enable()
     for n in range(requests):
         raw = bodies[n % len(bodies)]
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.thread_time()
         body = await read_chat(cache.decode_body(raw), cache)
         turn = await planner.plan(body, [(b"x-conversation-id", f"c{n}".encode())])
         seconds.append(time.perf_counter() - started)
+        cpu_seconds.append(time.thread_time() - cpu)
         forwarded = len(turn.plan.selection.tools)
     if profiler is not None:
         profiler.disable()
@@ -150,6 +152,7 @@ async def measure(
         "body MB": round(len(bodies[0]) / 1e6, 2),
         "plan p50 ms": round(float(np.percentile(ms, 50)), 1),
         "plan p90 ms": round(float(np.percentile(ms, 90)), 1),
+        "CPU p50 ms": round(float(np.percentile(cpu_seconds, 50)) * 1000, 1),
         "first (cold) s": round(cold_s, 1), "forwarded": forwarded,
     }
 
@@ -172,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(measure(int(size), core, args.requests, args.profile, groups))
         for size in args.sizes.split(",") for groups in (False, True)
     ]
-    print(f"CORE {core}; {args.requests} warm requests per size, query embedding excluded")
+    load = os.getloadavg()
+    print(f"CORE {core}; {args.requests} warm requests per size, query embedding excluded; "
+          f"CPU: the planning thread's own (time.thread_time), wall less other processes' "
+          f"share; load average {load[0]:.2f}")
     print(tabulate(rows, headers="keys", tablefmt="github"))
     return 0
 

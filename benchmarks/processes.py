@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,10 @@ from benchmarks.support.servers import free_port
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
 
-__all__ = ["HOST", "REPO_ROOT", "Server", "clean_env", "free_port", "shared_state", "start_server"]
+__all__ = [
+    "HOST", "REPO_ROOT", "Server", "clean_env", "free_port", "shared_state",
+    "start_checkout_proxy", "start_server",
+]
 
 
 @dataclass
@@ -77,3 +81,17 @@ def shared_state(workers: int, env: dict[str, str]) -> RedisServer | None:
     redis.start()
     env["TOOLPRUNE_STATE_URL"] = redis.url
     return redis
+
+
+def start_checkout_proxy(
+    root: Path, port: int, upstream: str, log_dir: Path, env: dict[str, str], name: str = "baseline"
+) -> Server:
+    """``toolprune serve`` of the checkout at ``root`` (its code first on the path), in front
+    of the upstream at origin ``upstream``."""
+    paths = [p for p in env["PYTHONPATH"].split(os.pathsep) if p != str(REPO_ROOT)]
+    return start_server(
+        name,
+        [sys.executable, "-m", "proxy.cli.main", "serve", "--host", HOST, "--port", str(port),
+         "--upstream", f"{upstream}/v1"],
+        port, log_dir, {**env, "PYTHONPATH": os.pathsep.join([str(root), *paths])}, cwd=root,
+    )

@@ -23,7 +23,7 @@ from selection.choosing.blocks import BlockStart
 from selection.choosing.seconds import ServerSpeed, delivered_count
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
-from selection.conversation.continuity import HistoryMark, continues
+from selection.catalog.history_facts import HistoryFacts
 from selection.plan import TurnReading, Upstream
 from selection.ranking.pipeline import Ranking
 
@@ -40,13 +40,16 @@ class Delivery:
     client_core: tuple[str, ...] | None
 
 
-def read_delivery(reading: TurnReading, start: BlockStart, upstream: Upstream) -> Delivery:
-    """The turn's :class:`Delivery` (see the module docstring)."""
+def read_delivery(
+    reading: TurnReading, start: BlockStart, upstream: Upstream, history: HistoryFacts
+) -> Delivery:
+    """The turn's :class:`Delivery` (see the module docstring); ``history``: what the
+    request's messages say (:func:`selection.catalog.history_facts.read_history`, against the
+    mark ``start``'s state holds)."""
     native = reading.native
     delivers = (upstream.delivery == "conversation" and reading.request.bridges
                 and native is not None and not native.legacy)
-    continued = reading.request.server_history or continues(
-        HistoryMark.from_json(start.state.seen), reading.request.messages)
+    continued = reading.request.server_history or history.continued
     frozen = delivers and continued and start.kind is None and start.state.turn > 0
     return Delivery(delivers, continued, frozen, client_core(reading.deferral, delivers))
 

@@ -23,6 +23,7 @@ from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
 from selection.clients.tool_search import ClientSearch
+from selection.conversation.continuity import RawHistory
 from selection.conversation.history import ToolChoice
 from selection.ranking.group_ranking import GroupMatch
 from selection.ranking.pipeline import Ranking
@@ -56,7 +57,10 @@ class TurnInput:
     the client's calls back), so tools may be delivered in the conversation.
     ``server_history``: the upstream holds the conversation's history (the Responses API's
     ``previous_response_id`` / ``conversation``) and ``messages`` are only what is new:
-    the request continues its conversation whatever they hold."""
+    the request continues its conversation whatever they hold. ``raw_messages``: the
+    ``messages`` array's bytes as the client sent them, where the adapter keeps them
+    (:class:`~selection.conversation.continuity.RawHistory`: the history is checked and
+    read from them, :mod:`selection.catalog.history_facts`); None: read from ``messages``."""
 
     body: dict[str, Any]
     native: Catalog | None
@@ -71,6 +75,7 @@ class TurnInput:
     reshaped: bool = False
     bridges: bool = False
     server_history: bool = False
+    raw_messages: RawHistory | None = None
 
     @property
     def needs_translation(self) -> bool:

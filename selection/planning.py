@@ -29,12 +29,10 @@ from typing import Any
 
 from selection.catalog.catalog import Catalog
 from selection.catalog.policy import Policy, catalog_layout
-from selection.catalog.text_path import text_called_tools
 from selection.catalog.text_plan import search_text_plan, selection_catalog
 from selection.choosing.block_order import SelectedTool, Selection
 from selection.choosing.blocks import BlockStart, agent_block, start_block
 from selection.choosing.prefix import (
-    estimated_text_tokens,
     prefix_key,
     split_system,
     tool_token_cap,
@@ -46,12 +44,13 @@ from selection.clients.bridge import CALL_TOOL, delivered_results
 from selection.clients.deferral import Deferral, read_deferral
 from selection.clients.searches import Searches
 from selection.clients.tool_search import SearchResult, search_meta_tools
-from selection.conversation.continuity import mark
-from selection.conversation.history import ToolChoice, called_tools
+from selection.conversation.continuity import HistoryMark
+from selection.conversation.history import ToolChoice
 from selection.conversation.query import query_parts
 from selection.delivery import client_core, proactive_delivery, proactive_names, read_delivery
 from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
+from selection.catalog.history_facts import read_history
 from selection.indexes.query_embedding import QueryEmbeddingStats
 from selection.indexes.tool_index import ToolIndex
 from selection.meta_calls import MetaCallLike, answer_meta_call
@@ -247,13 +246,15 @@ class Selector:
         continues its conversation's history on its own block, the block stays as it is
         (``frozen``), unless ``tool_choice`` names a tool outside it."""
         catalog, messages = reading.catalog, reading.request.messages
+        told = read_history(messages, reading.request.raw_messages,
+                            HistoryMark.from_json(start.state.seen))
         pinned = tuple(dict.fromkeys([
             *([reading.choice.pinned] if reading.choice.pinned else []),
-            *called_tools(messages), *text_called_tools(messages, set(catalog.names)),
+            *told.called, *told.text_called(catalog.name_set),
         ]))
-        history = estimated_text_tokens(reading.history)
+        history = told.history_tokens
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
-        delivery = read_delivery(reading, start, upstream)
+        delivery = read_delivery(reading, start, upstream, told)
         first_block = None
         if (upstream.speed is not None and top_k is None and not self.policy.top_k_configured
                 and ranking is not None
@@ -273,7 +274,7 @@ class Selector:
         state = selection.state
         state.turn = start.state.turn + 1
         state.history_tokens = history
-        state.seen = mark(messages).to_json()
+        state.seen = told.mark.to_json()
         if not delivery.continued:  # what the proxy delivered stood in a history that is gone
             state.exchanges, state.delivered = [], []
         meta = meta_tools(reading, selection, self.policy, self.settings.search_tools_min_catalog,

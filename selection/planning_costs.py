@@ -69,8 +69,8 @@ def _discovery(
     if reading.request.search is not None:
         return search_meta_tools(reading.request.search, native)
     forwarded = set(selection.names)
-    if not set(native.names) - forwarded:
-        return None
+    if len(native) <= len(forwarded) and native.name_set <= forwarded:
+        return None  # every native tool forwarded
     core = {t.name for t in selection.tools if t.reason in ("core", "client")}
     return build_meta_tools(
         native, core, catalog_layout(native, policy).groups.listed,

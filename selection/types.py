@@ -8,6 +8,7 @@ beside it, and documented there."""
 
 from __future__ import annotations
 
+from selection.catalog.body import DecodedBody, decode_object, encode_body
 from selection.catalog.cache import CatalogCache
 from selection.catalog.catalog import (
     DEFER_LOADING,
@@ -35,6 +36,7 @@ from selection.clients.bridge_calls import BridgedCall
 from selection.clients.client_deferral import deferred_menu
 from selection.clients.meta_tools import MetaTools, free_name
 from selection.clients.tool_search import UNAVAILABLE, ClientSearch, SearchResult
+from selection.conversation.continuity import RawHistory
 from selection.conversation.history import KEEP, ToolChoice, called_tools, read_tool_choice
 from selection.conversation.query import content_text
 from selection.embedders.protocol import Embedder
@@ -55,14 +57,15 @@ from selection.plan import Plan, TurnInput, TurnReading, Upstream
 
 __all__ = [
     "BridgedCall", "CacheExpectation", "Catalog", "CatalogCache", "CatalogError",
-    "ClientSearch", "ConversationState", "DEFER_LOADING", "DeclaredGroup", "Embedder",
-    "EmbedderError", "EmbedderTimeout", "IndexPending", "KEEP", "LoadedTool", "MetaTools",
-    "NothingToPrune", "Plan", "PolicyError", "SearchResult", "SelectedTool", "Selection",
-    "SelectionError", "ServerSpeed", "SmallCatalog", "StateStoreError",
-    "TEMPLATE_RESERVE_TOKENS", "TextPlan", "Tool", "ToolChoice", "TurnInput", "TurnReading",
-    "UNAVAILABLE", "UnexpectedSelectionError", "Upstream", "VectorStoreError",
-    "bridge_arguments", "build_catalog", "called_tools", "canonical_json", "content_text",
-    "deferred_menu", "estimated_tokens", "fingerprint", "free_name", "name_words",
-    "parse_flat_tools", "parse_function", "parse_tools", "read_tool_choice",
-    "text_called_tools", "without_deferral",
+    "ClientSearch", "ConversationState", "DEFER_LOADING", "DeclaredGroup", "DecodedBody",
+    "Embedder", "EmbedderError", "EmbedderTimeout", "IndexPending", "KEEP", "LoadedTool",
+    "MetaTools", "NothingToPrune", "Plan", "PolicyError", "RawHistory", "SearchResult",
+    "SelectedTool", "Selection", "SelectionError", "ServerSpeed", "SmallCatalog",
+    "StateStoreError", "TEMPLATE_RESERVE_TOKENS", "TextPlan", "Tool", "ToolChoice",
+    "TurnInput", "TurnReading", "UNAVAILABLE", "UnexpectedSelectionError", "Upstream",
+    "VectorStoreError", "bridge_arguments", "build_catalog", "called_tools",
+    "canonical_json", "content_text", "decode_object", "deferred_menu", "encode_body",
+    "estimated_tokens", "fingerprint", "free_name", "name_words", "parse_flat_tools",
+    "parse_function", "parse_tools", "read_tool_choice", "text_called_tools",
+    "without_deferral",
 ]

@@ -34,7 +34,7 @@ from proxy.http.forwarding import ClientRequest
 from proxy.http.headers import Headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.turn import MetaCall, Turn
-from selection.types import SelectionError, TurnInput
+from selection.types import SelectionError, TurnInput, decode_object
 
 
 class Ending(StrEnum):
@@ -247,14 +247,12 @@ class Api(Protocol):
 
 
 def json_object(raw: bytes) -> dict[str, Any]:
-    """A request body as a JSON object. Raises MalformedRequest (not JSON, or not an
-    object), RecursionError for one nested deeper than ``json.loads`` follows
+    """A request body as a JSON object (:func:`selection.types.decode_object`: the
+    values ``json.loads`` gives, each member's bytes kept for writing the upstream's
+    body). Raises MalformedRequest (not JSON, or not an object), RecursionError for one nested deeper than ``json.loads`` follows
     (:class:`proxy.turn.decisions.DecisionFlow` refuses it)."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        body = None
-    if not isinstance(body, dict):
+    body = decode_object(raw)  # as json.loads reads it, the members' bytes kept
+    if body is None:
         raise MalformedRequest("the body is not a JSON object")
     return body
 

@@ -25,7 +25,7 @@ from proxy.http.errors import ProxyError, sse_error_event
 from proxy.http.forwarding import is_event_stream, response_headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply
-from proxy.turn.turn import Turn, json_bytes
+from proxy.turn.turn import Turn, json_bytes, json_value
 
 #: The content type of an event stream.
 EVENT_STREAM = (b"content-type", b"text/event-stream")
@@ -107,7 +107,7 @@ class EventStreamView(ClientView):
         """A JSON answer relayed as the API's events; False for one that is not the API's
         answer (the round loop's rule)."""
         try:
-            data = json.loads(raw)
+            data = json_value(raw)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             data = None
         events = self.answer_events(data) if isinstance(data, dict) else None

@@ -9,7 +9,6 @@ it is (nothing was sent yet).
 
 from __future__ import annotations
 
-import json
 from abc import abstractmethod
 from typing import Any
 
@@ -18,7 +17,7 @@ from proxy.http.errors import ProxyError
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Reply
 from proxy.turn.events import client_headers
-from proxy.turn.turn import Turn, add_usage, json_bytes
+from proxy.turn.turn import Turn, add_usage, json_bytes, json_value
 
 
 class JsonView(ClientView):
@@ -51,7 +50,7 @@ class JsonView(ClientView):
 
     async def body(self, raw: bytes) -> bool:
         try:
-            data = json.loads(raw)
+            data = json_value(raw)
             if not isinstance(data, dict):
                 raise TypeError("the response is not an object")
             reply = self.read_reply(data)

@@ -53,7 +53,7 @@ from proxy.turn.adapter import ApiRequest, ClientOut, ClientView, Ending, Reply
 from proxy.turn.context import TurnServices
 from proxy.turn.decision_log import refresh_report, tools_comment
 from proxy.turn.sender import plain_body, send_round
-from proxy.turn.turn import MetaCall, Turn
+from proxy.turn.turn import MetaCall, Turn, json_value
 
 logger = get_logger("serving")
 
@@ -285,7 +285,7 @@ class _TurnServer:
             view.done_marker = True
             return False
         try:
-            data = json.loads(event.data)
+            data = json_value(event.data)
         except (json.JSONDecodeError, RecursionError):
             data = None
         if not isinstance(data, dict):

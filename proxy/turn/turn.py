@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from proxy.servers.fit import Shortfall
@@ -209,6 +210,20 @@ def json_bytes(value: Any) -> bytes:
         return json.dumps(value, ensure_ascii=False).encode()
     except UnicodeEncodeError:
         return json.dumps(value).encode()
+
+
+def json_value(raw: bytes | str) -> Any:
+    """JSON text as ``json.loads`` reads it (``msgspec`` first, in C; the standard library
+    for what it refuses: ``NaN``, ``1e400``, a lone surrogate escape). Raises
+    ``json.JSONDecodeError`` (or ``UnicodeDecodeError``) for what is not JSON, and
+    RecursionError for JSON nested past the decoder's depth."""
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
+
+
+_decode = msgspec.json.Decoder().decode
 
 
 def add_usage(total: dict[str, Any] | None, usage: Any) -> dict[str, Any] | None:

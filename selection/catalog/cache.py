@@ -9,9 +9,10 @@ therefore split into its top-level members without decoding them (``msgspec`` wi
 key in practice, even crafted ones; at 10,000 tools, 8.4 MB, ~3 ms where sha256 took ~11),
 in place, without copying them: a catalogue seen before is not decoded nor
 parsed again, its decoded list and :class:`~selection.catalog.catalog.Catalog` come from a bounded
-LRU cache. Every other member is decoded with the standard library as before, and a body
-the splitter rejects (a lone surrogate escape, ``NaN``, nesting past its depth limit) is
-decoded whole by the standard library, with no caching: decoding semantics never change.
+LRU cache. Every other member is decoded as :func:`selection.catalog.body.decode_object`
+decodes it (``msgspec``, to the values ``json.loads`` gives; a body it rejects decoded
+whole by the standard library, with no caching): decoding semantics never change, and a
+body split this way keeps its members' bytes (:class:`~selection.catalog.body.DecodedBody`).
 
 The cached ``tools`` list is shared by every request that sent those bytes: it must not be
 mutated (the proxy builds new bodies and lists; it never edits the client's).
@@ -19,7 +20,6 @@ mutated (the proxy builds new bodies and lists; it never edits the client's).
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -28,14 +28,12 @@ from typing import Any
 import msgspec
 from blake3 import blake3
 
+from selection.catalog.body import decode_object, decode_value
 from selection.catalog.catalog import Catalog, parse_functions, parse_tools
 from selection.errors import CatalogError
 
 #: Top-level members whose raw bytes key the cache, and whether each is the legacy form.
 CATALOG_MEMBERS = {"tools": False, "functions": True}
-
-_split = msgspec.json.Decoder(dict[str, msgspec.Raw])
-
 
 @dataclass(frozen=True)
 class _Entry:
@@ -76,22 +74,13 @@ class CatalogCache:
         object (or not UTF-8 JSON at all); ``tools``/``functions`` from the cache.
         Raises RecursionError for a body nested deeper than ``json.loads`` follows.
 
-        Shape: ``dict[str, Any]``; the catalogue member is the shared cached list.
+        Shape: ``dict[str, Any]`` (a :class:`DecodedBody` when split, a plain ``dict``
+        when decoded whole); the catalogue member is the shared cached list.
         """
-        try:
-            members = _split.decode(raw)
-        except (msgspec.DecodeError, RecursionError):
-            return _decode_whole(raw)
-        body: dict[str, Any] = {}
-        try:
-            for name, value in members.items():
-                if name in CATALOG_MEMBERS:
-                    body[name] = self._member(value, CATALOG_MEMBERS[name]).value
-                else:
-                    body[name] = json.loads(bytes(value))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            return _decode_whole(raw)
-        return body
+        return decode_object(raw, {
+            name: (lambda value, legacy=legacy: self._member(value, legacy).value)
+            for name, legacy in CATALOG_MEMBERS.items()
+        })
 
     def catalog(self, value: Any, *, legacy: bool) -> Catalog:
         """The parsed catalogue of a ``tools`` (``legacy``: ``functions``) value: from the
@@ -133,7 +122,7 @@ class CatalogCache:
                 self._entries.move_to_end(key)
                 return entry
             self.misses += 1
-        value = json.loads(bytes(raw))
+        value = decode_value(raw)
         catalog, error = None, None
         try:
             catalog = self.parse(value, legacy=legacy)
@@ -158,11 +147,3 @@ class CatalogCache:
             self._bytes -= dropped.size
             self._by_identity.pop(id(dropped.value), None)
 
-
-def _decode_whole(raw: bytes) -> dict[str, Any] | None:
-    """Raises RecursionError for a body nested deeper than the decoder follows."""
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return body if isinstance(body, dict) else None

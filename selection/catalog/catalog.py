@@ -17,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from selection.errors import CatalogError
+
+T = TypeVar("T")
 
 _WORD_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 _SEPARATORS = re.compile(r"[_\-.:/\s]+")
@@ -149,6 +151,7 @@ class Catalog:
     fingerprint: str = ""
     _by_name: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
     declared: tuple[DeclaredGroup, ...] = ()
+    _derived: dict[Hashable, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.tools)
@@ -161,6 +164,11 @@ class Catalog:
     @cached_property
     def _names(self) -> tuple[str, ...]:
         return tuple(tool.name for tool in self.tools)
+
+    @cached_property
+    def name_set(self) -> frozenset[str]:
+        """The function tools' names as a set (built once)."""
+        return frozenset(self._names)
 
     @cached_property
     def size_bytes(self) -> int:
@@ -185,6 +193,18 @@ class Catalog:
         if not self.deferred:
             return ()
         return tuple(tool.name for tool in self.tools if not tool.deferred)
+
+    def derived(self, key: Hashable, compute: Callable[[Catalog], T]) -> T:
+        """``compute(self)``, computed once per catalogue object and kept under ``key``
+        (a request that brings a catalogue seen before gets the same object from the
+        catalogue cache, so what depends on the catalogue alone is not walked again per
+        request). ``compute`` must read nothing but the catalogue. Shared: never mutate
+        the value."""
+        try:
+            return self._derived[key]
+        except KeyError:
+            value = self._derived[key] = compute(self)
+            return value
 
     def index_of(self, name: str) -> int | None:
         """Position of the tool called ``name``, or None."""

@@ -264,12 +264,19 @@ def text_called_tools(messages: Sequence[Any], names: set[str]) -> list[str]:
     whose ``"name"`` / ``"tool"`` names one. In order of appearance."""
     found: dict[str, None] = {}
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        content = content_text(message.get("content"))
-        hits = [(m.start(), m.group(1)) for m in _XML_ELEMENT.finditer(content)]
-        hits += [(m.start(), m.group(1)) for m in _JSON_NAME.finditer(content)]
-        for _, candidate in sorted(hits):
+        for candidate in text_call_candidates(message):
             if candidate in names:
                 found.setdefault(candidate, None)
     return list(found)
+
+
+def text_call_candidates(message: Any) -> list[str]:
+    """The names an assistant ``message`` may call in text (see
+    :func:`text_called_tools`), in order of appearance, whether or not a catalogue has
+    them; none for any other message."""
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return []
+    content = content_text(message.get("content"))
+    hits = [(m.start(), m.group(1)) for m in _XML_ELEMENT.finditer(content)]
+    hits += [(m.start(), m.group(1)) for m in _JSON_NAME.finditer(content)]
+    return [candidate for _, candidate in sorted(hits)]

@@ -48,7 +48,7 @@ SEARCH_IN_THREAD_CHARS = 256 * 1024
 def _system_texts(messages: Sequence[Any]) -> Iterator[tuple[int, int | None, str]]:
     """``(message index, part index or None, text)`` of each system or developer text."""
     for index, message in enumerate(messages):
-        if not isinstance(message, Mapping) or message.get("role") not in ("system", "developer"):
+        if not isinstance(message, dict | Mapping) or message.get("role") not in ("system", "developer"):
             continue
         content = message.get("content")
         if isinstance(content, str):

@@ -17,6 +17,7 @@ from selection.catalog.catalog import Catalog
 from selection.choosing.admission import LoadedSet
 from selection.choosing.contract import Contract
 from selection.choosing.state import ConversationState
+from selection.choosing.turn_scores import best_positions
 from selection.choosing.wanted import Wanted
 
 Reason = Literal[
@@ -109,8 +110,8 @@ class Selection:
 def left_out(catalog: Catalog, scores: np.ndarray, forwarded: set[str]) -> list[tuple[str, float]]:
     """The :data:`LEFT_OUT_REPORTED` best-scored tools not ``forwarded``, ``(name, score)``,
     best first, ties in catalogue order (a stable sort)."""
-    found: list[tuple[str, float]] = []
-    for position in np.argsort(-scores, kind="stable"):
+    found: list[tuple[str, float]] = []  # at most len(forwarded) of the best are passed over
+    for position in best_positions(scores, LEFT_OUT_REPORTED + len(forwarded)).tolist():
         name = catalog.tools[position].name
         if name not in forwarded:
             found.append((name, float(scores[position])))

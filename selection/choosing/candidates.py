@@ -25,6 +25,7 @@ import numpy as np
 from selection.catalog.catalog import Catalog, Tool
 from selection.catalog.policy import CandidatePolicy
 from selection.catalog.tokens import tool_tokens
+from selection.choosing.turn_scores import best_positions
 from selection.indexes.tool_index import LRUCache
 
 CandidateReason = Literal["semantic", "named", "dependency"]
@@ -131,8 +132,7 @@ def _ranked(catalog: Catalog, scores: np.ndarray, top_k: int, exclude: set[str])
     """The positions in contention, best first (ties in catalogue order): only the best
     few are looked at, so a large catalogue is not scanned for small tools that would fit
     what is left of the budget."""
-    order = np.argsort(-scores, kind="stable")
-    window = [int(p) for p in order[: SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA]]
+    window = best_positions(scores, SCAN_FACTOR * top_k + len(exclude) + SCAN_EXTRA).tolist()
     return [p for p in window if catalog.tools[p].name not in exclude]
 
 

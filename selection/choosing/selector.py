@@ -25,6 +25,7 @@ from selection.choosing.admission import LoadedSet, admit, touched
 from selection.choosing.block_order import Reason, SelectedTool, Selection, block
 from selection.choosing.contract import Contract, read_contract
 from selection.choosing.state import ConversationState, LoadedTool
+from selection.choosing.turn_scores import TurnScores
 from selection.choosing.wanted import TurnRanking, Wanted, wanted
 from selection.learning.learned import learned_names
 from selection.ranking.pipeline import Ranking
@@ -110,9 +111,7 @@ def select(
         turn = TurnRanking(ranking.values, ranking.named, k)
         wants = wanted(catalog, turn, policy, state, contract, layout, expansions)
     reasons = _reasons(catalog, ranking, contract, wants, layout.mates, expansions, k)
-    score_of = {} if scores is None else dict(
-        zip(catalog.names, np.asarray(scores).tolist(), strict=True)
-    )
+    score_of: Mapping[str, float] = {} if scores is None else TurnScores(catalog, scores)
     loaded = _admitted(catalog, policy, state, facts, contract, wants, reasons, score_of)
     frozen = facts.frozen
     return block(

@@ -14,7 +14,6 @@ nothing); the others come into free room only (``room_only``). Pure: no I/O.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -26,6 +25,7 @@ from selection.catalog.policy import CatalogLayout, Policy
 from selection.choosing.candidates import Candidate, Choice, TurnExpansion, choose
 from selection.choosing.contract import Contract
 from selection.choosing.state import ConversationState
+from selection.choosing.turn_scores import TurnScores
 from selection.ranking.signals.dependencies import Dependencies
 from selection.ranking.signals.expansion import Expansion, ExpansionInputs
 
@@ -43,15 +43,14 @@ class Wanted:
 
 
 def block_serves(
-    score_of: dict[str, float], forwarded: set[str], rank: int, named: Sequence[str] = ()
+    score_of: TurnScores, forwarded: set[str], rank: int, named: Sequence[str] = ()
 ) -> bool:
     """Whether the ``rank`` best-scored tools of the turn are all ``forwarded`` already
     (``Policy.refresh_rank``; ties broken by catalogue order), or, for a one-intent request
     that names its tools (``named``), those."""
     if named:
         return all(name in forwarded for name in named)
-    best = heapq.nlargest(rank, score_of, key=score_of.__getitem__) if rank > 0 else []
-    return all(name in forwarded for name in best)
+    return all(name in forwarded for name in score_of.best(rank))
 
 
 @dataclass(frozen=True)
@@ -70,11 +69,11 @@ def wanted(
 ) -> Wanted:
     """The turn's semantic candidates on ``state`` (see the module docstring)."""
     scores, k = ranking.scores, ranking.top_k
-    score_of = dict(zip(catalog.names, np.asarray(scores).tolist(), strict=True))
+    score_of = TurnScores(catalog, scores)
     has_block = state.turn > 0 or bool(state.loaded)
     held = set(contract.core) | set(contract.pinned) | set(state.loaded)
     named_names = [] if ranking.named is None else [
-        tool.name for tool, is_named in zip(catalog.tools, ranking.named, strict=True) if is_named
+        catalog.tools[p].name for p in np.flatnonzero(ranking.named).tolist()
     ]
     refresh = not has_block or (
         not contract.requested
@@ -114,12 +113,12 @@ def _candidates(
 
 
 def _refreshed(
-    choice: Choice, score_of: dict[str, float], named: Sequence[str], held: set[str],
+    choice: Choice, score_of: TurnScores, named: Sequence[str], held: set[str],
     policy: Policy, k: int,
 ) -> Wanted:
     """A block the turn's best tools outgrew: those it lacks (τ inclusive), with the
     dependencies the choice gave them; past the token budget they take free room only."""
-    best = named or heapq.nlargest(min(policy.refresh_rank, k), score_of, key=score_of.__getitem__)
+    best = named or score_of.best(min(policy.refresh_rank, k))
     semantic = [
         Candidate(name, score_of[name], "semantic")
         for name in best

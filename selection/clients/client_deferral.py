@@ -121,16 +121,22 @@ def client_deferral(
 ) -> ClientDeferral | None:
     """The request's own deferral through a plain search function, or None (see the
     module docstring). ``system_texts``: its system/developer texts, in order."""
-    search = next(  # a deferred function is not callable until found: not the finder
-        (tool.name for tool in catalog.tools if not tool.deferred and is_search_function(tool)),
-        None,
-    )
+    search = catalog.derived("client_search", _first_search_function)
     if search is None:
         return None
     menu = deferred_menu(system_texts, catalog.names)
     if menu is None and not catalog.deferred:
         return None
     return ClientDeferral(search, menu)
+
+
+def _first_search_function(catalog: Catalog) -> str | None:
+    """The catalogue's first search function (:func:`is_search_function`) the client did
+    not defer (a deferred function is not callable until found: not the finder)."""
+    return next(
+        (tool.name for tool in catalog.tools if not tool.deferred and is_search_function(tool)),
+        None,
+    )
 
 
 def found_by_search(messages: Sequence[Any], search: str, catalog: Catalog) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,7 @@ def short_purpose(tool: Tool) -> str:
     return first[:PURPOSE_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def free_name(base: str, taken: set[str]) -> str:
+def free_name(base: str, taken: AbstractSet[str]) -> str:
     """``base``, or ``toolprune_<base>``, ``toolprune_<base>_2``… if a client tool has it."""
     if base not in taken:
         return base
@@ -117,7 +118,10 @@ def _tier_lines(catalog: Catalog, tier: Sequence[str], groups: Sequence[Bundle |
     heading (groups in the order of their best tool, tools best first), the rest under
     ``[other]``."""
     known = [name for name in tier if catalog.get(name) is not None]
-    group_of = {member: group.name for group in groups for member in group.members}
+    _, group_of = catalog.derived(  # once per catalogue and grouping, not per request
+        ("group_of", *map(id, groups)),  # the groups are kept with it: their ids stay theirs
+        lambda _: (tuple(groups), {m: group.name for group in groups for m in group.members}),
+    )
     headings = list(dict.fromkeys(group_of[name] for name in known if name in group_of))
     if not headings:
         return "\n".join(_line(catalog, name) for name in known)
@@ -158,12 +162,12 @@ def build_meta_tools(
     tier's lines when given; ``server`` (offered when there are groups) limits a search to
     one group's tools.
     """
-    taken = set(catalog.names)
-    listed = {name for name in catalog.names if name not in core}
+    taken = catalog.name_set
     if search:
         name = free_name(SEARCH_TOOLS, taken)
+        listed = len(catalog) - sum(1 for name in core if name in taken)  # the non-CORE tools
         description = (
-            f"Finds tools among {len(listed)} (yours included). Describe what you need "
+            f"Finds tools among {listed} (yours included). Describe what you need "
             "to do; the best matching tools are loaded and you can call them next."
         )
         if bundles and len(bundles) <= MAX_LISTED_GROUPS:
@@ -192,7 +196,8 @@ def build_meta_tools(
     if tier:
         description += "Likely useful now:\n" + _tier_lines(catalog, tier, bundles)
     else:
-        description += "Tools you can load:\n" + _menu(catalog, listed, bundles)
+        description += "Tools you can load:\n" + _menu(
+            catalog, {name for name in catalog.names if name not in core}, bundles)
     parameters = {
         "type": "object",
         "properties": {

@@ -65,12 +65,18 @@ def called_tools(messages: Sequence[Any]) -> list[str]:
     """Names of every tool an assistant message in the history called, first call first."""
     names: dict[str, None] = {}
     for message in messages:
-        if not isinstance(message, Mapping) or message.get("role") != "assistant":
-            continue
-        calls = message.get("tool_calls")
-        for call in calls if isinstance(calls, list) else []:
-            if isinstance(call, Mapping) and (name := _named(call)):
-                names.setdefault(name, None)
-        if name := _named(message.get("function_call")):
-            names.setdefault(name, None)
+        names.update(dict.fromkeys(message_calls(message)))
     return list(names)
+
+
+def message_calls(message: Any) -> list[str]:
+    """Names of the tools an assistant ``message`` calls (``tool_calls``, then a legacy
+    ``function_call``), in order; none for any other message."""
+    if not isinstance(message, Mapping) or message.get("role") != "assistant":
+        return []
+    calls = message.get("tool_calls")
+    names = [name for call in (calls if isinstance(calls, list) else [])
+             if isinstance(call, Mapping) and (name := _named(call))]
+    if name := _named(message.get("function_call")):
+        names.append(name)
+    return names

@@ -21,7 +21,7 @@ request that asks for several things lands among the tools of its dominant inten
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from selection.conversation.injected import strip_blocks
@@ -73,25 +73,41 @@ def _query_texts(messages: Sequence[Any], user_messages: int) -> list[tuple[bool
     as they came when none has; one more when the last is a fragment), then the trailing tool results (injected blocks off, unless
     that empties one; a user message of blocks only after them does not end them); blank
     texts left out."""
-    valid = [m for m in messages if isinstance(m, Mapping)]
+    def newest_first() -> Iterator[Mapping[str, Any]]:  # read lazily: most stop early
+        return (m for m in reversed(messages) if isinstance(m, Mapping))
+
     trailing_results: list[str] = []
-    for message in reversed(valid):
+    for message in newest_first():
         if message.get("role") in ("tool", "function"):
             result = own_text(message.get("content"))
             trailing_results.append(result or content_text(message.get("content")))
         elif message.get("role") != "user" or own_text(message.get("content")):
             break  # (a user message of injected blocks only, after the results, is not a turn)
     trailing_results.reverse()
-    contents = [m.get("content") for m in valid if m.get("role") == "user"]
-    users = [text for text in map(own_text, contents) if text]
+    users = _last_user_texts(newest_first(), user_messages + 1)
     if not users:
-        users = [content_text(content) for content in contents]
+        users = [content_text(m.get("content")) for m in messages
+                 if isinstance(m, Mapping) and m.get("role") == "user"]
     count = user_messages
     if users and is_fragment(users[-1]):
         count += 1  # a fragment: what it answers or thanks for is in the message before
     texts = [(True, text) for text in users[-count:]]
     texts += [(False, text) for text in trailing_results]
     return [(is_user, text) for is_user, text in texts if text.strip()]
+
+
+def _last_user_texts(newest_first: Iterable[Mapping[str, Any]], wanted: int) -> list[str]:
+    """The own texts (:func:`own_text`) of the last ``wanted`` user messages that have
+    one, in conversation order: read from the newest back, so a long history's earlier
+    messages are not read."""
+    texts: list[str] = []
+    for message in newest_first:
+        if message.get("role") == "user" and (text := own_text(message.get("content"))):
+            texts.append(text)
+            if len(texts) == wanted:
+                break
+    texts.reverse()
+    return texts
 
 
 def build_query(messages: Sequence[Any], user_messages: int = 2, max_chars: int = 4000) -> str:

@@ -75,6 +75,19 @@ class GroupInputs:
             described = _INPUT_SECTION.sub(" ", tool.description[:DESCRIPTION_CHARS])
             self.named.append(frozenset(words(f"{name_words(tool.name)} {described}")))
             self.required.append(len(required))
+        #: Word → the tools that name it (int64 positions, ascending): a tool's producers
+        #: are found among the tools naming its keys, not by walking its whole group.
+        naming: dict[str, list[int]] = {}
+        for position, named in enumerate(self.named):
+            for word in named:
+                naming.setdefault(word, []).append(position)
+        self.naming = {word: np.asarray(found, dtype=np.int64) for word, found in naming.items()}
+
+    def naming_any(self, needs: Sequence[tuple[str, frozenset[str]]]) -> np.ndarray:
+        """The tools that name a key of ``needs`` (int64 positions, ascending): the only
+        ones that can produce one of them."""
+        found = [self.naming[key] for _, keys in needs for key in keys if key in self.naming]
+        return np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
 
 
 _INDEXES: LRUCache[str, GroupInputs] = LRUCache(64)
@@ -110,8 +123,9 @@ def input_producers(
         needs = index.needs[position]
         if not needs:
             continue
-        mates = [m for m in np.flatnonzero(group_of == group_of[position]).tolist()
-                 if m != position and scores[m] >= min_score]
+        naming = index.naming_any(needs)
+        mates = naming[(group_of[naming] == group_of[position]) & (naming != position)
+                       & (scores[naming] >= min_score)].tolist()
         open_needs = list(needs)
         for _ in range(PRODUCERS_PER_TOOL):
             best = _best_producer(index, mates, open_needs, scores)

@@ -37,6 +37,7 @@ from selection.choosing.prefix import (
 )
 from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState, LoadedTool
+from selection.choosing.turn_scores import TurnScores
 from selection.choosing.wanted import block_serves
 from selection.planning import Selector, SelectorSettings
 from tests.support.chat_planning import ChatPlanner
@@ -159,7 +160,7 @@ def test_a_new_block_puts_the_meta_tool_after_its_tools() -> None:
 
 
 def test_block_serves_reads_the_best_scored_tools_in_catalogue_order_on_ties() -> None:
-    score_of = {"a": 0.5, "b": 0.9, "c": 0.9}
+    score_of = TurnScores(catalog_of("a", "b", "c"), np.asarray([0.5, 0.9, 0.9], np.float32))
     assert block_serves(score_of, {"b", "c"}, 2)
     assert not block_serves(score_of, {"b"}, 2)
     assert block_serves(score_of, {"b"}, 1)

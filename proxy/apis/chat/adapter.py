@@ -24,8 +24,16 @@ from proxy.apis.chat.view import ChatView
 from proxy.http.forwarding import ClientRequest
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, MalformedRequest, Reply, upstream_error_object
-from proxy.turn.turn import MetaCall, Turn, json_bytes
-from selection.types import KEEP, CatalogCache, TurnInput, read_tool_choice
+from proxy.turn.turn import MetaCall, Turn
+from selection.types import (
+    KEEP,
+    CatalogCache,
+    DecodedBody,
+    RawHistory,
+    TurnInput,
+    encode_body,
+    read_tool_choice,
+)
 
 #: Bodies larger than this are decoded in a worker thread, so the event loop keeps
 #: relaying other streams meanwhile (bytes).
@@ -47,7 +55,9 @@ async def read_chat(body: dict[str, Any], catalogs: CatalogCache) -> TurnInput:
         native = catalogs.catalog(body["tools"], legacy=False)
     elif body.get("functions") is not None:
         native = catalogs.catalog(body["functions"], legacy=True)
-    return TurnInput(body, native, messages, read_tool_choice(body), text_path=True, bridges=True)
+    raw = body.raw.get("messages") if isinstance(body, DecodedBody) else None
+    return TurnInput(body, native, messages, read_tool_choice(body), text_path=True,
+                     bridges=True, raw_messages=RawHistory.of(raw) if raw is not None else None)
 
 
 @dataclass
@@ -88,7 +98,7 @@ class ChatRequest:
         if turn.tool_choice.forward is not KEEP and ("tools" in body or "functions" in body):
             body["tool_choice"] = turn.tool_choice.forward
         turn.add_llama_fields(body)
-        return json_bytes(body)
+        return encode_body(body, turn.body)
 
     def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
         """See :meth:`proxy.turn.adapter.ApiRequest.meta_reply`: an assistant message with

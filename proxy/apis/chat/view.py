@@ -24,13 +24,13 @@ from proxy.http.errors import ProxyError
 from proxy.http.forwarding import is_event_stream, response_headers
 from proxy.http.upstream import UpstreamResponse
 from proxy.turn.adapter import ClientOut, ClientView, Ending, Reply
-from proxy.turn.turn import Turn, add_usage
+from proxy.turn.turn import Turn, add_usage, json_value
 
 
 def _completion(raw: bytes) -> dict[str, Any] | None:
     """A ``chat.completion`` (or an error object) read from a JSON answer, or None."""
     try:
-        data = json.loads(raw)
+        data = json_value(raw)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(data, dict):

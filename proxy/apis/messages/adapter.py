@@ -55,12 +55,13 @@ from proxy.turn.adapter import ClientOut, ClientView, MalformedRequest, Reply, j
 from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.tools import meta_entries
-from proxy.turn.turn import MetaCall, Turn, json_bytes, meta_call
+from proxy.turn.turn import MetaCall, Turn, meta_call
 from selection.types import (
     DEFER_LOADING,
     NothingToPrune,
     ToolChoice,
     TurnInput,
+    encode_body,
     parse_flat_tools,
     without_deferral,
 )
@@ -154,7 +155,7 @@ class MessagesRequest:
             if system is not None:
                 body["system"] = system
         body["messages"] = [*messages, *self.appended]
-        return json_bytes(body)
+        return encode_body(body, turn.body)
 
     def meta_reply(self, turn: Turn, call: MetaCall) -> Reply:
         """See :meth:`proxy.turn.adapter.ApiRequest.meta_reply`: an assistant turn of the

@@ -62,12 +62,13 @@ from proxy.turn.events import serves_a_stream, typed_event
 from proxy.turn.json_view import JsonView
 from proxy.turn.planner import InvalidToolRequest
 from proxy.turn.tools import meta_entries
-from proxy.turn.turn import MetaCall, Turn, arguments_text, json_bytes, meta_call
+from proxy.turn.turn import MetaCall, Turn, arguments_text, meta_call
 from selection.types import (
     KEEP,
     NothingToPrune,
     TurnInput,
     build_catalog,
+    encode_body,
     free_name,
     parse_flat_tools,
     read_tool_choice,
@@ -162,7 +163,7 @@ class ResponsesRequest:
         if self.appended:
             body["input"] = [*input_items(body.get("input")), *self.appended]
         turn.add_llama_fields(body)
-        return json_bytes(body)
+        return encode_body(body, turn.body)
 
     def forwarded_input(self, turn: Turn) -> Any:
         """The ``input`` the upstream gets before the meta exchanges: the client's,
