@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from selection.catalog.catalog import Catalog
+from selection.catalog.history_facts import HistoryFacts
 from selection.catalog.tokens import tool_tokens
 from selection.choosing.blocks import BlockStart
 from selection.choosing.seconds import ServerSpeed, delivered_count
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
-from selection.catalog.history_facts import HistoryFacts
 from selection.plan import TurnReading, Upstream
 from selection.ranking.pipeline import Ranking
 

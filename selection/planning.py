@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from selection.catalog.catalog import Catalog
+from selection.catalog.history_facts import read_history
 from selection.catalog.policy import Policy, catalog_layout
 from selection.catalog.text_plan import search_text_plan, selection_catalog
 from selection.choosing.block_order import SelectedTool, Selection
@@ -50,7 +51,6 @@ from selection.conversation.query import query_parts
 from selection.delivery import client_core, proactive_delivery, proactive_names, read_delivery
 from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
-from selection.catalog.history_facts import read_history
 from selection.indexes.query_embedding import QueryEmbeddingStats
 from selection.indexes.tool_index import ToolIndex
 from selection.meta_calls import MetaCallLike, answer_meta_call

@@ -10,11 +10,11 @@ import json
 import pytest
 
 from selection.catalog import history_facts
+from selection.catalog.history_facts import read_history
 from selection.catalog.text_path import text_called_tools
 from selection.choosing.prefix import estimated_text_tokens, split_system
 from selection.conversation.continuity import HistoryMark, RawHistory, mark
 from selection.conversation.history import called_tools
-from selection.catalog.history_facts import read_history
 
 NAMES = {"list_issues", "get_issue", "read_file", "search_code"}
 
