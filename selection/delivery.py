@@ -13,7 +13,8 @@ or the conversation's first request may choose afresh.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,12 +83,14 @@ def proactive_names(
 
 def proactive_delivery(
     names: Sequence[str], mode: str, catalog: Catalog, ranking: Ranking | None,
-    speed: ServerSpeed | None, exact: Mapping[str, int] | None,
+    speed: ServerSpeed | None, exact: Mapping[str, int] | None, held: Collection[str] = (),
 ) -> tuple[str, ...]:
     """Of a new user turn's ``names`` (:func:`proactive_names`), what the proxy delivers
     before the model asks (``mode``, the ``proactive_loads`` setting): ``always`` all,
-    ``never`` none, ``auto`` those, best-ranked first, whose definitions' prefill the
-    search round they spare is expected to earn back on this server
+    ``never`` none, ``auto`` those the turn's ranking puts above every tool the model
+    holds already (``held``: the block's, and those delivered earlier: the model searches
+    only when what it needs is not among them), best-ranked first, whose definitions'
+    prefill the search round they spare is expected to earn back on this server
     (:func:`selection.choosing.seconds.delivered_count`; none where its speeds, or the
     turn's ranking, are not known)."""
     if mode == "always" or not names:
@@ -95,8 +98,11 @@ def proactive_delivery(
     if mode == "never" or speed is None or ranking is None:
         return ()
     scores = ranking.values
+    best_held = max((float(scores[index]) for name in held
+                     if (index := catalog.index_of(name)) is not None), default=-math.inf)
     tools = {name: (int((scores > scores[index]).sum()) + 1, catalog.tools[index])
-             for name in names if (index := catalog.index_of(name)) is not None}
+             for name in names if (index := catalog.index_of(name)) is not None
+             and scores[index] > best_held}
     ranked = sorted(tools, key=lambda name: tools[name][0])
     costs = [(tools[name][0], tool_tokens(tools[name][1], exact)) for name in ranked]
     return tuple(ranked[: delivered_count(speed, costs)])

@@ -286,6 +286,7 @@ class Selector:
         proactive = proactive_delivery(
             proactive_names(selection.missing, state.delivered, meta, messages),
             self.settings.proactive_loads, catalog, ranking, upstream.speed, upstream.exact,
+            held=[*selection.names, *state.delivered],
         ) if facts.frozen else ()
         return Plan(
             reading, selection, agent_block(state, conversation), meta, ranking,

@@ -6,10 +6,15 @@ The profiles are the published single-stream figures of
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
 import pytest
 
 from config.settings import Settings
 from proxy.servers.speeds import MIN_TIMED_S, RoundTiming, SpeedBook
+from selection.catalog.catalog import parse_tools
 from selection.choosing.seconds import (
     ServerSpeed,
     bridge_call_s,
@@ -20,6 +25,7 @@ from selection.choosing.seconds import (
     turn_odds,
     worth,
 )
+from selection.delivery import proactive_delivery
 
 NPU = ServerSpeed(300, 10)  # decode-slow: Ryzen AI NPU (FastFlowLM)
 IGPU = ServerSpeed(273, 16)
@@ -117,3 +123,20 @@ def test_proactive_loads_reads_its_boolean_form(value: object) -> None:
     assert Settings(proactive_loads=value).proactive_loads == "always"
     assert Settings(proactive_loads=False).proactive_loads == "never"
     assert Settings().proactive_loads == "auto"
+
+
+def test_a_turn_gets_nothing_before_asking_when_the_model_holds_its_best_tool() -> None:
+    """Delivered before the model asks: the missing tools ranked above every tool the
+    model holds (it searches only when what it needs is not among them)."""
+    catalog = parse_tools([{"type": "function", "function": {
+        "name": name, "description": name, "parameters": {"type": "object", "properties": {}}}}
+        for name in ("held", "above", "below")])
+    ranking: Any = SimpleNamespace(values=np.array([0.6, 0.9, 0.5], dtype=np.float32))
+    assert proactive_delivery(["above", "below"], "auto", catalog, ranking, NPU, None,
+                              held=["held"]) == ("above",)
+    ranking.values = np.array([0.95, 0.9, 0.5], dtype=np.float32)  # the held tool is best
+    assert proactive_delivery(["above", "below"], "auto", catalog, ranking, NPU, None,
+                              held=["held"]) == ()
+    assert proactive_delivery(["above", "below"], "always", catalog, ranking, NPU, None,
+                              held=["held"]) == ("above", "below")
+    assert proactive_delivery(["above"], "auto", catalog, ranking, None, None) == ()
