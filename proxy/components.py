@@ -43,8 +43,9 @@ async def load_embedder(embedder: Embedder) -> None:
 
 async def warm_catalogs(paths: Sequence[Path], selector: Selector) -> None:
     """Index each file's catalogue in the background (``toolprune serve --warm``), one
-    after another; a file that cannot be read or parsed is logged and skipped. A file is
-    a JSON ``tools`` array or a request body that has one."""
+    after another; a file that cannot be read or parsed (nested past the JSON decoder's
+    depth included) is logged and skipped. A file is a JSON ``tools`` array or a request
+    body that has one."""
     for path in paths:
         try:
             data = await asyncio.to_thread(lambda p=path: json.loads(Path(p).read_bytes()))
@@ -52,6 +53,10 @@ async def warm_catalogs(paths: Sequence[Path], selector: Selector) -> None:
             catalog = await asyncio.to_thread(parse_tools, tools)
         except (OSError, ValueError, CatalogError) as error:
             logger.error("warm_failed", extra={"fields": {"file": str(path), "error": str(error)[:200]}})
+            continue
+        except RecursionError:
+            logger.error("warm_failed", extra={"fields": {"file": str(path),
+                                                          "error": "JSON nested too deeply"}})
             continue
         task = selector.warm(catalog)
         if task is None:

@@ -213,6 +213,10 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"toolprune explain: cannot read {args.request}: {exc}", file=sys.stderr)
         return 2
+    except RecursionError:
+        print(f"toolprune explain: cannot read {args.request}: JSON nested too deeply",
+              file=sys.stderr)
+        return 2
     if not isinstance(body, dict):
         print("toolprune explain: the request body must be a JSON object", file=sys.stderr)
         return 2

@@ -96,7 +96,7 @@ class ResultsFile:
         lines = path.read_text(encoding="utf-8").splitlines()
         try:
             kept = json.loads(lines[0])["config"]
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
+        except (json.JSONDecodeError, KeyError, TypeError, RecursionError) as error:
             raise ValueError(f"{path} is not a results file of toolprune eval --live") from error
         differ = [key for key in RESUME_KEYS if kept.get(key) != self.config.get(key)]
         if differ:
@@ -107,7 +107,7 @@ class ResultsFile:
         for line in lines[1:]:
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(record, dict) and all(via in record for via in VIAS):
                 self.records.append(record)

@@ -154,7 +154,10 @@ class _CatalogCache:
     def from_file(self, path: Path) -> tuple[Catalog | None, tuple[str, ...], Any]:
         def load() -> Any:
             with path.open(encoding="utf-8") as handle:
-                return json.load(handle)
+                try:
+                    return json.load(handle)
+                except RecursionError:
+                    raise ValueError(f"{path}: JSON nested too deeply to read") from None
 
         return self._parse(str(path.resolve()), load)
 
@@ -188,7 +191,10 @@ def load_cases(path: Path | str, *, limit: int | None = None, seed: int = 0) -> 
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            raw = json.loads(line)
+            try:
+                raw = json.loads(line)
+            except RecursionError:
+                raise ValueError(f"{path}:{number}: JSON nested too deeply to read") from None
             if not isinstance(raw, dict) or not isinstance(raw.get("messages"), list):
                 raise ValueError(f"{path}:{number}: a case must be an object with messages")
             if "tools" not in raw and "catalog" not in raw:

@@ -189,6 +189,18 @@ def test_inline_tools_and_unparseable_catalog_is_passed_through(tmp_path: Path) 
     assert case_set.cases[1].catalog is None and case_set.cases[1].tool_names == ("alpha", "alpha")
 
 
+def test_load_cases_refuses_json_nested_past_the_decoders_depth(tmp_path: Path) -> None:
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps({"id": "ok", "messages": [user("a")], "tools": [tool("alpha")]})
+                    + "\n" + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ValueError, match=r"cases.jsonl:2: JSON nested too deeply"):
+        load_cases(path)
+    (tmp_path / "catalog.json").write_text("[" * 5000 + "]" * 5000)
+    path.write_text(json.dumps({"id": "c", "messages": [user("a")], "catalog": "catalog.json"}) + "\n")
+    with pytest.raises(ValueError, match="catalog.json: JSON nested too deeply"):
+        load_cases(path)
+
+
 async def test_small_and_unparseable_catalogs_forward_everything(tmp_path: Path) -> None:
     lines = [
         {"id": "bad", "messages": [user("alpha")], "tools": [tool("alpha"), tool("alpha")], "expected": ["alpha"]},

@@ -155,6 +155,15 @@ def test_explain_rejects_a_body_that_is_not_a_json_object(tmp_path: Path) -> Non
     assert main(["explain", write(tmp_path, [1, 2])]) == 2
 
 
+def test_explain_refuses_a_body_nested_past_the_json_decoders_depth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 5000 + "]" * 5000)
+    assert main(["explain", str(path)]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("top_k", ["-1", "10001", "four"])
 def test_explain_refuses_a_top_k_the_header_would_refuse(
     tmp_path: Path, top_k: str, capsys: pytest.CaptureFixture[str]
