@@ -51,12 +51,9 @@ async def warm_catalogs(paths: Sequence[Path], selector: Selector) -> None:
             data = await asyncio.to_thread(lambda p=path: json.loads(Path(p).read_bytes()))
             tools = data.get("tools") if isinstance(data, dict) else data
             catalog = await asyncio.to_thread(parse_tools, tools)
-        except (OSError, ValueError, CatalogError) as error:
-            logger.error("warm_failed", extra={"fields": {"file": str(path), "error": str(error)[:200]}})
-            continue
-        except RecursionError:
-            logger.error("warm_failed", extra={"fields": {"file": str(path),
-                                                          "error": "JSON nested too deeply"}})
+        except (OSError, ValueError, RecursionError, CatalogError) as error:
+            reason = "JSON nested too deeply" if isinstance(error, RecursionError) else str(error)[:200]
+            logger.error("warm_failed", extra={"fields": {"file": str(path), "error": reason}})
             continue
         task = selector.warm(catalog)
         if task is None:

@@ -210,12 +210,9 @@ async def explain(
 def run(args: argparse.Namespace) -> int:
     try:
         body = json.loads(args.request.read_text())
-    except (OSError, ValueError) as exc:
-        print(f"toolprune explain: cannot read {args.request}: {exc}", file=sys.stderr)
-        return 2
-    except RecursionError:
-        print(f"toolprune explain: cannot read {args.request}: JSON nested too deeply",
-              file=sys.stderr)
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = "JSON nested too deeply" if isinstance(exc, RecursionError) else exc
+        print(f"toolprune explain: cannot read {args.request}: {reason}", file=sys.stderr)
         return 2
     if not isinstance(body, dict):
         print("toolprune explain: the request body must be a JSON object", file=sys.stderr)

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.support.data import REAL_CATALOGS
 from benchmarks.support.llama import llama_server
+from benchmarks.support.llama_tokens import prompt_of
 from benchmarks.support.servers import serve_in_thread
 from config.settings import Settings
 from proxy.app import create_app
@@ -182,12 +183,10 @@ def test_a_new_conversation_of_the_same_agent_reuses_its_block(llama: str, proxy
     # A's prompt without tools: the most B could share with A if B's block were its own
     # (the tools are the first thing that would differ). With A's block reused, B shares
     # that block too; half of it is the bound (the rest: A's question, its meta-tool).
-    template = httpx.post(llama + "/apply-template", timeout=CLIENT_TIMEOUT_S,
-                          json={"messages": [system, {"role": "user", "content": asks["A"]}]})
-    template.raise_for_status()
-    tokenized = httpx.post(llama + "/tokenize", timeout=CLIENT_TIMEOUT_S, json={
-        "content": template.json()["prompt"], "add_special": True, "parse_special": True})
-    tokenized.raise_for_status()
-    without_tools = len(tokenized.json()["tokens"])
+    with httpx.Client() as http:
+        prompt = prompt_of(http, llama, "/v1/chat/completions",
+                           {"messages": [system, {"role": "user", "content": asks["A"]}]})
+    assert prompt.ids is not None, prompt.error
+    without_tools = len(prompt.ids)
     block = results["A"]["usage"]["prompt_tokens"] - without_tools
     assert results["B"]["timings"]["cache_n"] > without_tools + block / 2
