@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from starlette.types import Send
 
@@ -22,6 +23,16 @@ logger = get_logger("forwarding")
 #: Reads an upstream error answer (status, decoded body) as an error of the proxy's own
 #: (None: relayed as sent).
 ErrorReader = Callable[[int, bytes], ProxyError | None]
+
+
+class ResponseTap(Protocol):
+    """Sees a relayed answer's bytes as they pass, never changing them
+    (:class:`proxy.servers.answer_tail.AnswerTail`): each chunk once it is sent, then
+    ``ended`` once the answer was relayed whole (not after a broken one)."""
+
+    def seen(self, chunk: bytes) -> None: ...
+
+    def ended(self, response: UpstreamResponse) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -74,9 +85,11 @@ class Forwarder:
         body: bytes | None = None,
         extra_response_headers: Headers = (),
         errors: ErrorReader | None = None,
+        tap: ResponseTap | None = None,
     ) -> None:
         """Send ``request`` upstream (with ``body`` instead of the client's, if given) and
-        relay the response (``errors``: see :meth:`relay`) with ``extra_response_headers``.
+        relay the response (``errors``, ``tap``: see :meth:`relay`) with
+        ``extra_response_headers``.
         Proxy errors become OpenAI-shaped error responses, with those headers too; a stream that breaks after the response started
         ends with an SSE error event (never ``[DONE]``), or, for other bodies, with the
         connection closed."""
@@ -86,7 +99,7 @@ class Forwarder:
             await send_error(send, error, headers=extra_response_headers)
             return
         try:
-            await self.relay(response, send, extra_response_headers, errors)
+            await self.relay(response, send, extra_response_headers, errors, tap)
         finally:
             await response.aclose()
 
@@ -113,11 +126,12 @@ class Forwarder:
 
     async def relay(
         self, response: UpstreamResponse, send: Send, extra_headers: Headers = (),
-        errors: ErrorReader | None = None,
+        errors: ErrorReader | None = None, tap: ResponseTap | None = None,
     ) -> None:
         """Relay an open upstream response to the client, chunk by chunk. An error answer
         (status 400 or more) that ``errors`` reads as one of the proxy's is answered as
-        that error instead (a context overflow, in the client's API's shape)."""
+        that error instead (a context overflow, in the client's API's shape). ``tap``
+        sees each chunk after it is sent, and the end of an answer relayed whole."""
         if errors is not None and response.status_code >= 400:
             await self._relay_error(response, send, extra_headers, errors)
             return
@@ -127,6 +141,8 @@ class Forwarder:
         try:
             async for chunk in raw_chunks(response):
                 await send_body(send, chunk)
+                if tap is not None:
+                    tap.seen(chunk)
         except ProxyError as error:
             logger.warning(
                 "upstream_body_broken",
@@ -136,6 +152,8 @@ class Forwarder:
                 await send_body(send, sse_error_event(error), more=False)
             return  # other bodies: returning unfinished makes the server close the connection
         await send_body(send, b"", more=False)
+        if tap is not None:
+            tap.ended(response)
 
     @staticmethod
     async def _relay_error(

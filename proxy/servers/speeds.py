@@ -13,7 +13,9 @@ Sources, best first:
 1. ``timings``: llama-server (and Lemonade's llama.cpp backend) puts it on a Chat
    Completions or Responses answer (the body, or the stream's last event; not on
    Messages): ``prompt_n`` tokens evaluated in ``prompt_ms``, ``predicted_n`` generated in
-   ``predicted_ms`` (llama.cpp ``tools/server``, ``result_timings::to_json``).
+   ``predicted_ms`` (llama.cpp ``tools/server``, ``result_timings::to_json``). Also on
+   the answers the proxy relays without reading them (an agent's side requests, which
+   carry no tools: :mod:`proxy.servers.answer_tail` reads their last bytes once sent).
 2. The answer's own timing, where it carries ``usage``: a streamed answer's generated
    tokens (``completion_tokens`` / ``output_tokens``) over the seconds from its first event
    to its last; its evaluated tokens (prompt tokens less ``cached_tokens`` /

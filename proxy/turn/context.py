@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from proxy.http.forwarding import ErrorReader, Forwarder
+from proxy.http.forwarding import ErrorReader, Forwarder, ResponseTap
 from proxy.log import get_logger
 from proxy.metrics import Metrics
 from proxy.servers.speeds import RoundTiming
@@ -27,6 +27,9 @@ MetaCallRunner = Callable[[Turn, Sequence[MetaCall]], Awaitable[list[str]]]
 ExchangeRecorder = Callable[[Turn, int, Sequence[Any]], Awaitable[None]]
 #: Learns the server's speeds from one round read to its end (the request's model).
 SpeedObserver = Callable[[str | None, RoundTiming], None]
+#: What watches a forwarded request's answer for the server's speeds (given its decoded
+#: body, for its model): a :class:`~proxy.http.forwarding.ResponseTap`.
+AnswerTapper = Callable[[dict[str, Any]], ResponseTap]
 
 
 @dataclass(frozen=True)

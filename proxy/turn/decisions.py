@@ -52,7 +52,7 @@ from starlette.types import Send
 from config.settings import Settings
 from proxy.http.asgi import send_error
 from proxy.http.errors import InvalidHeader, InvalidRequest, RequestTooDeep
-from proxy.http.forwarding import ClientRequest, ErrorReader, Forwarder
+from proxy.http.forwarding import ClientRequest, ErrorReader, Forwarder, ResponseTap
 from proxy.http.headers import (
     TOOLS_HEADER,
     Headers,
@@ -66,7 +66,7 @@ from proxy.http.request_log import RequestLog
 from proxy.log import RateLimitedLog, get_logger, where
 from proxy.metrics import Metrics
 from proxy.turn.adapter import MalformedRequest
-from proxy.turn.context import UsageRecorder
+from proxy.turn.context import AnswerTapper, UsageRecorder
 from proxy.turn.decision_log import log_decision, turn_report
 from proxy.turn.planner import InvalidToolRequest
 from proxy.turn.turn import Turn
@@ -128,8 +128,12 @@ class DecisionFlow:
         usage: UsageRecorder | None = None,
         stream_error: ErrorEvent | None = None,
         errors: ErrorReader | None = None,
+        answer_tap: AnswerTapper | None = None,
     ) -> None:
         self.api = api
+        #: Watches the answer of a request forwarded without a turn (``passthrough``,
+        #: ``malformed`` with a body, not pruned nor translated) for the server's speeds.
+        self.answer_tap = answer_tap
         #: Reads the upstream's error answers to a request the proxy acts on (all but
         #: ``disabled``): a context overflow is answered in the API's shape.
         self.errors = errors
@@ -211,7 +215,8 @@ class DecisionFlow:
         if not isinstance(planned, Turn):  # counted by _plan
             decision, report = planned
             if decision in (Decision.PASSTHROUGH, Decision.MALFORMED):
-                await self.forwarder.forward(request, await unchanged(send), errors=self.errors)
+                await self.forwarder.forward(request, await unchanged(send), errors=self.errors,
+                                             tap=self.tap(body))
             else:
                 await self.forward_whole(
                     decision, request, send, body, translate, serve, report, started
@@ -284,9 +289,15 @@ class DecisionFlow:
                 if getattr(send, "started", True):
                     raise
         await self.forwarder.forward(
-            request, await unchanged(send), extra_response_headers=report, errors=self.errors
+            request, await unchanged(send), extra_response_headers=report, errors=self.errors,
+            tap=self.tap(body),
         )
         return None
+
+    def tap(self, body: dict[str, Any]) -> ResponseTap | None:
+        """What watches the answer to ``body`` forwarded for the server's speeds (None:
+        nothing)."""
+        return self.answer_tap(body) if self.answer_tap is not None else None
 
     async def reject_too_deep(self, request: ClientRequest, send: Send) -> None:
         """Refuse a body nested deeper than :data:`MAX_JSON_DEPTH` levels: 400, counted

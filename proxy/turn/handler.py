@@ -13,6 +13,7 @@ no native tools) is forwarded rewritten, its answer relayed unread.
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from starlette.types import Send
@@ -22,12 +23,13 @@ from proxy.http.errors import ProxyError
 from proxy.http.forwarding import ClientRequest, Forwarder
 from proxy.http.headers import Headers
 from proxy.metrics import Metrics
+from proxy.servers.answer_tail import AnswerTail
 from proxy.servers.facts import UNKNOWN
 from proxy.servers.overflow import read_overflow
 from proxy.servers.probe import ServerProbe
 from proxy.servers.speeds import RoundTiming
 from proxy.turn.adapter import Api, ApiRequest, ClientOut
-from proxy.turn.context import SpeedObserver, TurnServices, UsageRecorder
+from proxy.turn.context import AnswerTapper, SpeedObserver, TurnServices, UsageRecorder
 from proxy.turn.decisions import DecisionFlow
 from proxy.turn.planner import Planner
 from proxy.turn.rounds import serve_turn
@@ -64,9 +66,11 @@ class TurnHandler:
             kind = server.current.kind if server is not None else UNKNOWN
             return read_overflow(status, body, kind)
 
+        observe = self._speed_observer(server, metrics) if server is not None else None
         self.decisions = DecisionFlow(
             api=api.api, settings=settings, forwarder=forwarder, metrics=metrics, usage=usage,
             stream_error=api.stream_error, errors=overflow,
+            answer_tap=self._answer_tapper(observe) if observe is not None else None,
         )
         self.services = TurnServices(
             api=api.api,
@@ -77,7 +81,7 @@ class TurnHandler:
             record_exchange=planner.record_exchange,
             upstream_stream=streaming.streams_tool_calls if streaming is not None else None,
             errors=overflow,
-            observe_speed=self._speed_observer(server, metrics) if server is not None else None,
+            observe_speed=observe,
         )
 
     @staticmethod
@@ -94,6 +98,19 @@ class TurnHandler:
                 metrics.upstream_decode_speed.set(speed.decode_tps)
 
         return observe
+
+    @staticmethod
+    def _answer_tapper(observe: SpeedObserver) -> AnswerTapper:
+        """Watches a forwarded answer (:class:`proxy.servers.answer_tail.AnswerTail`) and
+        learns from it under the request's model."""
+
+        def tap(body: dict[str, Any]) -> AnswerTail:
+            model = body.get("model")
+            return AnswerTail(time.monotonic(),
+                              partial(observe, model if isinstance(model, str) else None),
+                              time.monotonic)
+
+        return tap
 
     async def handle(self, request: ClientRequest, send: Send) -> None:
         request = self.api.continued(request)
@@ -118,7 +135,7 @@ class TurnHandler:
                 rewritten = read.upstream_body(turn, False)
                 await self.forwarder.forward(
                     request, send, body=rewritten, extra_response_headers=report,
-                    errors=self.services.errors,
+                    errors=self.services.errors, tap=self.decisions.tap(body),
                 )
                 return
 

@@ -3,7 +3,9 @@ through the real proxy under uvicorn in front of the scripted upstream
 (``benchmarks/support/upstream.py``), on every acting API, plain and streamed:
 
 * an answer's ``timings`` (llama-server's) make the model's speeds known: ``/readyz``, the
-  metrics and the next request's decision line show them;
+  metrics and the next request's decision line show them; also the answer to a request
+  the proxy forwards unchanged (an agent's side request with no tools), so the agent's
+  first conversation is planned in seconds;
 * with speeds known (here set, as for a server that reports none), a conversation's
   first block is sized by the seconds it is expected to save (a decode-slow server's is
   the larger), a new user turn gets its best missing tool before the model asks, and
@@ -44,6 +46,7 @@ TIMINGS = {"prompt_n": 2400, "prompt_ms": 800.0, "predicted_n": 30, "predicted_m
 def servers() -> Iterator[Servers]:
     with turn_servers({"npu": {**SIZED, **NPU}, "apple": {**SIZED, **APPLE},
                        "unknown": SIZED, "learning": CONVERSATION,
+                       "side_plain": SIZED, "side_streamed": SIZED,
                        "configured": {**CONVERSATION, **NPU},
                        "always": {**SIZED, "proactive_loads": "always"}}) as running:
         yield running
@@ -76,6 +79,26 @@ def test_the_speeds_an_answers_timings_report_are_learned_and_shown(
     assert "toolprune_upstream_decode_tokens_per_second 20.0" in metrics
     line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
     assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_a_side_requests_answer_teaches_the_speeds_the_first_block_is_sized_by(
+    servers: Servers, request: pytest.FixtureRequest, stream: bool, log_lines: Lines
+) -> None:
+    run = bench(servers, "side_streamed" if stream else "side_plain", request, "chat", stream)
+    side = {key: value for key, value in run.api.body(stream).items() if key != "tools"}
+    run.script(Chat(content="A title", timings=TIMINGS), run.api.reply("Done."))
+    titled = httpx.post(run.proxy + run.api.path, json=side, headers=run.credential, timeout=300)
+    assert titled.status_code == 200 and "\"predicted_ms\": 1500.0" in titled.text  # as it came
+    assert run.sent()[0].json() == side
+    ready = httpx.get(run.proxy + "/readyz", timeout=30).json()
+    (speed,) = ready["server"]["speeds"].values()
+    assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
+                     "prefill_source": "timings", "decode_source": "timings"}
+    run.post()  # the agent's first conversation
+    line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
+    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0}
+    assert line["first_block"] is not None
 
 
 @pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
