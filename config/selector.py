@@ -70,6 +70,7 @@ def selector_settings(settings: Settings) -> SelectorSettings:
         tool_budget_share=settings.tool_budget_share,
         search_tools_min_catalog=settings.search_tools_min_catalog,
         proactive_loads=settings.proactive_loads,
+        rankings_logged=settings.learn and settings.usage_db is not None,
     )
 
 

@@ -73,12 +73,18 @@ def proactive_names(
     """What a frozen turn may deliver before the model asks: its ``missing`` best tools
     not ``delivered`` yet, on a new user turn (the last message the user's), where a
     meta-tool can load them."""
-    last = messages[-1] if messages else None
     if meta is None or not (meta.load_name or meta.search_name):
         return ()
-    if not (isinstance(last, dict) and last.get("role") == "user"):
+    if not starts_user_turn(messages):
         return ()
     return tuple(name for name in missing if name not in delivered)
+
+
+def starts_user_turn(messages: Sequence[Any]) -> bool:
+    """Whether the request starts a user turn: its last message is the user's (not a
+    tool's result, nor an assistant's message)."""
+    last = messages[-1] if messages else None
+    return isinstance(last, dict) and last.get("role") == "user"
 
 
 def proactive_delivery(

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from selection.catalog.catalog import Catalog
-from selection.catalog.history_facts import read_history
+from selection.catalog.history_facts import HistoryFacts, read_history
 from selection.catalog.policy import Policy, catalog_layout
 from selection.catalog.text_plan import search_text_plan, selection_catalog
 from selection.choosing.block_order import SelectedTool, Selection
@@ -48,7 +48,14 @@ from selection.clients.tool_search import SearchResult, search_meta_tools
 from selection.conversation.continuity import HistoryMark
 from selection.conversation.history import ToolChoice
 from selection.conversation.query import query_parts
-from selection.delivery import client_core, proactive_delivery, proactive_names, read_delivery
+from selection.delivery import (
+    Delivery,
+    client_core,
+    proactive_delivery,
+    proactive_names,
+    read_delivery,
+    starts_user_turn,
+)
 from selection.embedders.protocol import Embedder
 from selection.errors import NothingToPrune, SelectionError, SmallCatalog
 from selection.indexes.query_embedding import QueryEmbeddingStats
@@ -69,7 +76,9 @@ class SelectorSettings:
     the meta-tool is ``search_tools`` rather than ``load_tools``. ``proactive_loads``: on a
     frozen block, whether a new user turn's best tools the block lacks are delivered in the
     conversation before the model asks (``auto``: by the seconds they save, where the
-    server's speeds are known; ``always``; ``never``: :attr:`selection.plan.Plan.proactive`)."""
+    server's speeds are known; ``always``; ``never``: :attr:`selection.plan.Plan.proactive`).
+    ``rankings_logged``: a usage log keeps each turn's ranking for learning, so every turn
+    is ranked (:meth:`Selector.needs_no_ranking`)."""
 
     query_user_messages: int = 1
     query_chars: int = 1000
@@ -77,6 +86,7 @@ class SelectorSettings:
     tool_budget_share: float = 0.5
     search_tools_min_catalog: int = 100
     proactive_loads: str = "auto"
+    rankings_logged: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,9 +230,24 @@ class Selector:
         StateStoreError from ``load_agent``)."""
         start = await start_block(state, conversation, shared=upstream.shares_agent_block,
                                   load_agent=load_agent)
-        ranking = await self.rank(reading)
-        return self.choose(reading, ranking, start, upstream, conversation=conversation,
-                           top_k=top_k)
+        told = read_history(reading.request.messages, reading.request.raw_messages,
+                            HistoryMark.from_json(start.state.seen))
+        delivery = read_delivery(reading, start, upstream, told)
+        ranking = None if self.needs_no_ranking(reading, delivery) else await self.rank(reading)
+        return self.choose(reading, ranking, start, upstream, told, delivery,
+                           conversation=conversation, top_k=top_k)
+
+    def needs_no_ranking(self, reading: TurnReading, delivery: Delivery) -> bool:
+        """Whether the turn's query need not be embedded: its block stays as the upstream's
+        cache holds it (``frozen``), the request goes on with a user turn rather than
+        starting one (nothing is delivered before the model asks but on a new user turn:
+        :func:`selection.delivery.proactive_names`), ``tool_choice`` names no tool (which
+        could unfreeze the block) and no usage log keeps the turn's ranking for learning
+        (:attr:`SelectorSettings.rankings_logged`). Most requests of an agent's session
+        are such continuations (a tool's result sent back): they cost no embedding."""
+        return (delivery.frozen and not self.settings.rankings_logged
+                and reading.choice.pinned is None
+                and not starts_user_turn(reading.request.messages))
 
     async def rank(self, reading: TurnReading) -> Ranking | None:
         """The turn's ranking: the conversation's last user messages and tool results as
@@ -239,22 +264,22 @@ class Selector:
 
     def choose(
         self, reading: TurnReading, ranking: Ranking | None, start: BlockStart,
-        upstream: Upstream, *, conversation: str, top_k: int | None = None,
+        upstream: Upstream, told: HistoryFacts, delivery: Delivery, *, conversation: str,
+        top_k: int | None = None,
     ) -> Plan:
-        """The turn's plan from its ranking, on the block it starts from (pure). Where tools
-        are delivered in the conversation (:attr:`Upstream.delivery`) and the request
+        """The turn's plan from its ranking, on the block it starts from (pure); ``told``:
+        what its history says against the mark ``start``'s state holds, ``delivery``: how
+        tools reach the model (:func:`selection.delivery.read_delivery`). Where tools are
+        delivered in the conversation (:attr:`Upstream.delivery`) and the request
         continues its conversation's history on its own block, the block stays as it is
         (``frozen``), unless ``tool_choice`` names a tool outside it."""
         catalog, messages = reading.catalog, reading.request.messages
-        told = read_history(messages, reading.request.raw_messages,
-                            HistoryMark.from_json(start.state.seen))
         pinned = tuple(dict.fromkeys([
             *([reading.choice.pinned] if reading.choice.pinned else []),
             *told.called, *told.text_called(catalog.name_set),
         ]))
         history = told.history_tokens
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
-        delivery = read_delivery(reading, start, upstream, told)
         first_block = None
         if (upstream.speed is not None and top_k is None and not self.policy.top_k_configured
                 and ranking is not None
