@@ -274,6 +274,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
     # The requests rotate through 8 queries: with the query cache on, every pruned request
     # after the first 8 would skip the query embedding that a new user message costs.
     env["TOOLPRUNE_QUERY_CACHE_SIZE"] = "0"
+    env["TOOLPRUNE_LATE_TOOLS"] = args.late_tools
     upstream = start_server(
         "upstream", [sys.executable, "-c", UPSTREAM_MAIN, HOST, str(up_port)], up_port, log_dir, env
     )
@@ -338,7 +339,8 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
                 await wait_ready(proxy_client, baseline, "/readyz")
                 history_targets.append(Target("baseline", proxy_client, baseline.origin + CHAT))
             history = [] if args.no_history else await measure_history(
-                history_targets, args.catalogs, args.histories, args.history_requests, 3600.0)
+                history_targets, args.catalogs, args.histories, args.history_requests, 3600.0,
+                args.ending)
             if not (args.no_throughput or args.no_latency):
                 for payload in payloads:
                     for concurrency in args.concurrency:
@@ -350,7 +352,7 @@ async def run(args: argparse.Namespace, log_dir: Path) -> None:
             if latency_rows:
                 print_latency(latency_rows)
             if history:
-                print_history(history)
+                print_history(history, args.ending)
                 load = os.getloadavg()
                 print(f"load average after the history table {load[0]:.2f} {load[1]:.2f}")
             if throughput_rows:

@@ -117,9 +117,14 @@ class Conversation:
                 return n
             n += 1
 
-    def messages(self, n: int) -> list[dict[str, Any]]:
-        self._grow(n)
-        return [*self.head, *self._exchanges[: 4 * n], ask(n, self.topic)]
+    def messages(self, n: int, ending: str = "ask") -> list[dict[str, Any]]:
+        """The ``n``-th request's messages: ``n`` exchanges, then the next ask
+        (``ending`` ``ask``: a new user turn) or the next exchange's ask, call and result
+        (``result``: the client sends a tool's result back, as most requests of an
+        agent's session do)."""
+        self._grow(n + 1)
+        following = self._exchanges[4 * n: 4 * n + (1 if ending == "ask" else 3)]
+        return [*self.head, *self._exchanges[: 4 * n], *following]
 
 
 # --- the table -----------------------------------------------------------------------------
@@ -157,21 +162,22 @@ async def post(target: Target, body: bytes, tally: Tally, pruned: bool) -> float
 
 async def measure_cell(
     targets: list[Target], tools: list[dict[str, Any]] | None, history_kib: int,
-    requests: int, tally: Tally, label: str,
+    requests: int, tally: Tally, label: str, ending: str = "ask",
 ) -> Cell:
     """``requests`` requests to each target, interleaved (the order alternating): at no
     history a new conversation each time, else one conversation continued from
-    ``history_kib`` KiB of messages, one exchange a request."""
+    ``history_kib`` KiB of messages, one exchange a request, each ending as ``ending``
+    says (:meth:`Conversation.messages`)."""
     cell = Cell(label, history_kib, samples={target.name: [] for target in targets})
     conversation = Conversation(f"{label}, {history_kib} KiB")
     start = conversation.exchanges_for(history_kib * 1024)
     if history_kib:  # the conversation's request before the measured ones
-        base = request_body(tools, conversation.messages(start))
+        base = request_body(tools, conversation.messages(start, ending))
         for target in targets:
             await post(target, base, tally, False)
     for n in range(1, requests + 1):
-        messages = (Conversation(f"{label}, fresh {n}").messages(0) if not history_kib
-                    else conversation.messages(start + n))
+        messages = (Conversation(f"{label}, fresh {n}").messages(0, ending) if not history_kib
+                    else conversation.messages(start + n, ending))
         body = request_body(tools, messages)
         cell.body_kib = len(body) / 1024
         for target in targets[n % len(targets):] + targets[: n % len(targets)]:  # in turn first
@@ -195,26 +201,29 @@ async def warm_catalogue(proxy: Target, tools: list[dict[str, Any]], timeout_s: 
 
 async def measure_history(
     targets: list[Target], catalogs: list[int], histories: list[int], requests: int,
-    warm_timeout_s: float,
+    warm_timeout_s: float, ending: str = "ask",
 ) -> list[Cell]:
     """The history table's cells: pass-through (no tools) at each history size, then
-    each catalogue pruned at each history size."""
+    each catalogue pruned at each history size; every request ending as ``ending`` says
+    (:meth:`Conversation.messages`)."""
     tally = Tally()
-    cells = [await measure_cell(targets, None, kib, requests, tally, "pass-through, no tools")
+    cells = [await measure_cell(targets, None, kib, requests, tally, "pass-through, no tools",
+                                ending)
              for kib in histories]
     for size in catalogs:
         tools = catalogue(size)
         for proxy in targets[1:]:
             took = await warm_catalogue(proxy, tools, warm_timeout_s)
             print(f"{size} tools indexed by {proxy.name} after {took:.1f} s", flush=True)
-        cells += [await measure_cell(targets, tools, kib, requests, tally, f"{size} tools, pruned")
+        cells += [await measure_cell(targets, tools, kib, requests, tally, f"{size} tools, pruned",
+                                     ending)
                   for kib in histories]
     if tally.errors or tally.unpruned:
         raise Failed(f"history table: {tally.errors} failed, {tally.unpruned} not pruned")
     return cells
 
 
-def print_history(cells: list[Cell]) -> None:
+def print_history(cells: list[Cell], ending: str = "ask") -> None:
     rows = []
     for cell in cells:
         direct = np.asarray(cell.samples["direct"]) * 1000
@@ -230,7 +239,8 @@ def print_history(cells: list[Cell]) -> None:
             ])
     print()
     print("Added latency by history and catalogue size (plain requests, ms; added = proxy - "
-          "direct per percentile; a continued conversation, one exchange a request)")
+          "direct per percentile; a continued conversation, one exchange a request, each "
+          + ("ending with a new ask)" if ending == "ask" else "sending a tool's result back)"))
     print(tabulate(rows, headers=["row", "history KiB", "body KiB", "target", "direct p50",
                                   "target p50", "added p50", "added p99", "n"], tablefmt="github"))
 
@@ -246,6 +256,13 @@ def add_history_arguments(parser: argparse.ArgumentParser) -> None:
                         "the first run embeds the large ones, ~10 min, kept in the vector store)")
     parser.add_argument("--history-requests", type=int, default=40,
                         help="history table: measured requests per target per row (default 40)")
+    parser.add_argument("--ending", choices=["ask", "result"], default="ask",
+                        help="history table: each measured request ends with a new user ask "
+                        "(default) or with a tool's result sent back")
+    parser.add_argument("--late-tools", choices=["auto", "conversation", "block"], default="auto",
+                        help="TOOLPRUNE_LATE_TOOLS of the proxies (default auto: block, the "
+                        "test upstream being no server known to cache a prompt's prefix; "
+                        "conversation: the block kept, as in front of llama-server)")
     parser.add_argument("--no-history", action="store_true", help="skip the history table")
     parser.add_argument("--baseline", type=Path, default=None, metavar="DIR",
                         help="history table: also the proxy of another checkout (e.g. `git "
