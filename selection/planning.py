@@ -10,7 +10,8 @@ explain`` and ``toolprune eval`` alike:
    its agent). No state, no I/O but a thread for a very long system prompt.
 2. :meth:`Selector.plan`: the turn's block start (its own block or its agent's, the record
    read through the loader the caller gives), its ranking (:meth:`rank`, the engine: the
-   only I/O) and the choice (:meth:`choose`, pure): the tools in block order, the
+   only I/O; none for a tool's result sent back on a kept block,
+   :meth:`needs_no_ranking`) and the choice (:meth:`choose`, pure): the tools in block order, the
    meta-tools, the next states of the conversation and its agent, and the prompt tokens
    the upstream is expected to reuse.
 3. :meth:`Selector.run_meta_calls`: ``load_tools``, ``search_tools`` and the client's own
