@@ -286,7 +286,7 @@ class Selector:
                 and ranking is not None
                 and not (delivery.frozen or (start.state.turn and delivery.continued))):
             first_block = first_block_count(upstream.speed, ranked_costs(
-                catalog, ranking.values, upstream.exact, FIRST_BLOCK_SCAN))
+                catalog, ranking.values, upstream.exact, FIRST_BLOCK_SCAN), self.policy.top_k)
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, exact=upstream.exact,
             top_k=first_block if first_block is not None else top_k,

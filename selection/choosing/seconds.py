@@ -105,14 +105,18 @@ def worth(p: float, saved_s: float, cost_s: float) -> bool:
     return p * saved_s >= (1.0 - p) * cost_s
 
 
-def first_block_count(speed: ServerSpeed, tokens: Sequence[int]) -> int:
+def first_block_count(speed: ServerSpeed, tokens: Sequence[int], least: int = 1) -> int:
     """How many of a conversation's first-turn candidates (``tokens``: each one's prompt
     tokens, best-ranked first) its first block holds: those whose prefill the session is
-    expected to earn back in search rounds and bridged calls saved (at least one)."""
+    expected to earn back in search rounds and bridged calls saved, and never fewer than
+    ``least`` (the token-only plan's top-k: the seconds add to it, they do not take from
+    it; a first block the seconds made smaller cost a long session 1–2% more seconds on
+    every hardware profile, ``docs/agent-sessions.md``, since the search rounds it
+    spares cost more than :func:`search_round_s` assumes before it has seen one)."""
     saved = search_round_s(speed) + CALLS_PER_TOOL * bridge_call_s(speed)
     kept = [rank for rank, cost in enumerate(tokens, 1)
             if worth(session_odds(rank), saved, speed.prefill_s(cost))]
-    return max(kept, default=1)
+    return max(*kept, least, 1)
 
 
 def delivered_count(speed: ServerSpeed, ranked: Sequence[tuple[int, int]]) -> int:

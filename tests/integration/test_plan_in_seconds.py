@@ -36,6 +36,8 @@ COOKIES = "Now set a session cookie named theme with the value dark for example.
 CONVERSATION = {"late_tools": "conversation", "search_tools_min_catalog": 10}
 #: The default top-k (8), which the seconds may size; a configured one stays.
 SIZED = {**CONVERSATION, "top_k": None}
+#: Sized, with room for the seconds to add to the default top-k (max_tools above it).
+ROOM = {**SIZED, "max_tools": 24}
 #: Ryzen AI NPU (decode-slow) and Apple M3 Max (prefill-slow relative to decode), tok/s.
 NPU = {"prefill_tokens_per_s": 300.0, "decode_tokens_per_s": 10.0}
 APPLE = {"prefill_tokens_per_s": 505.0, "decode_tokens_per_s": 49.0}
@@ -47,6 +49,8 @@ def servers() -> Iterator[Servers]:
     with turn_servers({"npu": {**SIZED, **NPU}, "apple": {**SIZED, **APPLE},
                        "unknown": SIZED, "learning": CONVERSATION,
                        "side_plain": SIZED, "side_streamed": SIZED,
+                       **{f"{name}_room": {**ROOM, **speeds} for name, speeds in
+                          (("npu", NPU), ("apple", APPLE), ("unknown", {}))},
                        "configured": {**CONVERSATION, **NPU},
                        "always": {**SIZED, "proactive_loads": "always"}}) as running:
         yield running
@@ -105,15 +109,17 @@ def test_a_side_requests_answer_teaches_the_speeds_the_first_block_is_sized_by(
 def test_a_decode_slow_server_gets_the_larger_first_block(
     servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool, log_lines: Lines
 ) -> None:
+    """The seconds add to the token-only plan's top-k where decode is slow; where they
+    would take from it (prefill-slow), the token plan's block stays."""
     sizes = {}
-    for proxy in ("npu", "apple", "unknown", "configured"):
+    for proxy in ("npu_room", "apple_room", "unknown_room", "unknown", "configured"):
         run = bench(servers, proxy, request, name, stream)
         run.script(run.api.reply("Done."))
         run.post()
         sizes[proxy] = len(client_tools(run, run.bodies()[0]))
         line = log_lines.wait_for("pruning_decision", run.sent()[0].header("x-request-id") or "")
-        assert (line["first_block"] is None) == (proxy in ("unknown", "configured"))
-    assert sizes["npu"] > sizes["apple"] >= 1
+        assert (line["first_block"] is None) == (proxy in ("unknown_room", "unknown", "configured"))
+    assert sizes["npu_room"] > sizes["apple_room"] == sizes["unknown_room"]
     assert sizes["unknown"] == 6  # the default top-k (8) under max_tools 6: the token plan
     assert sizes["configured"] == 4  # a top-k the operator set stays
 

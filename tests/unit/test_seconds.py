@@ -59,6 +59,12 @@ def test_a_decode_slow_server_gets_the_larger_first_block() -> None:
     assert first_block_count(ServerSpeed(300, 1), CANDIDATES) == len(CANDIDATES)  # decode crawls
 
 
+def test_the_seconds_add_to_the_token_plans_top_k_and_never_take_from_it() -> None:
+    apple, npu = first_block_count(APPLE, CANDIDATES), first_block_count(NPU, CANDIDATES)
+    assert first_block_count(APPLE, CANDIDATES, least=apple + 3) == apple + 3
+    assert first_block_count(NPU, CANDIDATES, least=apple) == npu > apple
+
+
 def test_small_tools_earn_their_place_sooner_than_large_ones() -> None:
     assert first_block_count(APPLE, [60] * 24) > first_block_count(APPLE, [600] * 24)
 
