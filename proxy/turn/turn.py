@@ -215,12 +215,19 @@ def json_bytes(value: Any) -> bytes:
 def json_value(raw: bytes | str) -> Any:
     """JSON text as ``json.loads`` reads it (``msgspec`` first, in C; the standard library
     for what it refuses: ``NaN``, ``1e400``, a lone surrogate escape). Raises
-    ``json.JSONDecodeError`` (or ``UnicodeDecodeError``) for what is not JSON, and
-    RecursionError for JSON nested past the decoder's depth."""
+    ``json.JSONDecodeError`` (or ``UnicodeDecodeError``) for what is not JSON or what it
+    cannot read (an integer past Python's digits limit, 4,300), and RecursionError for
+    JSON nested past the decoder's depth."""
     try:
         return _decode(raw)
     except msgspec.DecodeError:
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise
+        except ValueError as exc:  # valid JSON with an integer too long for ``int``
+            text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+            raise json.JSONDecodeError(str(exc), text, 0) from exc
 
 
 _decode = msgspec.json.Decoder().decode

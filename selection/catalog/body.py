@@ -77,10 +77,12 @@ def decode_value(raw: msgspec.Raw) -> Any:
 
 
 def _decode_whole(raw: bytes) -> dict[str, Any] | None:
-    """Raises RecursionError for a body nested deeper than the decoder follows."""
+    """None for what the standard library does not read: not JSON, not UTF-8, or valid
+    JSON it refuses (an integer of more digits than ``sys.get_int_max_str_digits``, 4,300
+    by default). Raises RecursionError for a body nested deeper than the decoder follows."""
     try:
         body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # JSONDecodeError, UnicodeDecodeError, the integer digits limit
         return None
     return body if isinstance(body, dict) else None
 

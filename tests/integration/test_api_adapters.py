@@ -293,6 +293,22 @@ def test_a_refused_input_forwards_the_original_bytes_counted_as_malformed(
     assert 'toolprune_fallbacks_total{reason="unreadable_request"}' not in metrics
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/responses", "/v1/messages"])
+def test_valid_json_the_proxy_cannot_read_is_forwarded_as_sent(
+    upstream: RunningUpstream, proxy: str, path: str
+) -> None:
+    """An integer of 5,000 digits (past Python's limit for reading one): the bytes go to
+    the upstream as they came, whose answer the client gets."""
+    raw = (b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "input": "hi", '
+           b'"max_tokens": 8, "seed": ' + b"9" * 5000 + b"}")
+    suffix = path.removeprefix("/v1")
+    upstream.upstream.script(Raw(400, {"error": {"message": "seed out of range"}}), path=suffix)
+    response = httpx.post(proxy + path, content=raw, timeout=60,
+                          headers={"content-type": "application/json"})
+    assert response.status_code == 400 and "seed out of range" in response.text
+    assert [r.body for r in upstream.upstream.requests if r.path.endswith(suffix)][-1] == raw
+
+
 def test_previous_response_id_continues_the_conversation(
     upstream: RunningUpstream, proxy: str
 ) -> None:

@@ -1,7 +1,8 @@
 """A request body decoded member by member and written back from its members' bytes
 (selection/catalog/body.py): the values ``json.loads`` gives, and a written body that reads
 as the standard library's encoding of the same value, the client's bytes kept where the
-proxy changed nothing."""
+proxy changed nothing; valid JSON the standard library refuses is no value (a body, or
+model output read by ``proxy.turn.turn.json_value``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from proxy.turn.turn import json_value
 from selection.catalog.body import DecodedBody, decode_object, encode_body
 
 JSON_VALUES = st.recursive(
@@ -44,6 +46,12 @@ def test_what_is_not_an_object_is_none() -> None:
     assert decode_object(b"[1]") is None
     assert decode_object(b'{"a": ') is None
     assert decode_object(b"\xff") is None
+
+
+def test_valid_json_the_standard_library_refuses_is_none() -> None:
+    """An integer past Python's digits limit for ``int`` (4,300): valid JSON, no value."""
+    assert decode_object(b'{"seed": ' + b"9" * 5000 + b"}") is None
+    assert decode_object(b'{"seed": ' + b"9" * 4000 + b"}") == {"seed": int("9" * 4000)}
 
 
 def client_body() -> tuple[bytes, DecodedBody]:
@@ -94,3 +102,12 @@ def test_a_lone_surrogate_or_a_plain_dict_is_written_by_the_standard_library() -
     assert encode_body(written, body) == json.dumps(written).encode()
     plain = {"model": "m", "messages": [{"content": "é"}]}
     assert encode_body(plain, plain) == json.dumps(plain, ensure_ascii=False).encode()
+
+
+def test_model_output_the_standard_library_cannot_read_is_not_json() -> None:
+    """What an upstream answer or a model's call arguments carry is read by
+    ``json_value``: an integer past Python's digits limit is unreadable JSON, never a
+    ``ValueError`` its callers do not expect."""
+    with pytest.raises(json.JSONDecodeError):
+        json_value('{"page": ' + "9" * 5000 + "}")
+    assert json_value(b'{"a": NaN}')["a"] != json_value(b'{"a": NaN}')["a"]  # the stdlib's NaN
