@@ -8,7 +8,7 @@ beside it, and documented there."""
 
 from __future__ import annotations
 
-from selection.catalog.body import DecodedBody, decode_object, encode_body
+from selection.catalog.body import DecodedBody, decode_object, encode_body, standard_loads
 from selection.catalog.cache import CatalogCache
 from selection.catalog.catalog import (
     DEFER_LOADING,
@@ -66,6 +66,6 @@ __all__ = [
     "VectorStoreError", "bridge_arguments", "build_catalog", "called_tools",
     "canonical_json", "content_text", "decode_object", "deferred_menu", "encode_body",
     "estimated_tokens", "fingerprint", "free_name", "name_words", "parse_flat_tools",
-    "parse_function", "parse_tools", "read_tool_choice", "text_called_tools",
+    "parse_function", "parse_tools", "read_tool_choice", "standard_loads", "text_called_tools",
     "without_deferral",
 ]

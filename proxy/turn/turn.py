@@ -22,6 +22,7 @@ from selection.types import (
     Plan,
     SearchResult,
     ToolChoice,
+    standard_loads,
 )
 
 
@@ -221,13 +222,7 @@ def json_value(raw: bytes | str) -> Any:
     try:
         return _decode(raw)
     except msgspec.DecodeError:
-        try:
-            return json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise
-        except ValueError as exc:  # valid JSON with an integer too long for ``int``
-            text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-            raise json.JSONDecodeError(str(exc), text, 0) from exc
+        return standard_loads(raw)
 
 
 _decode = msgspec.json.Decoder().decode

@@ -73,7 +73,21 @@ def decode_value(raw: msgspec.Raw) -> Any:
     try:
         return _decode.decode(raw)
     except msgspec.DecodeError:
-        return json.loads(bytes(raw))
+        return standard_loads(bytes(raw))
+
+
+def standard_loads(raw: bytes | str) -> Any:
+    """``json.loads(raw)``, where valid JSON it cannot read — an integer of more digits
+    than ``sys.get_int_max_str_digits`` (4,300 by default), a plain ``ValueError`` —
+    raises ``json.JSONDecodeError`` as what is not JSON does. Also raises
+    UnicodeDecodeError, and RecursionError for JSON nested past the decoder's depth."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise
+    except ValueError as exc:
+        text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
+        raise json.JSONDecodeError(str(exc), text, 0) from exc
 
 
 def _decode_whole(raw: bytes) -> dict[str, Any] | None:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from proxy.turn.turn import json_value
 from selection.catalog.body import DecodedBody, decode_object, encode_body
+from selection.catalog.cache import CatalogCache
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
@@ -111,3 +112,11 @@ def test_model_output_the_standard_library_cannot_read_is_not_json() -> None:
     with pytest.raises(json.JSONDecodeError):
         json_value('{"page": ' + "9" * 5000 + "}")
     assert json_value(b'{"a": NaN}')["a"] != json_value(b'{"a": NaN}')["a"]  # the stdlib's NaN
+
+
+def test_a_catalogue_member_the_standard_library_cannot_read_makes_the_body_none() -> None:
+    """The ``tools`` member is decoded by the catalogue cache's own decoder: an integer
+    past the digits limit in a tool's schema leaves no body to act on (forwarded as sent)."""
+    raw = (b'{"model": "m", "tools": [{"type": "function", "function": {"name": "a", '
+           b'"parameters": {"type": "object", "maximum": ' + b"9" * 5000 + b"}}}]}")
+    assert CatalogCache(max_bytes=1 << 20).decode_body(raw) is None
