@@ -59,23 +59,23 @@ class AnswerTail:
         encoding = (response.header(b"content-encoding") or b"identity").strip().lower()
         if response.status_code != 200 or encoding != b"identity" or not self._chunks:
             return
-        tail = b"".join(self._chunks)
+        tail, last = b"".join(self._chunks), self._timing.last
+        assert last is not None  # set with the first chunk
         content_type = response.header(b"content-type") or b""
         if content_type.startswith(b"text/event-stream"):
-            self._read_events(tail)
+            self._read_events(tail, last)
         elif self._kept == self._total:  # the whole body
-            self._read_object(tail)
+            self._read_object(tail, last)
         else:
-            self._read_members(tail)
+            self._read_members(tail, last)
         timing = self._timing
         if timing.timings is not None or timing.usage is not None:
             self._learn(timing)
 
-    def _read_events(self, tail: bytes) -> None:
-        """A stream's events in the tail (the first may be cut: it reads as nothing)."""
+    def _read_events(self, tail: bytes, last: float) -> None:
+        """A stream's events in the tail (the first may be cut: it reads as nothing), as
+        read at ``last``, when the answer's last chunk came."""
         splitter = EventSplitter()
-        last = self._timing.last
-        assert last is not None
         for event in [*splitter.feed(tail), *splitter.flush()]:
             if event.data is None or event.data.strip() == "[DONE]":
                 continue
@@ -86,15 +86,15 @@ class AnswerTail:
             if isinstance(data, dict):
                 self._timing.seen(data, last, streamed=True)
 
-    def _read_object(self, body: bytes) -> None:
+    def _read_object(self, body: bytes, last: float) -> None:
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
             return
         if isinstance(data, dict):
-            self._timing.seen(data, self._timing.last or self._clock(), streamed=False)
+            self._timing.seen(data, last, streamed=False)
 
-    def _read_members(self, tail: bytes) -> None:
+    def _read_members(self, tail: bytes, last: float) -> None:
         """A body longer than the tail: its last ``"timings"`` and ``"usage"`` members,
         where they are in the tail."""
         found = {}
@@ -114,4 +114,4 @@ class AnswerTail:
             if isinstance(value, dict):
                 found[name] = value
         if found:
-            self._timing.seen(found, self._timing.last or self._clock(), streamed=False)
+            self._timing.seen(found, last, streamed=False)
