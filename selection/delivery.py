@@ -20,9 +20,8 @@ from typing import Any
 
 from selection.catalog.catalog import Catalog
 from selection.catalog.history_facts import HistoryFacts
-from selection.catalog.tokens import tool_tokens
 from selection.choosing.blocks import BlockStart
-from selection.choosing.seconds import ServerSpeed, delivered_count
+from selection.choosing.seconds import ServerSpeed, delivered_count, ranked_tools
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
 from selection.plan import TurnReading, Upstream
@@ -98,17 +97,16 @@ def proactive_delivery(
     only when what it needs is not among them), best-ranked first, whose definitions'
     prefill the search round they spare is expected to earn back on this server
     (:func:`selection.choosing.seconds.delivered_count`; none where its speeds, or the
-    turn's ranking, are not known)."""
+    turn's ranking, are not known, nor on BM25's scores alone while the catalogue's index
+    is built: the odds are fitted on the whole ranking's)."""
     if mode == "always" or not names:
         return tuple(names)
-    if mode == "never" or speed is None or ranking is None:
+    if mode == "never" or speed is None or ranking is None or ranking.lexical_only:
         return ()
     scores = ranking.values
     best_held = max((float(scores[index]) for name in held
                      if (index := catalog.index_of(name)) is not None), default=-math.inf)
-    tools = {name: (int((scores > scores[index]).sum()) + 1, catalog.tools[index])
-             for name in names if (index := catalog.index_of(name)) is not None
-             and scores[index] > best_held}
-    ranked = sorted(tools, key=lambda name: tools[name][0])
-    costs = [(tools[name][0], tool_tokens(tools[name][1], exact)) for name in ranked]
-    return tuple(ranked[: delivered_count(speed, costs)])
+    positions = sorted((index for name in names if (index := catalog.index_of(name)) is not None
+                        and scores[index] > best_held), key=lambda index: -scores[index])
+    count = delivered_count(speed, ranked_tools(catalog, scores, exact, positions))
+    return tuple(catalog.tools[index].name for index in positions[:count])

@@ -39,7 +39,7 @@ from selection.choosing.prefix import (
     split_system,
     tool_token_cap,
 )
-from selection.choosing.seconds import first_block_count, ranked_costs
+from selection.choosing.seconds import best_ranked, first_block_count
 from selection.choosing.selector import TurnFacts, select
 from selection.choosing.state import ConversationState
 from selection.clients.bridge import CALL_TOOL, delivered_results
@@ -283,9 +283,9 @@ class Selector:
         reuse = upstream.cache_reuse if reading.request.llama_fields else 0
         first_block = None
         if (upstream.speed is not None and top_k is None and not self.policy.top_k_configured
-                and ranking is not None
+                and ranking is not None and not ranking.lexical_only
                 and not (delivery.frozen or (start.state.turn and delivery.continued))):
-            first_block = first_block_count(upstream.speed, ranked_costs(
+            first_block = first_block_count(upstream.speed, best_ranked(
                 catalog, ranking.values, upstream.exact, FIRST_BLOCK_SCAN), self.policy.top_k)
         facts = TurnFacts(
             now=self.clock(), pinned=pinned, exact=upstream.exact,

@@ -14,11 +14,13 @@ the seconds it saves then is at least the chance it is not times its prefill
   ``call_tool``, whose wrapper the model writes around the call
   (:data:`BRIDGE_CALL_TOKENS` more than the call by the tool's own name).
 
-The chance a tool is needed comes from where the turn's ranking puts it
-(:data:`TURN_RANK_ODDS`: the share of needed tools at each rank of toolprune's own ranking,
-measured with ``toolprune eval`` on MetaTool, one tool a case, and Seal-Tools, 2.7 a case:
-the mean of the two per rank; BFCL, API-Bank, NESTFUL, LiveMCPBench, RestBench and
-ToolBench were not used), and, for the first block of a conversation, the chance that the
+The chance a tool is needed comes from where the turn's ranking puts it: its rank, its
+score, and how far that lies below the best tool's (:func:`turn_odds`, a logistic model
+fitted by ``benchmarks/turn_odds.py`` on toolprune's own ranking of MetaTool, one tool a
+case, and Seal-Tools, 2.7 a case; BFCL, API-Bank, NESTFUL, LiveMCPBench, RestBench and
+ToolBench were not used): two tools scored alike are about as likely, and a turn whose
+best tools all score low is matched by none of them with confidence, where the rank alone
+gave each rank one share. For the first block of a conversation, the chance that the
 session's later turns need it too (:func:`session_odds`). Where the usage log holds traffic,
 learning from it (:mod:`selection.learning`) moves tools up the ranking. Pure: no I/O.
 
@@ -27,6 +29,7 @@ Where the speeds are not known, none of this applies: the token-only plan stands
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -47,11 +50,16 @@ SEARCH_CALL_TOKENS = 24
 BRIDGE_CALL_TOKENS = 12
 #: Calls a session makes of a tool it calls at all (the long session: 22 calls of 18 tools).
 CALLS_PER_TOOL = 1.2
-#: The chance that a turn needs its ranking's tool at rank 1, 2, … (then
-#: :data:`TAIL_ODDS`): MetaTool's and Seal-Tools' needed-tool shares per rank, averaged
-#: (see the module docstring).
-TURN_RANK_ODDS = (0.75, 0.22, 0.22, 0.15, 0.10, 0.10, 0.04, 0.04)
-TAIL_ODDS = 0.02
+#: The logistic model of the chance a turn needs a tool of its ranking (:func:`turn_odds`):
+#: intercept, per unit of score below the best tool's, per unit of ln rank, per unit of
+#: the tool's score. Fitted by ``benchmarks/turn_odds.py`` (iteratively reweighted least
+#: squares) on the 8 best tools of 1,500 MetaTool and 1,500 Seal-Tools cases (24,000
+#: observations); log-loss 0.259, against 0.360 for the share needed at each rank alone
+#: and 0.344 for the rank and the gap without the score.
+ODDS_INTERCEPT = -3.120
+ODDS_PER_GAP = -4.976
+ODDS_PER_LOG_RANK = -1.206
+ODDS_PER_SCORE = 6.055
 #: Later user turns of a session that stay on its first turn's subject (a session's
 #: first block serves them too): the first block's tools are weighed by
 #: 1 − (1 − p)^(1 + TOPIC_TURNS).
@@ -88,15 +96,33 @@ def bridge_call_s(speed: ServerSpeed) -> float:
     return speed.decode_s(BRIDGE_CALL_TOKENS)
 
 
-def turn_odds(rank: int) -> float:
-    """The chance the turn needs its ranking's tool at ``rank`` (1-based)."""
-    return TURN_RANK_ODDS[rank - 1] if 1 <= rank <= len(TURN_RANK_ODDS) else TAIL_ODDS
+@dataclass(frozen=True)
+class Ranked:
+    """A tool as a turn's ranking places it: its ``rank`` (1-based), its ``score`` (the
+    ranking's fused value: cosine-scaled, about −0.2 to 1), the score's ``gap`` below the
+    best tool's (≥ 0) and its definition's prompt ``tokens``."""
+
+    rank: int
+    score: float
+    gap: float
+    tokens: int
 
 
-def session_odds(rank: int) -> float:
-    """The chance the session needs the first turn's tool at ``rank``: that turn or one
-    of :data:`TOPIC_TURNS` later ones on its subject."""
-    return 1.0 - (1.0 - turn_odds(rank)) ** (1 + TOPIC_TURNS)
+def turn_odds(tool: Ranked) -> float:
+    """The chance the turn needs ``tool``: 1 / (1 + exp(−(a + b·gap + c·ln rank +
+    d·score))), the coefficients :data:`ODDS_INTERCEPT`, :data:`ODDS_PER_GAP`,
+    :data:`ODDS_PER_LOG_RANK`, :data:`ODDS_PER_SCORE`."""
+    logit = (ODDS_INTERCEPT + ODDS_PER_GAP * max(tool.gap, 0.0)
+             + ODDS_PER_LOG_RANK * math.log(tool.rank) + ODDS_PER_SCORE * tool.score)
+    if logit < 0:  # the same function, written so that no exponent overflows
+        return math.exp(logit) / (1.0 + math.exp(logit))
+    return 1.0 / (1.0 + math.exp(-logit))
+
+
+def session_odds(tool: Ranked) -> float:
+    """The chance the session needs the first turn's ``tool``: that turn or one of
+    :data:`TOPIC_TURNS` later ones on its subject."""
+    return 1.0 - (1.0 - turn_odds(tool)) ** (1 + TOPIC_TURNS)
 
 
 def worth(p: float, saved_s: float, cost_s: float) -> bool:
@@ -105,37 +131,48 @@ def worth(p: float, saved_s: float, cost_s: float) -> bool:
     return p * saved_s >= (1.0 - p) * cost_s
 
 
-def first_block_count(speed: ServerSpeed, tokens: Sequence[int], least: int = 1) -> int:
-    """How many of a conversation's first-turn candidates (``tokens``: each one's prompt
-    tokens, best-ranked first) its first block holds: those whose prefill the session is
+def first_block_count(speed: ServerSpeed, ranked: Sequence[Ranked], least: int = 1) -> int:
+    """How many of a conversation's first-turn candidates (``ranked``: each one's place
+    and prompt tokens, best first) its first block holds: those whose prefill the session is
     expected to earn back in search rounds and bridged calls saved, and never fewer than
     ``least`` (the token-only plan's top-k: the seconds add to it, they do not take from
     it; a first block the seconds made smaller cost a long session 1–2% more seconds on
     every hardware profile, ``docs/agent-sessions.md``, since the search rounds it
     spares cost more than :func:`search_round_s` assumes before it has seen one)."""
     saved = search_round_s(speed) + CALLS_PER_TOOL * bridge_call_s(speed)
-    kept = [rank for rank, cost in enumerate(tokens, 1)
-            if worth(session_odds(rank), saved, speed.prefill_s(cost))]
+    kept = [count for count, tool in enumerate(ranked, 1)
+            if worth(session_odds(tool), saved, speed.prefill_s(tool.tokens))]
     return max(*kept, least, 1)
 
 
-def delivered_count(speed: ServerSpeed, ranked: Sequence[tuple[int, int]]) -> int:
+def delivered_count(speed: ServerSpeed, ranked: Sequence[Ranked]) -> int:
     """How many of the tools a turn would deliver in the conversation (``ranked``: each
-    one's rank in the ranking that found it and its definition's tokens, best first) are
+    one's place in the ranking that found it and its definition's tokens, best first) are
     worth their prefill against the search round that finds them otherwise: a prefix of
     them, possibly empty."""
     saved = search_round_s(speed)
     count = 0
-    for rank, cost in ranked:
-        if not worth(turn_odds(rank), saved, speed.prefill_s(cost)):
+    for tool in ranked:
+        if not worth(turn_odds(tool), saved, speed.prefill_s(tool.tokens)):
             break
         count += 1
     return count
 
 
-def ranked_costs(catalog: Catalog, scores: np.ndarray, exact: Mapping[str, int] | None,
-                 count: int) -> list[int]:
-    """The prompt tokens of the ``count`` best-scored tools (``scores``: float32
-    ``(len(catalog),)``), best first."""
+def ranked_tools(catalog: Catalog, scores: np.ndarray, exact: Mapping[str, int] | None,
+                 positions: Sequence[int]) -> list[Ranked]:
+    """The tools at catalogue ``positions`` as ``scores`` (float32 ``(len(catalog),)``)
+    rank them, in the order given: each one's rank, score, gap below the best score and
+    prompt tokens."""
+    best = float(scores.max()) if len(scores) else 0.0
+    return [Ranked(int((scores > scores[position]).sum()) + 1, float(scores[position]),
+                   best - float(scores[position]), tool_tokens(catalog.tools[position], exact))
+            for position in positions]
+
+
+def best_ranked(catalog: Catalog, scores: np.ndarray, exact: Mapping[str, int] | None,
+                count: int) -> list[Ranked]:
+    """The ``count`` best-scored tools (``scores``: float32 ``(len(catalog),)``), best
+    first (:func:`ranked_tools`)."""
     best = np.argsort(-scores, kind="stable")[:count]
-    return [tool_tokens(catalog.tools[int(position)], exact) for position in best]
+    return ranked_tools(catalog, scores, exact, best.tolist())

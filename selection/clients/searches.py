@@ -17,8 +17,7 @@ import numpy as np
 
 from selection.catalog.catalog import Catalog
 from selection.catalog.policy import Policy, catalog_layout
-from selection.catalog.tokens import tool_tokens
-from selection.choosing.seconds import ServerSpeed, delivered_count
+from selection.choosing.seconds import ServerSpeed, delivered_count, ranked_tools
 from selection.clients.meta_tools import (
     LoadOutcome,
     find_group,
@@ -100,20 +99,25 @@ class Searches:
         found = found_tools(self.catalog, query, scores, limit=SEARCH_RESULTS,
                             threshold=threshold if group is None else -np.inf, exclude=outside)
         named = set(exactly_named(self.catalog, query, exclude=outside))
-        loads = [name for name in found if name in named] or self._worth_loading(found)
+        loads = ([name for name in found if name in named]
+                 or self._worth_loading(found, scores, lexical=threshold == LEXICAL_MATCH))
         return search_outcome(loads, self.catalog, forwarded,
                               None if group is None else group.name,
                               listed=[name for name in found if name not in loads])
 
-    def _worth_loading(self, found: list[str]) -> list[str]:
-        """Of a search's finds (best first), those it loads: all where the upstream's
-        speeds are not known, else those whose definitions' prefill is worth the search
-        round they spare (at least the best one); the others are listed by name."""
+    def _worth_loading(self, found: list[str], scores: np.ndarray, *, lexical: bool) -> list[str]:
+        """Of a search's finds (best first, as ``scores`` rank the catalogue), those it
+        loads: all where the upstream's speeds are not known, else those whose
+        definitions' prefill is worth the search round they spare (at least the best one;
+        only it on BM25's scores alone, ``lexical``, while the catalogue's index is built:
+        the odds are fitted on the whole ranking's); the others are listed by name."""
         if self.speed is None or not found:
             return found
-        costs = [(rank, tool_tokens(tool, None)) for rank, name in enumerate(found, 1)
-                 if (tool := self.catalog.get(name)) is not None]
-        return found[: max(1, delivered_count(self.speed, costs))]
+        if lexical:
+            return found[:1]
+        positions = [index for name in found if (index := self.catalog.index_of(name)) is not None]
+        ranked = ranked_tools(self.catalog, scores, None, positions)
+        return found[: max(1, delivered_count(self.speed, ranked))]
 
     async def _ranking(self, query: str) -> tuple[np.ndarray, float]:
         """A search query's scores and the least score a tool it finds needs: the engine's

@@ -29,6 +29,10 @@ from tests.support.conversations import answered, history_of, with_history
 from tests.support.logs import Lines
 from tests.support.turn_apis import CASES, IDS, Bench, Call, Servers, bench, turn_servers
 
+#: A first request many tools fit about alike (its ranking's best tools close together):
+#: where a tool's chance is read from its score's gap below the best, these earn a place
+#: in a decode-slow server's first block.
+BROAD = "Check that example.com works in the browser"
 #: A second user turn whose best tool (``browser_cookie_set``) the first block lacks.
 COOKIES = "Now set a session cookie named theme with the value dark for example.com"
 #: Tools delivered in the conversation; ``search_tools`` offered (69 tools are fewer than
@@ -109,13 +113,14 @@ def test_a_side_requests_answer_teaches_the_speeds_the_first_block_is_sized_by(
 def test_a_decode_slow_server_gets_the_larger_first_block(
     servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool, log_lines: Lines
 ) -> None:
-    """The seconds add to the token-only plan's top-k where decode is slow; where they
-    would take from it (prefill-slow), the token plan's block stays."""
+    """The seconds add to the token-only plan's top-k where decode is slow and the
+    request's best tools are close; where they would take from it (prefill-slow), the
+    token plan's block stays."""
     sizes = {}
     for proxy in ("npu_room", "apple_room", "unknown_room", "unknown", "configured"):
         run = bench(servers, proxy, request, name, stream)
         run.script(run.api.reply("Done."))
-        run.post()
+        run.post(ask=BROAD)
         sizes[proxy] = len(client_tools(run, run.bodies()[0]))
         line = log_lines.wait_for("pruning_decision", run.sent()[0].header("x-request-id") or "")
         assert (line["first_block"] is None) == (proxy in ("unknown_room", "unknown", "configured"))
@@ -182,7 +187,7 @@ def searched(run: Bench) -> list[str]:
 def test_with_speeds_known_a_search_loads_only_the_finds_worth_their_prefill(
     servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
 ) -> None:
-    known = searched(bench(servers, "npu", request, name, stream))
+    known = searched(bench(servers, "apple", request, name, stream))
     unknown = searched(bench(servers, "unknown", request, name, stream))
     assert 1 <= len(known) < len(unknown)
     assert known == unknown[: len(known)]

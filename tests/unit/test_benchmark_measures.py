@@ -1,11 +1,12 @@
 """The load benchmark's rate (Little's law over the measured streams), the session
-benchmark's oracle blocks and the replay's prices of a miss and of the late layout say what
-benchmarks/README.md says they measure."""
+benchmark's oracle blocks, the replay's prices of a miss and of the late layout, and the
+turn odds' logistic fit say what benchmarks/README.md says they measure."""
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from benchmarks.load import Result, Samples
@@ -19,6 +20,7 @@ from benchmarks.session_script import (
     needed_tools,
     oracle_blocks,
 )
+from benchmarks.turn_odds import fit_logistic, log_loss
 from selection.catalog.catalog import parse_tools
 from selection.catalog.tokens import tool_tokens
 from selection.evaluation.cases import Case
@@ -142,3 +144,18 @@ def test_late_steps_pay_new_messages_and_schemas_never_the_history_again() -> No
     # Schemas already in the prompt are never loaded again.
     assert late_step(outcome(["b", "d"], (("d",),)), have, history=170, cached_history=150,
                      tokens=tokens) == 20
+
+
+def test_the_odds_fit_recovers_the_model_that_drew_the_labels() -> None:
+    """Labels drawn from a known logistic model of a gap, ln rank and a score: the fit
+    finds its coefficients again, and beats a constant in log-loss."""
+    rng = np.random.default_rng(0)
+    n = 40_000
+    gap, rank, score = rng.uniform(0, 0.5, n), rng.integers(1, 9, n), rng.uniform(0, 0.9, n)
+    features = np.column_stack([np.ones(n), gap, np.log(rank), score])
+    truth = np.array([-3.0, -5.0, -1.2, 6.0])
+    labels = (rng.uniform(size=n) < 1 / (1 + np.exp(-features @ truth))).astype(float)
+    weights = fit_logistic(features, labels)
+    assert weights == pytest.approx(truth, abs=0.25)
+    fitted = 1 / (1 + np.exp(-features @ weights))
+    assert log_loss(fitted, labels) < log_loss(np.full(n, labels.mean()), labels)

@@ -6,9 +6,6 @@ The profiles are the published single-stream figures of
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -16,6 +13,7 @@ from config.settings import Settings
 from proxy.servers.speeds import MIN_TIMED_S, RoundTiming, SpeedBook
 from selection.catalog.catalog import parse_tools
 from selection.choosing.seconds import (
+    Ranked,
     ServerSpeed,
     bridge_call_s,
     delivered_count,
@@ -26,13 +24,23 @@ from selection.choosing.seconds import (
     worth,
 )
 from selection.delivery import proactive_delivery
+from selection.ranking.pipeline import Ranking, lexical_ranking
 
 NPU = ServerSpeed(300, 10)  # decode-slow: Ryzen AI NPU (FastFlowLM)
 IGPU = ServerSpeed(273, 16)
 APPLE = ServerSpeed(505, 49)  # prefill-slow relative to decode: Apple M3 Max (Metal)
 H100 = ServerSpeed(3500, 134)
+
+
+def ranked(tokens: list[int], step: float = 0.02, best: float = 0.7) -> list[Ranked]:
+    """Candidates best first, the first scoring ``best``, each ``step`` below the one
+    before (score units)."""
+    return [Ranked(rank, best - step * (rank - 1), step * (rank - 1), cost)
+            for rank, cost in enumerate(tokens, 1)]
+
+
 #: 24 candidates of the GitHub MCP server's mean size.
-CANDIDATES = [280] * 24
+CANDIDATES = ranked([280] * 24, step=0.01)
 
 
 def test_a_request_costs_prefill_decode_and_a_fixed_part() -> None:
@@ -46,17 +54,33 @@ def test_worth_weighs_the_chance_against_the_cost() -> None:
     assert worth(0.2, 4.0, 1.0) and not worth(0.2, 3.9, 1.0)
 
 
-def test_odds_fall_with_the_rank_and_a_session_raises_them() -> None:
-    odds = [turn_odds(rank) for rank in range(1, 12)]
-    assert odds == sorted(odds, reverse=True) and odds[-1] > 0
-    assert all(session_odds(rank) > turn_odds(rank) for rank in range(1, 12))
+def odds(rank: int, score: float, gap: float) -> float:
+    return turn_odds(Ranked(rank, score, gap, 280))
+
+
+def test_odds_fall_with_the_rank_and_the_gap_rise_with_the_score_and_a_session() -> None:
+    by_rank = [odds(rank, 0.6, 0.05) for rank in range(2, 12)]
+    assert by_rank == sorted(by_rank, reverse=True) and by_rank[-1] > 0
+    by_gap = [odds(2, 0.6, gap) for gap in (0.0, 0.02, 0.1, 0.3)]
+    assert by_gap == sorted(by_gap, reverse=True)
+    by_score = [odds(1, score, 0.0) for score in (0.2, 0.4, 0.6, 0.8)]
+    assert by_score == sorted(by_score)
+    tools = ranked([280] * 11, step=0.01)
+    assert all(session_odds(tool) > turn_odds(tool) for tool in tools)
+    # what benchmarks/turn_odds.py measured on MetaTool and Seal-Tools: a best tool
+    # scoring 0.7 is needed ~3 times in 4, one scoring 0.2 about one time in 9; a second
+    # one at 0.68 about as often as not
+    assert 0.7 < odds(1, 0.7, 0.0) < 0.8 and 0.08 < odds(1, 0.2, 0.0) < 0.15
+    assert 0.4 < odds(2, 0.68, 0.02) < 0.6
+    # scores far apart or none: no chance, no overflow
+    assert odds(2, -500.0, 500.0) == 0.0 and odds(2, float("-inf"), float("inf")) == 0.0
 
 
 def test_a_decode_slow_server_gets_the_larger_first_block() -> None:
     npu, igpu, apple, h100 = (first_block_count(s, CANDIDATES) for s in (NPU, IGPU, APPLE, H100))
     assert npu > igpu > apple >= 1
     assert h100 == npu  # the same prefill:decode ratio (~27–30) weighs the same
-    assert first_block_count(ServerSpeed(300, 1), CANDIDATES) == len(CANDIDATES)  # decode crawls
+    assert first_block_count(ServerSpeed(300, 1), CANDIDATES) > npu  # decode crawls
 
 
 def test_the_seconds_add_to_the_token_plans_top_k_and_never_take_from_it() -> None:
@@ -66,15 +90,26 @@ def test_the_seconds_add_to_the_token_plans_top_k_and_never_take_from_it() -> No
 
 
 def test_small_tools_earn_their_place_sooner_than_large_ones() -> None:
-    assert first_block_count(APPLE, [60] * 24) > first_block_count(APPLE, [600] * 24)
+    assert first_block_count(APPLE, ranked([60] * 24)) > first_block_count(APPLE, ranked([600] * 24))
 
 
 def test_a_turn_delivers_its_best_missing_tool_where_the_search_costs_more() -> None:
-    assert delivered_count(NPU, [(1, 280), (2, 280), (3, 280)]) == 1
-    assert delivered_count(APPLE, [(1, 280), (2, 280)]) == 1
-    assert delivered_count(NPU, [(1, 60), (2, 60), (3, 60)]) == 3  # small definitions
-    assert delivered_count(NPU, [(5, 280)]) == 0  # a tool far down the ranking
-    assert delivered_count(ServerSpeed(50, 500), [(1, 280)]) == 0  # prefill crawls
+    assert delivered_count(NPU, ranked([280] * 3, step=0.1)) == 2
+    assert delivered_count(APPLE, ranked([280] * 3, step=0.1)) == 1
+    assert delivered_count(NPU, ranked([60] * 3, step=0.1)) == 3  # small definitions
+    assert delivered_count(NPU, [Ranked(5, 0.4, 0.3, 280)]) == 0  # far down the ranking
+    assert delivered_count(ServerSpeed(50, 500), ranked([280])) == 0  # prefill crawls
+
+
+def test_a_second_tool_scored_like_the_first_is_delivered_with_it() -> None:
+    """Two tools the ranking cannot tell apart are about as likely to be the one needed:
+    the second earns its prefill where one far below the first does not; where the best
+    tools all score low, none is matched with confidence."""
+    assert delivered_count(NPU, ranked([280] * 3, step=0.01, best=0.2)) == 0
+    assert delivered_count(APPLE, ranked([280] * 2, step=0.01)) == 2
+    assert delivered_count(APPLE, ranked([280] * 2, step=0.1)) == 1
+    assert delivered_count(NPU, ranked([280] * 3, step=0.01)) == 3
+    assert delivered_count(NPU, ranked([280] * 3, step=0.3)) == 1
 
 
 def timing(**answer: object) -> RoundTiming:
@@ -137,12 +172,32 @@ def test_a_turn_gets_nothing_before_asking_when_the_model_holds_its_best_tool() 
     catalog = parse_tools([{"type": "function", "function": {
         "name": name, "description": name, "parameters": {"type": "object", "properties": {}}}}
         for name in ("held", "above", "below")])
-    ranking: Any = SimpleNamespace(values=np.array([0.6, 0.9, 0.5], dtype=np.float32))
+    ranking = Ranking(np.array([0.6, 0.9, 0.5], dtype=np.float32))
     assert proactive_delivery(["above", "below"], "auto", catalog, ranking, NPU, None,
                               held=["held"]) == ("above",)
-    ranking.values = np.array([0.95, 0.9, 0.5], dtype=np.float32)  # the held tool is best
+    ranking = Ranking(np.array([0.95, 0.9, 0.5], dtype=np.float32))  # the held tool is best
     assert proactive_delivery(["above", "below"], "auto", catalog, ranking, NPU, None,
                               held=["held"]) == ()
     assert proactive_delivery(["above", "below"], "always", catalog, ranking, NPU, None,
                               held=["held"]) == ("above", "below")
     assert proactive_delivery(["above"], "auto", catalog, ranking, None, None) == ()
+
+
+def test_a_new_turn_gets_its_runner_up_where_the_ranking_cannot_tell_them_apart() -> None:
+    """Of the missing tools, the best and one scored almost as well are delivered before
+    the model asks on a decode-slow server; one scored far below is left to a search.
+    Definitions of the GitHub server's mean size (~280 tokens)."""
+    catalog = parse_tools([{"type": "function", "function": {
+        "name": name, "description": f"{name} " + "the tool's purpose " * 80,
+        "parameters": {"type": "object", "properties": {}}}}
+        for name in ("held", "best", "close", "far")])
+    ranking = Ranking(np.array([0.3, 0.62, 0.6, 0.2], dtype=np.float32))
+    names = ["best", "close", "far"]
+    assert proactive_delivery(names, "auto", catalog, ranking, NPU, None,
+                              held=["held"]) == ("best", "close")
+    ranking = Ranking(np.array([0.3, 0.62, 0.31, 0.2], dtype=np.float32))  # far below the best
+    assert proactive_delivery(names, "auto", catalog, ranking, NPU, None,
+                              held=["held"]) == ("best",)
+    # BM25's scores alone (the index being built) are not what the odds were fitted on
+    lexical = lexical_ranking(np.array([0.3, 1.0, 0.98, 0.2], dtype=np.float32))
+    assert proactive_delivery(names, "auto", catalog, lexical, NPU, None, held=["held"]) == ()
