@@ -29,7 +29,8 @@ Each speed is the throughput of the model's last :data:`WINDOW` samples (their t
 over their seconds), so a few long prompts weigh more than many short ones; samples
 shorter than :data:`MIN_PREFILL_TOKENS` / :data:`MIN_DECODE_TOKENS`, and those the proxy
 timed itself in less than :data:`MIN_TIMED_S`, are left out (a server's fixed cost per
-request and the network dominate them). A model's samples from ``timings`` replace any
+request and the network dominate them), and so are those faster than any server
+(:data:`MAX_PREFILL_TPS` / :data:`MAX_DECODE_TPS`). A model's samples from ``timings`` replace any
 it was timed by.
 """
 
@@ -56,6 +57,12 @@ MIN_DECODE_TOKENS = 4
 #: Fewest seconds of a sample timed by the proxy (an answer's own timing): a shorter one
 #: is the network's and the server's fixed cost more than its speed.
 MIN_TIMED_S = 0.25
+#: Speeds no server reaches, tokens per second (about a hundred times the fastest
+#: published single-stream figures: prefill ~10,000, decode ~500 for small models on a
+#: datacenter GPU): a sample beyond them is a server's or a relay's error, left out so
+#: that it cannot swamp the window.
+MAX_PREFILL_TPS = 1_000_000.0
+MAX_DECODE_TPS = 50_000.0
 #: Models whose speeds are kept.
 MAX_MODELS = 64
 #: Seconds between two writes, or two reads, of one model's speeds to the shared store.
@@ -172,9 +179,14 @@ class RoundTiming:
 
 
 def _number(value: Any) -> float | None:
+    """``value`` as a finite number ≥ 0, else None (also an integer too large for a float)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value) if math.isfinite(value) and value >= 0 else None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) and number >= 0 else None
 
 
 def _first(mapping: Mapping[str, Any], *keys: str) -> float | None:
@@ -211,9 +223,9 @@ class SpeedBook:
         timings = timing.timings
         if timings is not None:
             self._sample(prefill, _first(timings, "prompt_n"), _first(timings, "prompt_ms"),
-                         MIN_PREFILL_TOKENS, "timings", 1000.0)
+                         MIN_PREFILL_TOKENS, MAX_PREFILL_TPS, "timings", 1000.0)
             self._sample(decode, _first(timings, "predicted_n"), _first(timings, "predicted_ms"),
-                         1, "timings", 1000.0)
+                         1, MAX_DECODE_TPS, "timings", 1000.0)
             self._publish(model or "")
             return
         usage = timing.usage
@@ -223,10 +235,12 @@ class SpeedBook:
         waited, streamed_s = timing.first - timing.sent, timing.last - timing.first
         if prompt is not None and waited >= MIN_TIMED_S:
             evaluated = max(prompt - _cached(usage), 0.0)
-            self._sample(prefill, evaluated, waited, MIN_PREFILL_TOKENS, "answers")
+            self._sample(prefill, evaluated, waited, MIN_PREFILL_TOKENS, MAX_PREFILL_TPS,
+                         "answers")
         generated = _first(usage, "completion_tokens", "output_tokens")
         if timing.streamed and generated is not None and streamed_s >= MIN_TIMED_S:
-            self._sample(decode, generated - 1, streamed_s, MIN_DECODE_TOKENS, "answers")
+            self._sample(decode, generated - 1, streamed_s, MIN_DECODE_TOKENS, MAX_DECODE_TPS,
+                         "answers")
         self._publish(model or "")
 
     def summary(self, model: str | None) -> dict[str, Any]:
@@ -264,10 +278,15 @@ class SpeedBook:
 
     @staticmethod
     def _sample(into: _Throughput, tokens: float | None, spent: float | None, least: int,
-                source: str, per_second: float = 1.0) -> None:
+                fastest: float, source: str, per_second: float = 1.0) -> None:
+        """Add ``tokens`` in ``spent`` (÷ ``per_second``: seconds) to ``into``, unless
+        fewer than ``least`` tokens, no time, or faster than ``fastest`` tokens/s."""
         if tokens is None or spent is None or tokens < least or spent <= 0:
             return
-        into.add(tokens, spent / per_second, source)
+        seconds = spent / per_second
+        if tokens / seconds > fastest:
+            return
+        into.add(tokens, seconds, source)
 
     def _pair(self, model: str) -> tuple[_Throughput, _Throughput]:
         pair = self._models.pop(model, None) or (_Throughput(), _Throughput())

@@ -159,6 +159,27 @@ def test_timings_replace_what_the_proxy_timed_and_settings_fill_what_is_unknown(
     assert (speed.decode_tps, speed.decode_source) == (30.0, "TOOLPRUNE_DECODE_TOKENS_PER_S")
 
 
+def test_timings_no_server_could_report_are_left_out_and_nothing_raises() -> None:
+    """An integer too large for a float, or a speed beyond any hardware's, says nothing:
+    the window keeps what the server reported sensibly."""
+    book = SpeedBook(Settings())
+    book.observe("m", timing(timings={"prompt_n": 3000, "prompt_ms": 1000.0,
+                                      "predicted_n": 30, "predicted_ms": 1000.0}))
+    book.observe("m", timing(timings={"prompt_n": 10**400, "prompt_ms": 1,
+                                      "predicted_n": 10**400, "predicted_ms": 10**400}))
+    book.observe("m", timing(timings={"prompt_n": 1e308, "prompt_ms": 1e-308,
+                                      "predicted_n": 1e30, "predicted_ms": 1}))
+    book.observe("m", timing(timings={"prompt_n": 4000, "prompt_ms": 1e-6,
+                                      "predicted_n": 5000, "predicted_ms": 1.0}))
+    speed = book.speed("m")
+    assert (speed.prefill_tps, speed.decode_tps) == (3000.0, 30.0)
+    streamed = RoundTiming(sent=0.0)
+    streamed.seen({"choices": []}, 1.0, streamed=True)
+    streamed.seen({"usage": {"prompt_tokens": 10**400, "completion_tokens": 10**400}}, 2.0,
+                  streamed=True)
+    SpeedBook(Settings()).observe("m", streamed)  # read, not raised
+
+
 @pytest.mark.parametrize("value", [True, "true", "always"])
 def test_proactive_loads_reads_its_boolean_form(value: object) -> None:
     assert Settings(proactive_loads=value).proactive_loads == "always"
