@@ -291,7 +291,8 @@ class Selector:
             now=self.clock(), pinned=pinned, exact=upstream.exact,
             top_k=first_block if first_block is not None else top_k,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
-                                upstream.context_tokens, history, bridge=delivery.delivers),
+                                upstream.context_tokens, history, bridge=delivery.delivers,
+                                search=self._searches(reading)),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
             client_core=delivery.client_core, count_evicts=reuse > 0 or not upstream.caches_prefix,
             frozen=delivery.frozen,
@@ -320,6 +321,14 @@ class Selector:
             delivers=delivery.delivers, continued=delivery.continued, proactive=proactive,
             speed=upstream.speed, first_block=first_block,
         )
+
+    def _searches(self, reading: TurnReading) -> bool:
+        """Whether the turn's discovery is a search function (the client's own, or
+        ``search_tools`` above ``search_tools_min_catalog`` tools: :func:`meta_tools`)
+        rather than ``load_tools``, whose enum names every tool."""
+        native = reading.native
+        return reading.request.search is not None or (
+            native is not None and len(native) > self.settings.search_tools_min_catalog)
 
     def _select(
         self, reading: TurnReading, ranking: Ranking | None, state: ConversationState,

@@ -21,19 +21,24 @@ from selection.choosing.prefix import (
     tool_token_cap,
 )
 from selection.clients.bridge import CALL_TOOL, bridge_definition, with_bridge
-from selection.clients.meta_tools import MetaTools, build_meta_tools
+from selection.clients.meta_tools import MAX_LISTED_GROUPS, MetaTools, build_meta_tools
 from selection.clients.tool_search import search_meta_tools
 from selection.plan import TurnReading
 
 
 def token_cap(
     catalog: Catalog, policy: Policy, share: float, context_tokens: int | None,
-    history_tokens: int, *, bridge: bool = False,
+    history_tokens: int, *, bridge: bool = False, search: bool = False,
 ) -> int | None:
     """Prompt tokens the forwarded tools may take: ``share`` of the upstream's context,
-    leaving room for the messages, the meta-tool's bound and, with ``bridge``, the
-    bridge's definition (None: the context is unknown)."""
-    reserve = meta_reserve_tokens(catalog, policy.candidates.tier_size)
+    leaving room for the messages, the meta-tool's bound (``search``: a search function,
+    which lists the catalogue's groups, not every tool name as ``load_tools`` does) and,
+    with ``bridge``, the bridge's definition (None: the context is unknown)."""
+    named_groups = None
+    if search:
+        groups = catalog_layout(catalog, policy).groups.listed
+        named_groups = [group.name for group in groups] if len(groups) <= MAX_LISTED_GROUPS else []
+    reserve = meta_reserve_tokens(catalog, policy.candidates.tier_size, named_groups)
     if bridge:
         reserve += estimated_text_tokens([bridge_definition(CALL_TOOL, catalog.legacy)])
     return tool_token_cap(context_tokens, share, history_tokens + reserve)

@@ -11,12 +11,16 @@ while their compact JSON grows from 10,074 to 116,958 bytes: 3.57 bytes a token.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from selection.catalog.catalog import Catalog, Tool
 
 #: Compact-JSON bytes of a tool definition per prompt token (see the module docstring).
 BYTES_PER_TOKEN = 3.57
+#: A bound on ``search_tools``' definition without its group names and tier: its fixed
+#: text and parameters (95 tokens estimated on the GitHub MCP server's catalogue), rounded
+#: up.
+SEARCH_TOOLS_TOKENS = 120
 
 
 def estimated_tokens(tool: Tool) -> int:
@@ -55,10 +59,18 @@ def expected_saving(catalog: Catalog, top_k: int, tier_size: int) -> float:
     return 1.0 - pruned / total
 
 
-def meta_reserve_tokens(catalog: Catalog, tier_size: int) -> int:
-    """A bound on the meta-tool's prompt tokens: its enum of every tool name of
-    ``catalog`` (each quoted, with a separator) and a tier of ``tier_size`` lines (name
-    and short purpose, ~25 tokens each). Per catalogue, not per request: the names'
-    length is computed once (:attr:`~selection.catalog.catalog.Catalog.name_chars`)."""
-    enum_chars = catalog.name_chars + 3 * len(catalog)
-    return math.ceil(enum_chars / BYTES_PER_TOKEN) + 25 * tier_size
+def meta_reserve_tokens(catalog: Catalog, tier_size: int,
+                        search_groups: Sequence[str] | None = None) -> int:
+    """A bound on the meta-tool's prompt tokens and a tier of ``tier_size`` lines (name and
+    short purpose, ~25 tokens each) in it. ``load_tools`` (``search_groups`` None) holds
+    an enum of every tool name of ``catalog`` (each quoted, with a separator; the names'
+    length is computed once per catalogue:
+    :attr:`~selection.catalog.catalog.Catalog.name_chars`); ``search_tools``, offered for
+    a catalogue too large to list, holds no names but those of the groups its description
+    lists (``search_groups``) beside its fixed text (:data:`SEARCH_TOOLS_TOKENS`)."""
+    if search_groups is None:
+        listed = math.ceil((catalog.name_chars + 3 * len(catalog)) / BYTES_PER_TOKEN)
+    else:
+        group_chars = sum(len(name) + 2 for name in search_groups)
+        listed = SEARCH_TOOLS_TOKENS + math.ceil(group_chars / BYTES_PER_TOKEN)
+    return listed + 25 * tier_size

@@ -18,6 +18,7 @@ from selection.catalog.catalog import Catalog, parse_tools
 from selection.catalog.policy import CandidatePolicy, Policy
 from selection.catalog.tokens import (
     BYTES_PER_TOKEN,
+    SEARCH_TOOLS_TOKENS,
     catalog_tokens,
     expected_saving,
     meta_reserve_tokens,
@@ -40,6 +41,7 @@ from selection.choosing.state import ConversationState, LoadedTool
 from selection.choosing.turn_scores import TurnScores
 from selection.choosing.wanted import block_serves
 from selection.planning import Selector, SelectorSettings
+from selection.planning_costs import token_cap
 from tests.support.chat_planning import ChatPlanner
 from tests.support.selection import ranked
 from tests.unit.test_evaluation import KeywordEmbedder, engine
@@ -304,6 +306,21 @@ def test_meta_reserve_grows_with_the_names_and_the_tier() -> None:
     assert meta_reserve_tokens(ten, 0) < meta_reserve_tokens(twenty, 0)
     assert meta_reserve_tokens(ten, 0) == math.ceil(10 * (30 + 3) / BYTES_PER_TOKEN)
     assert meta_reserve_tokens(catalog_of(), 8) == 200
+
+
+def test_a_search_function_reserves_room_for_its_groups_not_every_tool_name() -> None:
+    """``search_tools`` (a catalogue too large to list) names no tool: a catalogue of
+    20,000 tools still leaves its tools room in a 65,536-token context, where the
+    ``load_tools`` enum of every name alone would take more than the context."""
+    many = catalog_of(*(f"fetch_item_number_{i}" for i in range(20_000)))
+    assert meta_reserve_tokens(many, 0) > 65_536
+    searched = meta_reserve_tokens(many, 8, [])
+    assert searched == SEARCH_TOOLS_TOKENS + 200
+    assert meta_reserve_tokens(many, 8, ["github", "playwright"]) == searched + math.ceil(
+        len("github; playwright; ") / BYTES_PER_TOKEN)
+    policy = Policy()
+    assert token_cap(many, policy, 0.5, 65_536, 1_000) == 0
+    assert token_cap(many, policy, 0.5, 65_536, 1_000, search=True) == 32_768
 
 
 # --------------------------------------------------------------------------- the planner
