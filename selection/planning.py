@@ -63,7 +63,7 @@ from selection.indexes.query_embedding import QueryEmbeddingStats
 from selection.indexes.tool_index import ToolIndex
 from selection.meta_calls import MetaCallLike, answer_meta_call
 from selection.plan import Plan, TurnInput, TurnReading, Upstream
-from selection.planning_costs import expectation, meta_tools, token_cap
+from selection.planning_costs import discovers_by_search, expectation, meta_tools, token_cap
 from selection.ranking.engine import SelectionEngine
 from selection.ranking.pipeline import Ranking
 
@@ -292,7 +292,8 @@ class Selector:
             top_k=first_block if first_block is not None else top_k,
             token_cap=token_cap(catalog, self.policy, self.settings.tool_budget_share,
                                 upstream.context_tokens, history, bridge=delivery.delivers,
-                                search=self._searches(reading)),
+                                search=discovers_by_search(
+                                    reading, self.settings.search_tools_min_catalog)),
             history_tokens=history, found=reading.deferral.found, preload=reading.preload,
             client_core=delivery.client_core, count_evicts=reuse > 0 or not upstream.caches_prefix,
             frozen=delivery.frozen,
@@ -321,14 +322,6 @@ class Selector:
             delivers=delivery.delivers, continued=delivery.continued, proactive=proactive,
             speed=upstream.speed, first_block=first_block,
         )
-
-    def _searches(self, reading: TurnReading) -> bool:
-        """Whether the turn's discovery is a search function (the client's own, or
-        ``search_tools`` above ``search_tools_min_catalog`` tools: :func:`meta_tools`)
-        rather than ``load_tools``, whose enum names every tool."""
-        native = reading.native
-        return reading.request.search is not None or (
-            native is not None and len(native) > self.settings.search_tools_min_catalog)
 
     def _select(
         self, reading: TurnReading, ranking: Ranking | None, state: ConversationState,

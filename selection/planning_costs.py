@@ -64,6 +64,15 @@ def meta_tools(
     return meta
 
 
+def discovers_by_search(reading: TurnReading, search_tools_min_catalog: int) -> bool:
+    """Whether the turn's discovery is a search function — the client's own, or
+    ``search_tools`` above ``search_tools_min_catalog`` native tools — rather than
+    ``load_tools``, whose enum names every tool (what :func:`meta_tools` offers)."""
+    native = reading.native
+    return reading.request.search is not None or (
+        native is not None and len(native) > search_tools_min_catalog)
+
+
 def _discovery(
     reading: TurnReading, selection: Selection, policy: Policy, search_tools_min_catalog: int
 ) -> MetaTools | None:
@@ -79,7 +88,7 @@ def _discovery(
     core = {t.name for t in selection.tools if t.reason in ("core", "client")}
     return build_meta_tools(
         native, core, catalog_layout(native, policy).groups.listed,
-        search=len(native) > search_tools_min_catalog,
+        search=discovers_by_search(reading, search_tools_min_catalog),
         tier=[name for name in selection.tier if native.get(name) is not None],
     )
 

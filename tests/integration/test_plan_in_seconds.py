@@ -8,9 +8,9 @@ through the real proxy under uvicorn in front of the scripted upstream
   first conversation is planned in seconds;
 * with speeds known (here set, as for a server that reports none), a conversation's
   first block is sized by the seconds it is expected to save (a decode-slow server's is
-  the larger), a new user turn gets its best missing tool before the model asks, and
-  only that (``proactive_loads=auto``), and a search loads the finds worth their
-  prefill, listing the others;
+  the larger), a new user turn gets the missing tools worth their prefill before the
+  model asks, not every one it lacks (``proactive_loads=auto``), and a search loads the
+  finds worth their prefill, listing the others;
 * with speeds unknown, the token-only plan stands (the policy's top-k, no proactive
   delivery, a search loading all it finds).
 """
