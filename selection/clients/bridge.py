@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from selection.catalog.catalog import Catalog, Tool
-from selection.clients.meta_tools import MetaTools, free_name
+from selection.clients.meta_tools import MetaTools, answer_text, free_name
 
 CALL_TOOL = "call_tool"
 
@@ -87,8 +87,11 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str
     """A ``load_tools`` / ``search_tools`` result (JSON object text) that delivers the
     tools it loaded (``names``) in the conversation: their definitions under ``tools`` and
     the words that say how to call them through ``bridge`` (``note``; tools it names as
-    ``already_available`` are in the model's tool list, and called directly). A result
-    that is not a JSON object, or loads nothing, is returned as it is."""
+    ``already_available``, or lists under ``found`` beside the delivered ones, are in the
+    model's tool list, and called directly). A delivered tool is not listed under
+    ``found`` as well (its definition says more). The text is compact
+    (:func:`~selection.clients.meta_tools.answer_text`). A result that is not a JSON
+    object, or loads nothing, is returned as it is."""
     try:
         result = json.loads(content)
     except json.JSONDecodeError:
@@ -96,12 +99,25 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str
     delivered = definitions(names, catalog)
     if not isinstance(result, dict) or not delivered:
         return content
+    listed = _not_delivered(result.pop("found", None), {tool["name"] for tool in delivered})
+    if listed:
+        result["found"] = listed
     result["tools"] = delivered
     note = 'The tools under "tools" are not in your tool list. ' + how_to_call(bridge)
-    if result.get("already_available"):
-        note += ' Those under "already_available" are: call them directly.'
+    for key in ("already_available", "found"):
+        if result.get(key):
+            note += f' Those under "{key}" are: call them directly.'
     result["note"] = note
-    return json.dumps(result, ensure_ascii=False)
+    return answer_text(result)
+
+
+def _not_delivered(found: Any, delivered: set[str]) -> Any:
+    """The entries of a result's ``found`` list (``{"name", "purpose"}`` objects) whose
+    tool is not among the ``delivered`` names; anything else as it is."""
+    if not isinstance(found, list):
+        return found
+    return [entry for entry in found
+            if not (isinstance(entry, dict) and entry.get("name") in delivered)]
 
 
 def delivered_results(

@@ -57,7 +57,7 @@ from selection.clients.argument_repair import (
     skeleton,
 )
 from selection.clients.bridge import CALL_TOOL, how_to_call
-from selection.clients.meta_tools import MetaTools, closest_names
+from selection.clients.meta_tools import MetaTools, answer_text, closest_names
 from selection.clients.name_search import spelled_names
 
 #: Keys a model writes for the tool's name, in the order they are read.
@@ -327,7 +327,7 @@ def _refusal(refused: _Refused, targets: BridgeTargets, repairs: list[str]) -> B
         "call_it_so": {"name": shown_name, "arguments": arguments},
         "how_to_call": how_to_call(targets.bridge),
     }
-    return BridgedCall(name, "{}", json.dumps(answer, ensure_ascii=False),
+    return BridgedCall(name, "{}", answer_text(answer),
                        tuple(repairs), refused.kind)
 
 

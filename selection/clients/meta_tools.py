@@ -42,6 +42,15 @@ SERVER_MATCH = 80.0
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
+def answer_text(value: Any) -> str:
+    """An answer the proxy writes for the model (a meta-tool's result, a refused bridge
+    call) as JSON text: compact (no space after ``,`` and ``:``), non-ASCII as it is. A
+    result that delivers tools repeats their definitions whole; compact, GitHub MCP's
+    definitions are 9% fewer tokens than in :func:`json.dumps`' default spacing (37,598 →
+    34,202 over 127 tools, SmolLM2's tokenizer through llama-server's ``/tokenize``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def short_purpose(tool: Tool) -> str:
     """First sentence of the description, cut at a word boundary to ``PURPOSE_CHARS``."""
     first = _SENTENCE_END.split(tool.description.strip(), maxsplit=1)[0].strip()
@@ -263,8 +272,8 @@ def find_group(server: str, groups: Sequence[Group]) -> Group | None:
 def unknown_group(server: str, groups: Sequence[Group]) -> str:
     """The answer (JSON text) to a ``search_tools`` call whose ``server`` names no group:
     an error and the closest group names (:func:`closest_names`)."""
-    return json.dumps({"error": f"no tool group is named {server!r}",
-                       "did_you_mean": closest_names(server, [g.name for g in groups])})
+    return answer_text({"error": f"no tool group is named {server!r}",
+                        "did_you_mean": closest_names(server, [g.name for g in groups])})
 
 
 def closest_names(name: str, names: Sequence[str]) -> list[str]:
@@ -293,7 +302,7 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
     WRatio), and further unknown names are counted (``unknown_more``)."""
     if names is None:
         message = {"error": 'arguments must be JSON like {"names": ["tool_name"]}'}
-        return LoadOutcome((), json.dumps(message))
+        return LoadOutcome((), answer_text(message))
     loaded, already, unknown, more = [], [], {}, 0
     for name in dict.fromkeys(names):
         if catalog.get(name) is None:
@@ -315,7 +324,7 @@ def execute_load(names: Sequence[str] | None, catalog: Catalog, forwarded: set[s
         result["unknown_more"] = more
     if loaded or already:
         result["note"] = "Loaded tools are available now: call them directly."
-    return LoadOutcome(tuple(loaded), json.dumps(result))
+    return LoadOutcome(tuple(loaded), answer_text(result))
 
 
 def search_outcome(
@@ -338,7 +347,7 @@ def search_outcome(
     )
     if more:
         result["note"] += " To load one that is not loaded, search for its name."
-    return LoadOutcome(tuple(new), json.dumps(result))
+    return LoadOutcome(tuple(new), answer_text(result))
 
 
 def _purposes(names: Sequence[str], catalog: Catalog) -> list[dict[str, str]]:

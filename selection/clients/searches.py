@@ -11,8 +11,6 @@ loads nothing.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from selection.catalog.catalog import Catalog
@@ -20,6 +18,7 @@ from selection.catalog.policy import Policy, catalog_layout
 from selection.choosing.seconds import ServerSpeed, delivered_count, ranked_tools
 from selection.clients.meta_tools import (
     LoadOutcome,
+    answer_text,
     find_group,
     search_outcome,
     search_query,
@@ -88,7 +87,7 @@ class Searches:
         their prefill are loaded. ``arguments``: the call's JSON text."""
         query, server = search_query(arguments), search_server(arguments)
         if query is None:
-            return LoadOutcome((), json.dumps({"error": 'arguments must be {"query": "..."}'}))
+            return LoadOutcome((), answer_text({"error": 'arguments must be {"query": "..."}'}))
         group = None
         if server is not None:
             groups = catalog_layout(self.catalog, self.policy).groups.listed

@@ -40,7 +40,7 @@ import regex
 
 from selection.catalog.catalog import Catalog, Tool
 from selection.choosing.candidates import semantic_candidates
-from selection.clients.meta_tools import MetaTools, free_name, short_purpose
+from selection.clients.meta_tools import MetaTools, answer_text, free_name, short_purpose
 from selection.clients.name_search import named_tools
 
 #: Longest regex pattern accepted (Anthropic's limit for its regex variant).
@@ -92,7 +92,7 @@ class SearchResult:
         (where the API keeps the found names or the error) writes the same text on every
         later turn, and the upstream's cached prefix holds."""
         if self.error is not None:
-            return json.dumps({"error_code": self.error, "error": self.message})
+            return answer_text({"error_code": self.error, "error": self.message})
         found = [
             {"name": name, "purpose": short_purpose(tool)}
             for name in self.found
@@ -102,7 +102,7 @@ class SearchResult:
             "The found tools are loaded: call them directly." if found
             else "No tool matched: search again with other terms."
         )
-        return json.dumps({"found": found, "note": note})
+        return answer_text({"found": found, "note": note})
 
 
 def search_argument(arguments: str) -> str | None:

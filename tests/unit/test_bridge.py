@@ -14,7 +14,7 @@ from selection.clients.bridge import (
     delivering,
     with_bridge,
 )
-from selection.clients.meta_tools import build_meta_tools, execute_load
+from selection.clients.meta_tools import build_meta_tools, execute_load, search_outcome
 
 SCHEMA = {"type": "object", "properties": {"owner": {"type": "string"}, "count": {"type": "integer"}},
           "required": ["owner"]}
@@ -40,6 +40,29 @@ def test_a_load_result_delivers_the_definitions_outside_the_block_each_time() ->
                                  CATALOG)
     assert [tool["name"] for tool in json.loads(again)["tools"]] == ["list_issues"]  # each time
     assert delivered == ["list_issues"]
+
+
+def test_a_search_result_lists_a_delivered_find_once_and_compactly() -> None:
+    """A find whose definition the result delivers is not listed under ``found`` again; a
+    find the block holds stays there, to be called directly. The text has no space after
+    a separator, and non-ASCII is written as it is."""
+    catalog = parse_tools([
+        {"type": "function", "function": {"name": "list_issues", "description": "Liste les tickets.",
+                                          "parameters": SCHEMA}},
+        {"type": "function", "function": {"name": "create_issue", "description": "Crée un ticket.",
+                                          "parameters": {"type": "object", "properties": {}}}},
+    ])
+    outcome = search_outcome(["create_issue", "list_issues"], catalog, forwarded={"list_issues"})
+    text = delivering(outcome.content, outcome.admit, catalog)
+    result = json.loads(text)
+    assert [tool["name"] for tool in result["tools"]] == ["create_issue"]
+    assert result["found"] == [{"name": "list_issues", "purpose": "Liste les tickets"}]
+    assert 'Those under "found" are: call them directly.' in result["note"]
+    assert text == json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+    assert "Crée" in text
+    alone = json.loads(delivering(search_outcome(["create_issue"], catalog, set()).content,
+                                  ["create_issue"], catalog))
+    assert "found" not in alone and '"found"' not in alone["note"]
 
 
 def test_a_result_that_delivers_nothing_is_left_as_it_is() -> None:

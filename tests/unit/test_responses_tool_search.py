@@ -172,7 +172,9 @@ def test_client_executed_search_items_round_trip() -> None:
 def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside_the_block() -> None:
     """Where tools are delivered in the conversation, the output the upstream reads carries
     the definitions of the finds the block does not hold, the same text on every turn; a
-    client-executed search's is that object alone, and stays empty with nothing outside."""
+    client-executed search's is that object alone, and stays empty with nothing outside.
+    A find the block holds stays under ``found``, to be called directly; a delivered one is
+    not listed there again."""
     layout = read_layout([function("a"), CRM, {"type": "tool_search", "execution": "client"}])
     output = {"type": "tool_search_output", "call_id": "c9", "execution": "client",
               "status": "completed", "tools": [CRM]}
@@ -193,8 +195,9 @@ def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside
     hosted = {**output, "execution": "server", "call_id": None, "id": "tso_tp_call_7"}
     (server,) = upstream_history([hosted], layout, catalog, deliver=deliver)
     searched = json.loads(server["output"])
-    assert [found["name"] for found in searched["found"]] == ["crm__get_customer", "crm__list_orders"]
+    assert [found["name"] for found in searched["found"]] == ["crm__get_customer"]
     assert [tool["name"] for tool in searched["tools"]] == ["crm__list_orders"]
+    assert 'Those under "found" are: call them directly.' in searched["note"]
 
 def test_output_items_show_the_clients_names_and_validate_against_the_sdk() -> None:
     layout = read_layout(TOOLS)
