@@ -22,6 +22,7 @@ from selection.clients.bridge_calls import BridgedCall, bridge_targets, read_bri
 from selection.clients.client_deferral import compact_search_results
 from selection.clients.deferral import Deferral
 from selection.clients.meta_tools import MetaTools
+from selection.clients.shown_names import shown_name
 from selection.clients.tool_search import ClientSearch
 from selection.conversation.continuity import RawHistory
 from selection.conversation.history import ToolChoice
@@ -284,6 +285,13 @@ class Plan:
             self.bridge is not None and name not in self.selection.names
             and (self.catalog.get(name) is not None or name in self.reading.deferral.menu)
         )
+
+    def bridged_name(self, name: str) -> str | None:
+        """The name a call of tool ``name`` gives through the bridge in the history the
+        upstream is sent (the name its delivery showed:
+        :func:`selection.clients.shown_names.shown_name`); None when the call is not
+        written through the bridge (:meth:`outside_block`)."""
+        return shown_name(name, self.catalog) if self.outside_block(name) else None
 
     def deliver(self, content: str, found: Sequence[str]) -> str:
         """A search result's text (JSON) as the upstream reads it: with the definitions of

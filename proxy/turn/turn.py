@@ -259,9 +259,10 @@ def exchanges_by_place(exchanges: Sequence[Mapping[str, Any]], history: int) -> 
     return by_place
 
 
-#: Writes one client history item with its calls of tools outside the block (``outside``)
-#: as calls of the bridge (its name): an API's own shapes.
-CallWriter = Callable[[Any, Callable[[str], bool], str], Any]
+#: Writes one client history item with its calls of tools outside the block as calls of
+#: the bridge (its name): an API's own shapes. ``bridged``: the name a call of a tool gives
+#: inside the bridge call (None: the call is not written through the bridge).
+CallWriter = Callable[[Any, Callable[[str], str | None], str], Any]
 #: Puts the kept hidden exchanges back into a history (an API's own shapes).
 Splicer = Callable[[list[Any], Sequence[Mapping[str, Any]]], list[Any]]
 
@@ -276,5 +277,5 @@ def as_upstream_saw(turn: Turn, items: list[Any], write: CallWriter, splice: Spl
     bridge = plan.bridge
     if not plan.delivers or bridge is None:
         return items
-    written = [write(item, plan.outside_block, bridge) for item in items]
+    written = [write(item, plan.bridged_name, bridge) for item in items]
     return splice(written, plan.state.exchanges) if plan.continued else written

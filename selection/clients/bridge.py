@@ -26,9 +26,8 @@ from dataclasses import replace
 from typing import Any
 
 from selection.catalog.catalog import Catalog, Tool
-from selection.clients.meta_tools import MetaTools, answer_text, free_name
-
-CALL_TOOL = "call_tool"
+from selection.clients.meta_tools import CALL_TOOL, MetaTools, answer_text, free_name
+from selection.clients.shown_names import shown_names
 
 
 def how_to_call(bridge: str) -> str:
@@ -60,22 +59,26 @@ def bridge_definition(name: str, legacy: bool) -> dict[str, Any]:
     return function if legacy else {"type": "function", "function": function}
 
 
-def definition(tool: Tool) -> dict[str, Any]:
-    """The definition a result delivers: ``name``, ``description``, ``parameters`` (the
-    tool's schema as its client gave it), whatever the client's API."""
-    return {"name": tool.name, "description": tool.description,
-            "parameters": dict(tool.parameters)}
+def definition(tool: Tool, shown: str) -> dict[str, Any]:
+    """The definition a result delivers: ``name`` (``shown``: the name the tool is shown
+    by, :mod:`selection.clients.shown_names`), ``description``, ``parameters`` (the tool's
+    schema as its client gave it), whatever the client's API."""
+    return {"name": shown, "description": tool.description, "parameters": dict(tool.parameters)}
 
 
 def definitions(names: Sequence[str], catalog: Catalog) -> list[dict[str, Any]]:
-    """The definitions of the known ``names``, in order."""
-    return [definition(tool) for name in names if (tool := catalog.get(name)) is not None]
+    """The definitions of the known ``names``, in order, each by the name it is shown
+    by."""
+    shown = shown_names(catalog).shown
+    return [definition(tool, shown.get(name, name))
+            for name in names if (tool := catalog.get(name)) is not None]
 
 
 def bridge_arguments(name: str, arguments: str) -> str:
-    """A real call (``name``, its ``arguments`` JSON text) written back as the bridge
-    call's arguments, ``{"name": ..., "arguments": {...}}`` (arguments that are not a JSON
-    object are kept as the string they are)."""
+    """A real call (``name``: the tool's name as the bridge call wrote it, the name it is
+    shown by; ``arguments``: its JSON text) written back as the bridge call's arguments,
+    ``{"name": ..., "arguments": {...}}`` (arguments that are not a JSON object are kept
+    as the string they are)."""
     try:
         inner: Any = json.loads(arguments) if arguments.strip() else {}
     except (json.JSONDecodeError, RecursionError):
@@ -85,7 +88,8 @@ def bridge_arguments(name: str, arguments: str) -> str:
 
 def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str = CALL_TOOL) -> str:
     """A ``load_tools`` / ``search_tools`` result (JSON object text) that delivers the
-    tools it loaded (``names``) in the conversation: their definitions under ``tools`` and
+    tools it loaded (``names``) in the conversation, each by the name it is shown by (under
+    ``loaded`` as well): their definitions under ``tools`` and
     the words that say how to call them through ``bridge`` (``note``; tools it names as
     ``already_available``, or lists under ``found`` beside the delivered ones, are in the
     model's tool list, and called directly). A delivered tool is not listed under
@@ -99,9 +103,13 @@ def delivering(content: str, names: Sequence[str], catalog: Catalog, bridge: str
     delivered = definitions(names, catalog)
     if not isinstance(result, dict) or not delivered:
         return content
-    listed = _not_delivered(result.pop("found", None), {tool["name"] for tool in delivered})
+    listed = _not_delivered(result.pop("found", None), set(names))
     if listed:
         result["found"] = listed
+    if isinstance(result.get("loaded"), list):
+        shown = shown_names(catalog).shown
+        result["loaded"] = [shown.get(name, name) if name in names and isinstance(name, str)
+                            else name for name in result["loaded"]]
     result["tools"] = delivered
     note = 'The tools under "tools" are not in your tool list. ' + how_to_call(bridge)
     for key in ("already_available", "found"):

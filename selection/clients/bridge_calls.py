@@ -18,7 +18,8 @@ brackets):
 3. ``tool_name`` / ``tool`` / ``function`` (a string, or a ``{name, arguments}`` object)
    for ``name`` (``name_key``);
 4. the name written another way that resolves to exactly one tool, meta-tool or deferred
-   tool (``name_spelling``: :func:`~selection.clients.name_search.spelled_names`);
+   tool (``name_spelling``: :func:`~selection.clients.name_search.spelled_names`; the
+   name a delivered tool is shown by is no repair: :mod:`selection.clients.shown_names`);
 5. ``parameters`` / ``input`` for ``arguments``, where the tool has no parameter of that
    name (``arguments_key``);
 6. ``arguments`` as JSON text (``arguments_text``, and ``broken_json`` when it needed more);
@@ -59,6 +60,7 @@ from selection.clients.argument_repair import (
 from selection.clients.bridge import CALL_TOOL, how_to_call
 from selection.clients.meta_tools import MetaTools, answer_text, closest_names
 from selection.clients.name_search import spelled_names
+from selection.clients.shown_names import shown_name, tool_shown_as
 
 #: Keys a model writes for the tool's name, in the order they are read.
 NAME_KEYS = ("tool_name", "tool", "function")
@@ -237,6 +239,9 @@ def _name(call: dict[str, Any], repairs: list[str]) -> str | None:
 def _resolved(name: str, targets: BridgeTargets, repairs: list[str], call: dict[str, Any]) -> str:
     if targets.known(name):
         return name
+    shown_as = tool_shown_as(name, targets.catalog)  # the name its delivery showed
+    if shown_as is not None:
+        return shown_as
     spelled = spelled_names(name, targets.names)
     if len(spelled) == 1:
         repairs.append("name_spelling")
@@ -319,12 +324,15 @@ def _refusal(refused: _Refused, targets: BridgeTargets, repairs: list[str]) -> B
     arguments = refused.arguments if isinstance(refused.arguments, dict) else {}
     if parameters is not None:
         arguments = skeleton(parameters, arguments)
-    shown_name = name or ("<one of did_you_mean>" if refused.detail.get("did_you_mean")
-                          else "<the tool's name>")
+    if name is None:
+        name_to_write = ("<one of did_you_mean>" if refused.detail.get("did_you_mean")
+                         else "<the tool's name>")
+    else:
+        name_to_write = name if name in targets.block else shown_name(name, targets.catalog)
     answer = {
         "error": refused.message,
         **refused.detail,
-        "call_it_so": {"name": shown_name, "arguments": arguments},
+        "call_it_so": {"name": name_to_write, "arguments": arguments},
         "how_to_call": how_to_call(targets.bridge),
     }
     return BridgedCall(name, "{}", answer_text(answer),

@@ -25,6 +25,8 @@ from selection.catalog.policy import Bundle
 
 LOAD_TOOLS = "load_tools"
 SEARCH_TOOLS = "search_tools"
+#: The bridge to tools delivered in the conversation (:mod:`selection.clients.bridge`).
+CALL_TOOL = "call_tool"
 #: Characters of a tool's description shown on its menu line.
 PURPOSE_CHARS = 60
 #: Nearest-match suggestions offered for an unknown name.

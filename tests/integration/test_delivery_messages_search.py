@@ -38,8 +38,11 @@ from tests.support.tool_search_requests import (
 
 STREAMS = pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
 #: The model's call of the tool its search found, through the bridge.
+#: The name a delivery shows ``PR_TOOL`` by, without Claude Code's namespace (what the
+#: model copies into its bridge call).
+SHOWN = PR_TOOL.removeprefix("mcp__github__")
 BRIDGE_CALL = {"id": "toolu_01c", "name": "call_tool",
-               "input": {"name": PR_TOOL, "arguments": PR_INPUT}}
+               "input": {"name": SHOWN, "arguments": PR_INPUT}}
 DONE = "Pull request #7 is open."
 #: Claude Code's list of the tools it defers, in a system message of ``messages``.
 MENU = "Deferred tools, load one with ToolSearch before calling it:\n" + "\n".join(
@@ -108,7 +111,7 @@ def test_a_tool_the_emulated_server_search_found_is_called_through_the_bridge(
     first, second, refused = sent(upstream)
     assert names(first) == ["Bash", "Read", "tool_search_tool_regex", "call_tool"]
     (result,) = second["messages"][-1]["content"]
-    assert result["tool_use_id"] == "srvtoolu_01s" and delivered(result["content"]) == [PR_TOOL]
+    assert result["tool_use_id"] == "srvtoolu_01s" and delivered(result["content"]) == [SHOWN]
     (refusal,) = refused["messages"][-1]["content"]
     assert refusal["tool_use_id"] == "toolu_01x" and "problems" in json.loads(refusal["content"])
 
@@ -156,7 +159,7 @@ def test_a_tool_the_clients_own_search_found_is_called_through_the_bridge(
     (result,) = second["messages"][-1]["content"]
     assert result["cache_control"] == EPHEMERAL  # where the client put it
     (definitions,) = result["content"]  # where the tool_reference stood
-    assert delivered(definitions["text"]) == [PR_TOOL]
+    assert delivered(definitions["text"]) == [SHOWN]
 
     called = [*unmarked(searched), {"role": "assistant", "content": content},
               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_02b",

@@ -182,7 +182,7 @@ def test_a_hosted_search_delivers_what_it_finds_and_the_model_calls_it_through_t
     query = {"query": "create a new issue in a GitHub repository"}
     upstream.upstream.script(
         Responses(text=None, calls=[call("ts_1", "tool_search", query)]),
-        Responses(text=None, calls=[bridge("c_1", "issues__create_issue", CREATE)]),
+        Responses(text=None, calls=[bridge("c_1", "create_issue", CREATE)]),  # as shown
         Responses(text="Opened #7."),
         path="/responses",
     )
@@ -199,14 +199,14 @@ def test_a_hosted_search_delivers_what_it_finds_and_the_model_calls_it_through_t
     assert "issues__create_issue" not in [tool["name"] for tool in first["tools"]]
     _, output = search_items(second, "ts_1")
     delivered = json.loads(output["output"])
-    assert "issues__create_issue" in [tool["name"] for tool in delivered["tools"]]
+    assert "create_issue" in [tool["name"] for tool in delivered["tools"]]  # its own name
     assert "call_tool" in delivered["note"]
     answer = {"type": "function_call_output", "call_id": "c_1", "output": '{"number": 7}'}
     create(client, stream, model="m", input=[*ask, *history(response), answer], tools=HOSTED_TOOLS)
     third = sent(upstream)[2]
     (written, _) = assert_extends(second, third)
     assert (written["name"], written["call_id"]) == ("call_tool", "c_1")
-    assert json.loads(written["arguments"]) == {"name": "issues__create_issue", "arguments": CREATE}
+    assert json.loads(written["arguments"]) == {"name": "create_issue", "arguments": CREATE}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -216,7 +216,7 @@ def test_codex_client_search_delivers_its_finds_and_the_client_gets_the_namespac
     goal = {"goal": "list the issues of acme/shop"}
     upstream.upstream.script(
         Responses(text=None, calls=[call("s_1", "tool_search", goal)]),
-        Responses(text=None, calls=[bridge("c_2", "issues__list_issues", LISTED)]),
+        Responses(text=None, calls=[bridge("c_2", "list_issues", LISTED)]),  # as shown
         Responses(text="Two open issues."),
         path="/responses",
     )
@@ -241,11 +241,11 @@ def test_codex_client_search_delivers_its_finds_and_the_client_gets_the_namespac
         "tool_search", "s_1", "s_1")
     assert "issues__list_issues" not in [tool["name"] for tool in second["tools"]]
     delivered = json.loads(found_as["output"])
-    assert [tool["name"] for tool in delivered["tools"]] == ["issues__list_issues"]
+    assert [tool["name"] for tool in delivered["tools"]] == ["list_issues"]
     assert delivered["tools"][0]["parameters"]["required"] == ["owner", "repo"]
     answer = {"type": "function_call_output", "call_id": "c_2", "output": "[#3, #5]"}
     create(client, stream, model="m", input=[*input_2, *history(listed), answer], tools=CODEX_TOOLS)
     third = sent(upstream)[2]
     (written, result) = assert_extends(second, third)
     assert (written["name"], written["call_id"], result["call_id"]) == ("call_tool", "c_2", "c_2")
-    assert json.loads(written["arguments"]) == {"name": "issues__list_issues", "arguments": LISTED}
+    assert json.loads(written["arguments"]) == {"name": "list_issues", "arguments": LISTED}

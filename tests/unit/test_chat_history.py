@@ -21,13 +21,14 @@ def assistant(content: str | None, *calls: tuple[str, str, str]) -> dict[str, An
 
 
 def test_a_call_of_a_tool_outside_the_block_is_written_as_the_bridge_call() -> None:
-    message = assistant(None, ("c1", "set_cookie", '{"name": "s"}'), ("c2", "in_block", "{}"))
-    written = bridged_message(message, lambda name: name == "set_cookie", "call_tool")
+    """The bridge call names the tool by the name its delivery showed."""
+    message = assistant(None, ("c1", "web__set_cookie", '{"name": "s"}'), ("c2", "in_block", "{}"))
+    written = bridged_message(message, {"web__set_cookie": "set_cookie"}.get, "call_tool")
     first, second = written["tool_calls"]
     assert first["id"] == "c1" and first["function"]["name"] == "call_tool"
     assert json.loads(first["function"]["arguments"]) == {"name": "set_cookie", "arguments": {"name": "s"}}
     assert second == message["tool_calls"][1]
-    assert bridged_message(USER, lambda name: True, "call_tool") is USER
+    assert bridged_message(USER, lambda name: name, "call_tool") is USER
 
 
 def test_exchanges_stand_where_they_stood_and_their_shown_text_leaves_the_next_answer() -> None:

@@ -152,7 +152,8 @@ def test_where_tools_are_delivered_a_search_result_carries_the_definitions_it_fo
     emulated = upstream_history(server_search_history(), tools, deliver)
     text = SearchResult("regex", None, (PR_TOOL,)).content(tools)
     assert emulated[2]["content"][0]["content"] == delivering(text, [PR_TOOL], tools)
-    assert [tool["name"] for tool in json.loads(delivering(text, [PR_TOOL], tools))["tools"]] == [PR_TOOL]
+    shown = PR_TOOL.removeprefix("mcp__github__")  # shown without its namespace
+    assert [tool["name"] for tool in json.loads(delivering(text, [PR_TOOL], tools))["tools"]] == [shown]
     history = client_search_history()
     history[2]["content"][0]["content"].append({"type": "text", "text": "1 match"})
     (result,) = upstream_history(history, tools, deliver)[2]["content"]

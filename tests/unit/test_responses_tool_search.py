@@ -187,7 +187,7 @@ def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside
     deliver = delivers({"crm__list_orders"})
     (client,) = upstream_history([output], layout, catalog, deliver=deliver)
     delivered = json.loads(client["output"])
-    assert [tool["name"] for tool in delivered["tools"]] == ["crm__list_orders"]
+    assert [tool["name"] for tool in delivered["tools"]] == ["list_orders"]  # its own name
     assert delivered["tools"][0]["parameters"] == SCHEMA and "call_tool" in delivered["note"]
     assert set(delivered) == {"tools", "note"}
     assert upstream_history([output], layout, catalog, deliver=deliver) == [client]
@@ -196,7 +196,7 @@ def test_delivered_in_the_conversation_a_search_output_carries_its_finds_outside
     (server,) = upstream_history([hosted], layout, catalog, deliver=deliver)
     searched = json.loads(server["output"])
     assert [found["name"] for found in searched["found"]] == ["crm__get_customer"]
-    assert [tool["name"] for tool in searched["tools"]] == ["crm__list_orders"]
+    assert [tool["name"] for tool in searched["tools"]] == ["list_orders"]
     assert 'Those under "found" are: call them directly.' in searched["note"]
 
 def test_output_items_show_the_clients_names_and_validate_against_the_sdk() -> None:

@@ -23,28 +23,30 @@ def upstream_history(turn: Turn, messages: list[Any]) -> list[Any]:
     return as_upstream_saw(turn, messages, bridged_message, spliced)
 
 
-def bridged_message(message: Any, outside: Callable[[str], bool], bridge: str) -> Any:
-    """An assistant message with each call of a tool ``outside`` the block written as a
-    call of ``bridge`` (same id); any other message as it is."""
+def bridged_message(message: Any, bridged: Callable[[str], str | None], bridge: str) -> Any:
+    """An assistant message with each call of a tool outside the block written as a call
+    of ``bridge`` (same id) naming the tool as ``bridged`` says (the name its delivery
+    showed); any other message as it is."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return message
     calls = message.get("tool_calls")
-    if not isinstance(calls, list) or not any(_outside(call, outside) for call in calls):
+    if not isinstance(calls, list) or not any(_bridged_as(call, bridged) for call in calls):
         return message
     written = []
     for call in calls:
-        if _outside(call, outside):
+        name = _bridged_as(call, bridged)
+        if name is not None:
             function = call["function"]
-            arguments = bridge_arguments(function["name"], arguments_text(function.get("arguments")))
+            arguments = bridge_arguments(name, arguments_text(function.get("arguments")))
             call = {**call, "function": {**function, "name": bridge, "arguments": arguments}}
         written.append(call)
     return {**message, "tool_calls": written}
 
 
-def _outside(call: Any, outside: Callable[[str], bool]) -> bool:
+def _bridged_as(call: Any, bridged: Callable[[str], str | None]) -> str | None:
     function = call.get("function") if isinstance(call, dict) else None
     name = function.get("name") if isinstance(function, dict) else None
-    return isinstance(name, str) and outside(name)
+    return bridged(name) if isinstance(name, str) else None
 
 
 def spliced(messages: list[Any], exchanges: Sequence[Mapping[str, Any]]) -> list[Any]:

@@ -35,25 +35,30 @@ def upstream_history(turn: Turn, messages: list[Any]) -> list[Any]:
                                             lambda block: is_search_call(turn, block)))
 
 
-def _bridged(message: Any, outside: Callable[[str], bool], bridge: str) -> Any:
-    """An assistant message with each ``tool_use`` of a tool ``outside`` the block written
-    as a call of ``bridge`` (same ``id``, other fields kept); any other message as it is."""
+def _bridged(message: Any, bridged: Callable[[str], str | None], bridge: str) -> Any:
+    """An assistant message with each ``tool_use`` of a tool outside the block written as
+    a call of ``bridge`` (same ``id``, other fields kept) naming the tool as ``bridged``
+    says (the name its delivery showed); any other message as it is."""
     if not isinstance(message, Mapping) or message.get("role") != "assistant":
         return message
     content = message.get("content")
-    if not isinstance(content, list) or not any(_outside(b, outside) for b in content):
+    if not isinstance(content, list) or not any(_bridged_as(b, bridged) for b in content):
         return message
-    written = [
-        {**block, "name": bridge, "input": {"name": block["name"], "arguments": block.get("input", {})}}
-        if _outside(block, outside) else block
-        for block in content
-    ]
+    written = []
+    for block in content:
+        name = _bridged_as(block, bridged)
+        if name is not None:
+            block = {**block, "name": bridge,
+                     "input": {"name": name, "arguments": block.get("input", {})}}
+        written.append(block)
     return {**message, "content": written}
 
 
-def _outside(block: Any, outside: Callable[[str], bool]) -> bool:
-    return (isinstance(block, Mapping) and block.get("type") == "tool_use"
-            and isinstance(block.get("name"), str) and outside(block["name"]))
+def _bridged_as(block: Any, bridged: Callable[[str], str | None]) -> str | None:
+    if not (isinstance(block, Mapping) and block.get("type") == "tool_use"
+            and isinstance(block.get("name"), str)):
+        return None
+    return bridged(block["name"])
 
 
 def _spliced(

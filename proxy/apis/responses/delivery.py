@@ -43,15 +43,17 @@ def upstream_input(turn: Turn, items: list[Any]) -> list[Any]:
                            lambda written, exchanges: spliced(written, exchanges, hosted))
 
 
-def bridged_call(item: Any, outside: Callable[[str], bool], bridge: str) -> Any:
-    """A ``function_call`` of a tool ``outside`` the block written as a call of
-    ``bridge`` (same ``call_id`` and ``id``); any other item as it is."""
+def bridged_call(item: Any, bridged: Callable[[str], str | None], bridge: str) -> Any:
+    """A ``function_call`` of a tool outside the block written as a call of ``bridge``
+    (same ``call_id`` and ``id``) naming the tool as ``bridged`` says (the name its
+    delivery showed); any other item as it is."""
     if not isinstance(item, Mapping) or item.get("type") != CALL:
         return item
     name = item.get("name")
-    if not isinstance(name, str) or not outside(name):
+    shown = bridged(name) if isinstance(name, str) else None
+    if shown is None:
         return item
-    arguments = bridge_arguments(name, arguments_text(item.get("arguments")))
+    arguments = bridge_arguments(shown, arguments_text(item.get("arguments")))
     return {**item, "name": bridge, "arguments": arguments}
 
 
