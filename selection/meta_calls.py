@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from selection.clients.meta_tools import LoadOutcome, execute_load, requested_names
 from selection.clients.searches import Searches
+from selection.clients.shown_names import tool_named
 from selection.clients.tool_search import SearchResult
 from selection.plan import Plan
 
@@ -75,7 +76,9 @@ async def answer_meta_call(
         refused = made.error or '{"error": "the call was not made"}'
         answer = MetaAnswer(LoadOutcome((), refused), "call_tool", {}, None, ())
     elif call.name == meta.load_name:
-        outcome = execute_load(requested_names(call.arguments), plan.catalog, forwarded)
+        requested = requested_names(call.arguments)  # by their names or as a delivery showed them
+        named = None if requested is None else [tool_named(name, plan.catalog) for name in requested]
+        outcome = execute_load(named, plan.catalog, forwarded)
         answer = MetaAnswer(outcome, "load_tools", {}, None, outcome.admit)
     else:
         outcome = await searches.search_tools(call.arguments, forwarded)

@@ -274,6 +274,7 @@ class Plan:
         bridge = self.bridge or CALL_TOOL
         targets = bridge_targets(
             self.catalog, bridge, self.meta, self.selection.names, self.reading.deferral.menu,
+            self.state.delivered,
         )
         return read_bridge_call(arguments, targets)
 

@@ -60,7 +60,7 @@ from selection.clients.argument_repair import (
 from selection.clients.bridge import CALL_TOOL, how_to_call
 from selection.clients.meta_tools import MetaTools, answer_text, closest_names
 from selection.clients.name_search import spelled_names
-from selection.clients.shown_names import shown_name, tool_shown_as
+from selection.clients.shown_names import delivered_tool, shown_name, tool_shown_as
 
 #: Keys a model writes for the tool's name, in the order they are read.
 NAME_KEYS = ("tool_name", "tool", "function")
@@ -76,15 +76,22 @@ NAME_CHARS = 128
 @dataclass(frozen=True)
 class BridgeTargets:
     """What a bridge call may name: the tools of ``catalog`` (``block``: those the block
-    holds), the meta-tools by name with their ``parameters`` schema (``meta``), and the
-    names the client defers without giving their definition (``menu``). ``bridge``: the
-    bridge's name, as a refusal names it."""
+    holds; ``delivered``: those the conversation's results delivered), the meta-tools by
+    name with their ``parameters`` schema (``meta``), and the names the client defers
+    without giving their definition (``menu``). ``bridge``: the bridge's name, as a
+    refusal names it."""
 
     catalog: Catalog
     bridge: str = CALL_TOOL
     meta: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     block: frozenset[str] = frozenset()
     menu: frozenset[str] = frozenset()
+    delivered: frozenset[str] = frozenset()
+
+    def shown(self, name: str) -> str:
+        """``name`` as the model knows it: a block tool's name, else the name a delivery
+        shows it by (:mod:`selection.clients.shown_names`)."""
+        return name if name in self.block else shown_name(name, self.catalog)
 
     def parameters(self, name: str) -> Mapping[str, Any] | None:
         """The parameters schema of tool or meta-tool ``name`` (None: a deferred name)."""
@@ -170,15 +177,16 @@ def _read(arguments: str, targets: BridgeTargets, repairs: list[str]) -> tuple[s
                        arguments=_given_arguments(call))
     name = _resolved(name, targets, repairs, call)
     parameters = targets.parameters(name)
-    inner = _arguments(call, name, parameters, repairs)
-    inner = _spread(call, name, parameters, inner, repairs)
+    names = (name, targets.shown(name))  # its name, and the name the model knows it by
+    inner = _arguments(call, names, parameters, repairs)
+    inner = _spread(call, names, parameters, inner, repairs)
     if parameters is not None:
         inner, coerced = coerce_strings(parameters, inner)
         if coerced:
             repairs.append("string_values")
         problems = schema_problems(parameters, inner)
         if problems:
-            raise _Refused("off_schema", f"the arguments do not fit {name}'s parameters",
+            raise _Refused("off_schema", f"the arguments do not fit {targets.shown(name)}'s parameters",
                            name, inner, problems=problems, parameters=dict(parameters))
     taken = _taken(name, targets)
     if taken is not None:
@@ -239,8 +247,8 @@ def _name(call: dict[str, Any], repairs: list[str]) -> str | None:
 def _resolved(name: str, targets: BridgeTargets, repairs: list[str], call: dict[str, Any]) -> str:
     if targets.known(name):
         return name
-    shown_as = tool_shown_as(name, targets.catalog)  # the name its delivery showed
-    if shown_as is not None:
+    shown_as = tool_shown_as(name, targets.catalog) or delivered_tool(name, targets.delivered)
+    if shown_as is not None:  # the name a delivery showed, now or earlier in the conversation
         return shown_as
     spelled = spelled_names(name, targets.names)
     if len(spelled) == 1:
@@ -249,14 +257,16 @@ def _resolved(name: str, targets: BridgeTargets, repairs: list[str], call: dict[
     shown = name[:NAME_CHARS]
     if spelled:
         raise _Refused("ambiguous_name", f"{shown!r} could be any of several tools",
-                       arguments=_given_arguments(call), did_you_mean=spelled[:5])
+                       arguments=_given_arguments(call),
+                       did_you_mean=[targets.shown(name) for name in spelled[:5]])
     raise _Refused("unknown_name", f"no tool is named {shown!r}", arguments=_given_arguments(call),
-                   did_you_mean=closest_names(shown, targets.names))
+                   did_you_mean=[targets.shown(name) for name in closest_names(shown, targets.names)])
 
 
-def _arguments(call: dict[str, Any], name: str, parameters: Mapping[str, Any] | None,
+def _arguments(call: dict[str, Any], names: tuple[str, str], parameters: Mapping[str, Any] | None,
                repairs: list[str]) -> dict[str, Any]:
-    """The call's arguments object (see steps 5–7 of the module docstring)."""
+    """The call's arguments object (see steps 5–7 of the module docstring); ``names``: the
+    tool's name and the name the model knows it by (:meth:`BridgeTargets.shown`)."""
     own = parameter_names(parameters) if parameters is not None else set()
     if "arguments" in call:
         given = call.pop("arguments")
@@ -270,10 +280,10 @@ def _arguments(call: dict[str, Any], name: str, parameters: Mapping[str, Any] | 
         return {}
     inner = _object(given, repairs)
     if inner is None:
-        raise _Refused("arguments_not_object", f"the arguments of {name} must be a JSON object",
-                       name, {})
+        raise _Refused("arguments_not_object",
+                       f"the arguments of {names[1]} must be a JSON object", names[0], {})
     if "arguments" not in own and set(inner) == {"arguments"} or (
-        set(inner) == {"name", "arguments"} and inner["name"] == name and "name" not in own
+        set(inner) == {"name", "arguments"} and inner["name"] in names and "name" not in own
     ):
         nested = _object(inner["arguments"], repairs)
         if nested is not None:
@@ -282,21 +292,22 @@ def _arguments(call: dict[str, Any], name: str, parameters: Mapping[str, Any] | 
     return dict(inner)
 
 
-def _spread(call: dict[str, Any], name: str, parameters: Mapping[str, Any] | None,
+def _spread(call: dict[str, Any], names: tuple[str, str], parameters: Mapping[str, Any] | None,
             inner: dict[str, Any], repairs: list[str]) -> dict[str, Any]:
-    """``inner`` with the tool's arguments the call wrote beside its name (step 8)."""
+    """``inner`` with the tool's arguments the call wrote beside its name (step 8;
+    ``names`` as for :func:`_arguments`)."""
     own = parameter_names(parameters) if parameters is not None else set()
     stray = {key: value for key, value in call.items()
-             if key in own or not (key in ENVELOPE_KEYS or key in NAME_KEYS and value == name)}
+             if key in own or not (key in ENVELOPE_KEYS or key in NAME_KEYS and value in names)}
     if not stray:
         return inner
     unknown = sorted(key for key in stray if key not in own)
     both = sorted(key for key in stray if key in inner)
     if unknown or both:
         merged = {**stray, **inner}
-        what = (f"{', '.join(map(repr, unknown))} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of {name}"
+        what = (f"{', '.join(map(repr, unknown))} {'is not a parameter' if len(unknown) == 1 else 'are not parameters'} of {names[1]}"
                 if unknown else f"{', '.join(map(repr, both))} given twice, beside and under \"arguments\"")
-        raise _Refused("stray_keys", what, name, merged,
+        raise _Refused("stray_keys", what, names[0], merged,
                        **({"parameters": dict(parameters)} if parameters is not None else {}))
     repairs.append("spread_arguments")
     return {**inner, **stray}
@@ -328,7 +339,7 @@ def _refusal(refused: _Refused, targets: BridgeTargets, repairs: list[str]) -> B
         name_to_write = ("<one of did_you_mean>" if refused.detail.get("did_you_mean")
                          else "<the tool's name>")
     else:
-        name_to_write = name if name in targets.block else shown_name(name, targets.catalog)
+        name_to_write = targets.shown(name)
     answer = {
         "error": refused.message,
         **refused.detail,
@@ -341,11 +352,12 @@ def _refusal(refused: _Refused, targets: BridgeTargets, repairs: list[str]) -> B
 
 def bridge_targets(
     catalog: Catalog, bridge: str, meta: MetaTools | None = None,
-    block: Sequence[str] = (), menu: Sequence[str] = (),
+    block: Sequence[str] = (), menu: Sequence[str] = (), delivered: Sequence[str] = (),
 ) -> BridgeTargets:
     """The :class:`BridgeTargets` of a plan: ``meta``, the meta-tools offered (those a
     bridge call may run: ``load_tools`` and ``search_tools``, by their definitions in
-    OpenAI's function-tool shape or as legacy ``functions`` entries)."""
+    OpenAI's function-tool shape or as legacy ``functions`` entries); ``delivered``, the
+    tools the conversation's results delivered."""
     runnable = {meta.load_name, meta.search_name} - {None} if meta is not None else set()
     schemas: dict[str, Mapping[str, Any]] = {}
     for definition in meta.definitions if meta is not None else ():
@@ -354,4 +366,5 @@ def bridge_targets(
             parameters = function.get("parameters")
             schemas[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
     return BridgeTargets(catalog, bridge, schemas, frozenset(block),
-                         frozenset(name for name in menu if catalog.get(name) is None))
+                         frozenset(name for name in menu if catalog.get(name) is None),
+                         frozenset(delivered))
