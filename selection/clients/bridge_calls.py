@@ -357,7 +357,7 @@ def bridge_targets(
     """The :class:`BridgeTargets` of a plan: ``meta``, the meta-tools offered (those a
     bridge call may run: ``load_tools`` and ``search_tools``, by their definitions in
     OpenAI's function-tool shape or as legacy ``functions`` entries); ``delivered``, the
-    tools the conversation's results delivered."""
+    tools the conversation's results delivered (those still in ``catalog``)."""
     runnable = {meta.load_name, meta.search_name} - {None} if meta is not None else set()
     schemas: dict[str, Mapping[str, Any]] = {}
     for definition in meta.definitions if meta is not None else ():
@@ -367,4 +367,4 @@ def bridge_targets(
             schemas[function["name"]] = parameters if isinstance(parameters, Mapping) else {}
     return BridgeTargets(catalog, bridge, schemas, frozenset(block),
                          frozenset(name for name in menu if catalog.get(name) is None),
-                         frozenset(delivered))
+                         frozenset(name for name in delivered if catalog.get(name) is not None))

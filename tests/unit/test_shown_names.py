@@ -98,6 +98,10 @@ def test_a_name_shown_earlier_keeps_its_tool_when_the_catalogue_grows_a_namesake
     assert fresh.refusal == "ambiguous_name"
     assert json.loads(fresh.error or "{}")["did_you_mean"] == ["github__issue_read",
                                                               "gitlab__issue_read"]
+    gone = bridge_targets(catalog("mcp__gitlab__list_labels", "mcp__gitlab__get_me"), "call_tool",
+                          delivered=["mcp__github__issue_read"])  # the client dropped it
+    assert read_bridge_call('{"name": "issue_read", "arguments": {"number": 7}}', gone).refusal == (
+        "unknown_name")
 
 
 def test_refusals_and_load_tools_speak_of_a_delivered_tool_as_shown() -> None:
