@@ -117,6 +117,11 @@ class Metrics:
             "The model server's generation speed, learned from its answers, of the model "
             "that answered last.", registry=r,
         )
+        self.upstream_search_call_tokens = Gauge(
+            "toolprune_upstream_search_call_tokens",
+            "Tokens the model wrote in a round that only searched or loaded tools (mean of "
+            "its last 32 such rounds), of the model that answered last.", registry=r,
+        )
         self.meta_rounds = Histogram(
             "toolprune_meta_rounds", "Upstream re-issues per client request after meta-calls.",
             buckets=(0, 1, 2, 3, 4, 6, 8), registry=r,

@@ -32,6 +32,13 @@ timed itself in less than :data:`MIN_TIMED_S`, are left out (a server's fixed co
 request and the network dominate them), and so are those faster than any server
 (:data:`MAX_PREFILL_TPS` / :data:`MAX_DECODE_TPS`). A model's samples from ``timings`` replace any
 it was timed by.
+
+Beside its speeds, what one of the model's search rounds costs it to write: the tokens it
+generated (``timings.predicted_n``, else ``usage.completion_tokens`` / ``output_tokens``) in
+the rounds whose answer was only the proxy's search or load calls — the call, and whatever
+the model reasoned or said before it (a reasoning model writes hundreds). The plan weighs a
+search round it may spare by them (:attr:`selection.plan.ServerSpeed.search_call_tokens`);
+the mean of the last :data:`WINDOW` such rounds.
 """
 
 from __future__ import annotations
@@ -81,12 +88,14 @@ class SpeedShare(Protocol):
 @dataclass(frozen=True)
 class Speed:
     """One model's speeds in tokens per second (None: unknown) and where each came from
-    (``timings``, ``answers``, a setting's name, or None)."""
+    (``timings``, ``answers``, a setting's name, or None); the mean tokens it wrote in a
+    search round (``search_call_tokens``; None: it has made none the proxy saw)."""
 
     prefill_tps: float | None = None
     decode_tps: float | None = None
     prefill_source: str | None = None
     decode_source: str | None = None
+    search_call_tokens: float | None = None
 
     @property
     def known(self) -> bool:
@@ -98,12 +107,16 @@ class Speed:
             "prefill_tokens_per_s": None if self.prefill_tps is None else round(self.prefill_tps, 1),
             "decode_tokens_per_s": None if self.decode_tps is None else round(self.decode_tps, 1),
             "prefill_source": self.prefill_source, "decode_source": self.decode_source,
+            "search_call_tokens": None if self.search_call_tokens is None
+            else round(self.search_call_tokens, 1),
         }
 
 
 @dataclass
 class _Throughput:
-    """The last :data:`WINDOW` samples of one speed: (tokens, seconds) each."""
+    """The last :data:`WINDOW` samples of one rate: (tokens, per) each, ``per`` the
+    seconds they took (a speed) or the rounds they were written in (1: a search round's
+    tokens)."""
 
     samples: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW))
     source: str | None = None
@@ -122,7 +135,7 @@ class _Throughput:
         return sum(t for t, _ in self.samples) / seconds if seconds > 0 else None
 
     def summary(self) -> list[Any] | None:
-        """The window's total tokens, seconds and source (None: no sample)."""
+        """The window's total tokens, ``per`` and source (None: no sample)."""
         if not self.samples:
             return None
         return [sum(t for t, _ in self.samples), sum(s for _, s in self.samples), self.source]
@@ -142,7 +155,8 @@ class _Throughput:
 class RoundTiming:
     """One upstream round as seen by the proxy: when it was sent, when its first event
     (or its body) and its last arrived (monotonic seconds), and the ``timings`` and
-    ``usage`` objects its answer carried (the last of each)."""
+    ``usage`` objects its answer carried (the last of each); ``search_round``: the answer
+    was only the proxy's search or load calls (set once it is read)."""
 
     sent: float
     first: float | None = None
@@ -150,6 +164,7 @@ class RoundTiming:
     streamed: bool = False
     timings: Mapping[str, Any] | None = None
     usage: Mapping[str, Any] | None = None
+    search_round: bool = False
 
     def seen(self, data: Mapping[str, Any], now: float, *, streamed: bool) -> None:
         """One answer object (a stream's event data, or the body) read at ``now``."""
@@ -204,6 +219,16 @@ def _cached(usage: Mapping[str, Any]) -> float:
     return _number(usage.get("cache_read_input_tokens")) or 0.0
 
 
+@dataclass
+class _Windows:
+    """What is learned of one model: its prefill and decode speeds, and the tokens of its
+    search rounds."""
+
+    prefill: _Throughput = field(default_factory=_Throughput)
+    decode: _Throughput = field(default_factory=_Throughput)
+    search_call: _Throughput = field(default_factory=_Throughput)
+
+
 class SpeedBook:
     """The speeds of each model the upstream serves (see the module docstring). Never
     raises on what a server sends."""
@@ -211,7 +236,7 @@ class SpeedBook:
     def __init__(self, settings: Settings, share: SpeedShare | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._settings = settings
-        self._models: dict[str, tuple[_Throughput, _Throughput]] = {}
+        self._models: dict[str, _Windows] = {}
         self._share = share
         self._clock = clock
         self._due: dict[tuple[str, str], float] = {}  # (publish | fetch, model) → next time
@@ -219,8 +244,11 @@ class SpeedBook:
 
     def observe(self, model: str | None, timing: RoundTiming) -> None:
         """Learn from one round's answer (:class:`RoundTiming`), read to its end."""
-        prefill, decode = self._pair(model or "")
-        timings = timing.timings
+        windows = self._windows(model or "")
+        prefill, decode = windows.prefill, windows.decode
+        timings, usage = timing.timings, timing.usage
+        if timing.search_round:
+            self._search_round(windows.search_call, timings, usage)
         if timings is not None:
             self._sample(prefill, _first(timings, "prompt_n"), _first(timings, "prompt_ms"),
                          MIN_PREFILL_TOKENS, MAX_PREFILL_TPS, "timings", 1000.0)
@@ -228,8 +256,8 @@ class SpeedBook:
                          1, MAX_DECODE_TPS, "timings", 1000.0)
             self._publish(model or "")
             return
-        usage = timing.usage
         if usage is None or timing.first is None or timing.last is None:
+            self._publish(model or "")
             return
         prompt = _first(usage, "prompt_tokens", "input_tokens")
         waited, streamed_s = timing.first - timing.sent, timing.last - timing.first
@@ -243,10 +271,21 @@ class SpeedBook:
                          "answers")
         self._publish(model or "")
 
+    @staticmethod
+    def _search_round(into: _Throughput, timings: Mapping[str, Any] | None,
+                      usage: Mapping[str, Any] | None) -> None:
+        """One search round's generated tokens into ``into``: ``timings``' count, else
+        ``usage``'s; none when neither says (or says 0)."""
+        if timings is not None and (tokens := _first(timings, "predicted_n")):
+            into.add(tokens, 1.0, "timings")
+        elif usage is not None and (tokens := _first(usage, "completion_tokens", "output_tokens")):
+            into.add(tokens, 1.0, "answers")
+
     def summary(self, model: str | None) -> dict[str, Any]:
         """``model``'s windows in short (what :class:`SpeedShare` keeps)."""
-        prefill, decode = self._models.get(model or "", (_Throughput(), _Throughput()))
-        return {"prefill": prefill.summary(), "decode": decode.summary()}
+        windows = self._models.get(model or "") or _Windows()
+        return {"prefill": windows.prefill.summary(), "decode": windows.decode.summary(),
+                "search_call": windows.search_call.summary()}
 
     def _due_now(self, action: str, model: str) -> bool:
         now = self._clock()
@@ -271,9 +310,10 @@ class SpeedBook:
         if self._share is not None and key not in self._models and self._due_now("fetch", key):
             shared = await self._share.fetch(key)
             if shared is not None and key not in self._models:
-                prefill, decode = self._pair(key)
-                prefill.adopt(shared.get("prefill"))
-                decode.adopt(shared.get("decode"))
+                windows = self._windows(key)
+                windows.prefill.adopt(shared.get("prefill"))
+                windows.decode.adopt(shared.get("decode"))
+                windows.search_call.adopt(shared.get("search_call"))
         return self.speed(model)
 
     @staticmethod
@@ -288,17 +328,18 @@ class SpeedBook:
             return
         into.add(tokens, seconds, source)
 
-    def _pair(self, model: str) -> tuple[_Throughput, _Throughput]:
-        pair = self._models.pop(model, None) or (_Throughput(), _Throughput())
-        self._models[model] = pair  # most recently used last
+    def _windows(self, model: str) -> _Windows:
+        windows = self._models.pop(model, None) or _Windows()
+        self._models[model] = windows  # most recently used last
         while len(self._models) > MAX_MODELS:
             self._models.pop(next(iter(self._models)))
-        return pair
+        return windows
 
     def speed(self, model: str | None) -> Speed:
         """``model``'s speeds: learned, else the settings' (a server that serves one model
         whatever a request names is learned under every name it is asked by)."""
-        prefill, decode = self._models.get(model or "", (None, None))
+        windows = self._models.get(model or "")
+        prefill, decode = (windows.prefill, windows.decode) if windows else (None, None)
         settings = self._settings
         prefill_tps = prefill.value if prefill is not None else None
         decode_tps = decode.value if decode is not None else None
@@ -309,6 +350,7 @@ class SpeedBook:
             else "TOOLPRUNE_PREFILL_TOKENS_PER_S" if settings.prefill_tokens_per_s else None,
             decode.source if decode_tps is not None and decode is not None
             else "TOOLPRUNE_DECODE_TOKENS_PER_S" if settings.decode_tokens_per_s else None,
+            windows.search_call.value if windows else None,
         )
 
     def shown(self) -> dict[str, Any]:

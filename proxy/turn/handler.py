@@ -96,6 +96,8 @@ class TurnHandler:
                 metrics.upstream_prefill_speed.set(speed.prefill_tps)
             if speed.decode_tps is not None:
                 metrics.upstream_decode_speed.set(speed.decode_tps)
+            if speed.search_call_tokens is not None:
+                metrics.upstream_search_call_tokens.set(speed.search_call_tokens)
 
         return observe
 

@@ -148,13 +148,17 @@ class Planner:
     async def _speed(self, model: str | None) -> ServerSpeed | None:
         """``model``'s speeds when both are known: learned from the server's answers, by
         this replica or another (:class:`proxy.servers.speeds.SpeedBook`), else the
-        settings'."""
-        if self.upstream is not None:
-            speed = await self.upstream.speeds.known(model)
-            prefill, decode = speed.prefill_tps, speed.decode_tps
-        else:
+        settings'; with the tokens its search rounds were seen to take, where they were."""
+        if self.upstream is None:
             prefill, decode = self.settings.prefill_tokens_per_s, self.settings.decode_tokens_per_s
-        return ServerSpeed(prefill, decode) if prefill and decode else None
+            return ServerSpeed(prefill, decode) if prefill and decode else None
+        speed = await self.upstream.speeds.known(model)
+        prefill, decode = speed.prefill_tps, speed.decode_tps
+        if not (prefill and decode):
+            return None
+        if speed.search_call_tokens is None:
+            return ServerSpeed(prefill, decode)
+        return ServerSpeed(prefill, decode, speed.search_call_tokens)
 
     async def _save(self, plan: Plan, conversation: str, agent: str | None,
                     counts: tuple[str, str] | None) -> None:

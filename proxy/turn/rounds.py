@@ -79,6 +79,14 @@ def empty_answer_note(rounds: int, ending: Ending, loaded: bool) -> str:
     )
 
 
+def only_searches(turn: Turn, reply: Reply) -> bool:
+    """Whether a round's answer was only the proxy's search or load calls: a round the
+    model spent finding tools (a call of the client's, or of the bridge, is work of the
+    turn itself)."""
+    return bool(reply.meta) and not reply.real_calls and all(
+        turn.is_meta(call.name) for call in reply.meta)
+
+
 class _TurnServer:
     """Runs the rounds of one acting request (see the module docstring)."""
 
@@ -130,6 +138,7 @@ class _TurnServer:
             finally:
                 await response.aclose()
             if reply is not None and self.services.observe_speed is not None:
+                timing.search_round = only_searches(self.turn, reply)
                 model = self.turn.body.get("model")
                 self.services.observe_speed(model if isinstance(model, str) else None, timing)
             if reply is None or not await self._after(reply, offered):

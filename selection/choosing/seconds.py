@@ -8,8 +8,9 @@ the seconds it saves then is at least the chance it is not times its prefill
 (:func:`worth`). What is saved:
 
 * a **search round** (:func:`search_round_s`): the model writing a ``search_tools`` /
-  ``load_tools`` call (:data:`SEARCH_CALL_TOKENS`) and one more request; the definitions
-  it then reads are read either way;
+  ``load_tools`` call (:attr:`ServerSpeed.search_call_tokens`: what the model served
+  wrote in its own search rounds, else :data:`SEARCH_CALL_TOKENS`) and one more request;
+  the definitions it then reads are read either way;
 * a **bridged call** (:func:`bridge_call_s`): a tool outside the block is called through
   ``call_tool``, whose wrapper the model writes around the call
   (:data:`BRIDGE_CALL_TOKENS` more than the call by the tool's own name).
@@ -41,9 +42,11 @@ from selection.catalog.tokens import tool_tokens
 #: Fixed seconds of one request to the server (the profiles of
 #: ``benchmarks/support/hardware_profiles.py``).
 REQUEST_S = 0.05
-#: Tokens a model writes for one ``search_tools`` / ``load_tools`` call: the call's syntax,
-#: the meta-tool's name and a query of a few words, as the Qwen2.5 chat template renders it
-#: (hermes ``<tool_call>``; the long session's scripted calls: 20–28).
+#: Tokens a model writes for one ``search_tools`` / ``load_tools`` call before the server
+#: has shown its own: the call's syntax, the meta-tool's name and a query of a few words,
+#: as the Qwen2.5 chat template renders it (hermes ``<tool_call>``; the long session's
+#: scripted calls: 20–28). A model that reasons or writes prose before its call writes
+#: more, which the server's answers tell (``proxy.servers.speeds``).
 SEARCH_CALL_TOKENS = 24
 #: Tokens a call through ``call_tool`` takes beyond the same call by the tool's own name
 #: (``call_tool", "arguments": {"name": "`` and a closing brace; Qwen2.5's tokenizer).
@@ -68,11 +71,13 @@ TOPIC_TURNS = 2
 
 @dataclass(frozen=True)
 class ServerSpeed:
-    """The upstream's speeds for one model, tokens per second, and the fixed seconds of
-    one request (``request_s``)."""
+    """The upstream's speeds for one model, tokens per second; the tokens the model
+    writes in a round that only searches (``search_call_tokens``: its call, and whatever
+    it reasons or says first) and the fixed seconds of one request (``request_s``)."""
 
     prefill_tps: float
     decode_tps: float
+    search_call_tokens: float = SEARCH_CALL_TOKENS
     request_s: float = REQUEST_S
 
     def prefill_s(self, tokens: float) -> float:
@@ -83,12 +88,13 @@ class ServerSpeed:
 
     def shown(self) -> dict[str, float]:
         return {"prefill_tokens_per_s": round(self.prefill_tps, 1),
-                "decode_tokens_per_s": round(self.decode_tps, 1)}
+                "decode_tokens_per_s": round(self.decode_tps, 1),
+                "search_call_tokens": round(self.search_call_tokens, 1)}
 
 
 def search_round_s(speed: ServerSpeed) -> float:
     """Seconds of a search round the model makes (its call written, one more request)."""
-    return speed.decode_s(SEARCH_CALL_TOKENS) + speed.request_s
+    return speed.decode_s(speed.search_call_tokens) + speed.request_s
 
 
 def bridge_call_s(speed: ServerSpeed) -> float:

@@ -98,16 +98,19 @@ class Searches:
         found = found_tools(self.catalog, query, scores, limit=SEARCH_RESULTS,
                             threshold=threshold if group is None else -np.inf, exclude=outside)
         named = set(exactly_named(self.catalog, query, exclude=outside))
+        worth = set(self._worth_loading([name for name in found if name not in forwarded],
+                                        scores, lexical=threshold == LEXICAL_MATCH))
         loads = ([name for name in found if name in named]
-                 or self._worth_loading(found, scores, lexical=threshold == LEXICAL_MATCH))
+                 or [name for name in found if name in forwarded or name in worth])
         return search_outcome(loads, self.catalog, forwarded,
                               None if group is None else group.name,
                               listed=[name for name in found if name not in loads])
 
     def _worth_loading(self, found: list[str], scores: np.ndarray, *, lexical: bool) -> list[str]:
-        """Of a search's finds (best first, as ``scores`` rank the catalogue), those it
-        loads: all where the upstream's speeds are not known, else those whose
-        definitions' prefill is worth the search round they spare (at least the best one;
+        """Of a search's finds the model does not hold (best first, as ``scores`` rank the
+        catalogue), those it loads: all where the upstream's speeds are not known, else
+        those whose definitions' prefill is worth the search round they spare (at least
+        the best one;
         only it on BM25's scores alone, ``lexical``, while the catalogue's index is built:
         the odds are fitted on the whole ranking's); the others are listed by name."""
         if self.speed is None or not found:

@@ -55,7 +55,8 @@ def servers() -> Iterator[Servers]:
                        "side_plain": SIZED, "side_streamed": SIZED,
                        **{f"{name}_room": {**ROOM, **speeds} for name, speeds in
                           (("npu", NPU), ("apple", APPLE), ("unknown", {}))},
-                       "configured": {**CONVERSATION, **NPU},
+                       "configured": {**CONVERSATION, **NPU}, "rounds": {**CONVERSATION, **NPU},
+                       "terse": {**SIZED, **APPLE},
                        "always": {**SIZED, "proactive_loads": "always"}}) as running:
         yield running
 
@@ -81,12 +82,40 @@ def test_the_speeds_an_answers_timings_report_are_learned_and_shown(
     ready = httpx.get(run.proxy + "/readyz", timeout=30).json()
     (speed,) = ready["server"]["speeds"].values()
     assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
-                     "prefill_source": "timings", "decode_source": "timings"}
+                     "prefill_source": "timings", "decode_source": "timings",
+                     "search_call_tokens": None}
     metrics = httpx.get(run.proxy + "/metrics", timeout=30).text
     assert "toolprune_upstream_prefill_tokens_per_second 3000.0" in metrics
     assert "toolprune_upstream_decode_tokens_per_second 20.0" in metrics
     line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
-    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0}
+    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
+                             "search_call_tokens": 24.0}
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_what_a_models_search_rounds_cost_is_learned_shown_and_planned_with(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool, log_lines: Lines
+) -> None:
+    """The tokens the model wrote in a round that only searched (its answer's ``usage``)
+    are learned for the model: ``/readyz``, the metrics and the next decision line show
+    them. A round of the client's own call, or the turn's answer, is no search round."""
+    run = bench(servers, "rounds", request, name, stream)
+    usage = {"stream_options": {"include_usage": True}} if name == "chat" and stream else {}
+    search = Call("meta_1", "search_tools", json.dumps({"query": "manage browser cookies"}))
+    navigate = Call("call_1", "browser_navigate", json.dumps({"url": "https://example.com"}))
+    run.script(run.api.reply(calls=(navigate,), generated=900))
+    assert run.post(**usage).calls == ["browser_navigate"]
+    run.script(run.api.reply(calls=(search,), generated=180),
+               run.api.reply("Found them.", generated=7))
+    run.post(ask="Find the browser cookie tools", **usage)
+    (speed,) = httpx.get(run.proxy + "/readyz", timeout=30).json()["server"]["speeds"].values()
+    assert speed["search_call_tokens"] == 180.0
+    metrics = httpx.get(run.proxy + "/metrics", timeout=30).text
+    assert "toolprune_upstream_search_call_tokens 180.0" in metrics
+    run.script(run.api.reply("Done."))
+    run.post(**usage)
+    line = log_lines.wait_for("pruning_decision", run.sent()[-1].header("x-request-id") or "")
+    assert line["speed"] == {**NPU, "search_call_tokens": 180.0}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
@@ -102,10 +131,12 @@ def test_a_side_requests_answer_teaches_the_speeds_the_first_block_is_sized_by(
     ready = httpx.get(run.proxy + "/readyz", timeout=30).json()
     (speed,) = ready["server"]["speeds"].values()
     assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
-                     "prefill_source": "timings", "decode_source": "timings"}
+                     "prefill_source": "timings", "decode_source": "timings",
+                     "search_call_tokens": None}
     run.post()  # the agent's first conversation
     line = log_lines.wait_for("pruning_decision", run.sent()[1].header("x-request-id") or "")
-    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0}
+    assert line["speed"] == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
+                             "search_call_tokens": 24.0}
     assert line["first_block"] is not None
 
 
@@ -174,12 +205,13 @@ def test_with_speeds_unknown_the_model_asks_first(
     assert delivered(bench(servers, "unknown", request, name, stream)) == []
 
 
-def searched(run: Bench) -> list[str]:
-    """The tools a ``search_tools`` call for cookie tools delivered (first round)."""
+def searched(run: Bench, generated: int | None = None) -> list[str]:
+    """The tools a ``search_tools`` call for cookie tools delivered (the test's latest
+    request; the search round's answer says the model wrote ``generated`` tokens)."""
     search = Call("meta_1", "search_tools", json.dumps({"query": "manage browser cookies"}))
-    run.script(run.api.reply(calls=(search,)), run.api.reply("Found them."))
+    run.script(run.api.reply(calls=(search,), generated=generated), run.api.reply("Found them."))
     run.post(ask="Find the browser cookie tools")
-    ((_, result),) = run.api.results(run.bodies()[1])
+    ((_, result),) = run.api.results(run.bodies()[-1])
     return [tool["name"] for tool in json.loads(result).get("tools", [])]
 
 
@@ -191,3 +223,15 @@ def test_with_speeds_known_a_search_loads_only_the_finds_worth_their_prefill(
     unknown = searched(bench(servers, "unknown", request, name, stream))
     assert 1 <= len(known) < len(unknown)
     assert known == unknown[: len(known)]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_search_loads_its_best_new_find_however_cheap_a_search_round_is(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    """A model whose search calls are terse (4 tokens a round, learned from the first
+    search) spares little by a find loaded unasked; a search still loads the best find
+    the model does not hold, the block's finds being no load."""
+    run = bench(servers, "terse", request, name, stream)
+    searched(run, generated=4)
+    assert len(searched(run)) == 1

@@ -263,4 +263,5 @@ def test_the_speeds_replica_a_learned_plan_replica_bs_first_request(
     post(b, "conv-speed-b")
     (speed,) = httpx.get(b + "/readyz", timeout=30).json()["server"]["speeds"].values()
     assert speed == {"prefill_tokens_per_s": 3000.0, "decode_tokens_per_s": 20.0,
-                     "prefill_source": "timings (shared)", "decode_source": "timings (shared)"}
+                     "prefill_source": "timings (shared)", "decode_source": "timings (shared)",
+                     "search_call_tokens": None}

@@ -96,7 +96,11 @@ class Api:
         """The request: ``ask`` as the user's words, the catalogue in the API's shape."""
         raise NotImplementedError
 
-    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Any:
+    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False,
+              generated: int | None = None) -> Any:
+        """The upstream's answer: ``text``, then ``calls``; ``cut`` by the output limit;
+        ``generated``: the tokens its ``usage`` says the model wrote (default: the scripted
+        upstream's)."""
         raise NotImplementedError
 
     def read(self, response: httpx.Response, stream: bool) -> Answer:
@@ -143,8 +147,11 @@ class ChatApi(Api):
         return {"model": "m", "messages": [{"role": "user", "content": ask}], "tools": CHAT_TOOLS,
                 "stream": stream}
 
-    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Chat:
-        return Chat(content=text, finish_reason="length" if cut else None,
+    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False,
+              generated: int | None = None) -> Chat:
+        usage = None if generated is None else {
+            "prompt_tokens": 100, "completion_tokens": generated, "total_tokens": 100 + generated}
+        return Chat(content=text, finish_reason="length" if cut else None, usage=usage,
                     tool_calls=[{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls] or None)
 
     @staticmethod
@@ -190,8 +197,11 @@ class ResponsesApi(Api):
         tools = [{"type": "function", **tool["function"]} for tool in CHAT_TOOLS]
         return {"model": "m", "input": ask, "tools": tools, "stream": stream}
 
-    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Responses:
-        return Responses(text=text, status="incomplete" if cut else "completed",
+    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False,
+              generated: int | None = None) -> Responses:
+        usage = None if generated is None else {
+            "input_tokens": 100, "output_tokens": generated, "total_tokens": 100 + generated}
+        return Responses(text=text, status="incomplete" if cut else "completed", usage=usage,
                          calls=[{"call_id": c.id, "name": c.name, "arguments": c.arguments} for c in calls])
 
     @staticmethod
@@ -241,7 +251,8 @@ class MessagesApi(Api):
         return {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": ask}],
                 "tools": tools, "stream": stream}
 
-    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False) -> Message:
+    def reply(self, text: str | None = None, calls: tuple[Call, ...] = (), *, cut: bool = False,
+              generated: int | None = None) -> Message:
         def given(arguments: str) -> Any:
             try:
                 value = json.loads(arguments)
@@ -249,7 +260,8 @@ class MessagesApi(Api):
                 return arguments  # broken JSON, as the model wrote it
             return value
 
-        return Message(text=text, stop_reason="max_tokens" if cut else None,
+        usage = None if generated is None else {"input_tokens": 100, "output_tokens": generated}
+        return Message(text=text, stop_reason="max_tokens" if cut else None, usage=usage,
                        calls=[{"id": c.id, "name": c.name, "input": given(c.arguments)} for c in calls])
 
     @staticmethod

@@ -6,6 +6,9 @@ The profiles are the published single-stream figures of
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -101,6 +104,19 @@ def test_a_turn_delivers_its_best_missing_tool_where_the_search_costs_more() -> 
     assert delivered_count(ServerSpeed(50, 500), ranked([280])) == 0  # prefill crawls
 
 
+def test_a_model_whose_search_rounds_cost_more_gets_more_before_it_asks() -> None:
+    """A model that reasons before its search call (hundreds of tokens a round) makes a
+    spared search worth more prefill: a larger first block, more delivered; one whose calls
+    are terse, less."""
+    reasoning, terse = ServerSpeed(505, 49, 400), ServerSpeed(505, 49, 12)
+    assert search_round_s(reasoning) == pytest.approx(400 / 49 + 0.05)
+    assert (first_block_count(reasoning, CANDIDATES) > first_block_count(APPLE, CANDIDATES)
+            > first_block_count(terse, CANDIDATES))
+    likely = ranked([280] * 3, step=0.1, best=0.6)
+    assert [delivered_count(speed, likely) for speed in (reasoning, APPLE, terse)] == [2, 1, 0]
+    assert reasoning.shown()["search_call_tokens"] == 400
+
+
 def test_a_second_tool_scored_like_the_first_is_delivered_with_it() -> None:
     """Two tools the ranking cannot tell apart are about as likely to be the one needed:
     the second earns its prefill where one far below the first does not; where the best
@@ -178,6 +194,48 @@ def test_timings_no_server_could_report_are_left_out_and_nothing_raises() -> Non
     streamed.seen({"usage": {"prompt_tokens": 10**400, "completion_tokens": 10**400}}, 2.0,
                   streamed=True)
     SpeedBook(Settings()).observe("m", streamed)  # read, not raised
+
+
+def test_a_models_search_rounds_are_the_tokens_it_wrote_in_them() -> None:
+    """The mean of the rounds that only searched: ``timings``' count, else ``usage``'s;
+    a round of the client's own calls, and one that says no count, leave it as it was.
+    Shared as a window another replica adopts."""
+    book = SpeedBook(Settings())
+    assert book.speed("m").search_call_tokens is None
+    searching = timing(timings={"predicted_n": 180, "predicted_ms": 9000.0})
+    searching.search_round = True
+    book.observe("m", searching)
+    book.observe("m", timing(timings={"predicted_n": 900, "predicted_ms": 9000.0}))
+    counted = timing(usage={"prompt_tokens": 900, "completion_tokens": 60})
+    counted.search_round = True
+    book.observe("m", counted)  # timings are the better source: usage's count is left out
+    uncounted = timing(choices=[])
+    uncounted.search_round = True
+    book.observe("m", uncounted)
+    speed = book.speed("m")
+    assert speed.search_call_tokens == 180.0 and speed.shown()["search_call_tokens"] == 180.0
+    assert speed.prefill_tps is None  # a count alone says nothing of speed
+    other = SpeedBook(Settings())
+    answered = timing(usage={"output_tokens": 44})  # Responses and Messages name it so
+    answered.search_round = True
+    other.observe("n", answered)
+    assert other.speed("n").search_call_tokens == 44.0
+    assert book.summary("m")["search_call"] == [180.0, 1.0, "timings"]
+    replica = SpeedBook(Settings(), share=KeptSummaries({"m": book.summary("m")}))
+    assert asyncio.run(replica.known("m")).search_call_tokens == 180.0
+
+
+class KeptSummaries:
+    """Another replica's summaries (:class:`proxy.servers.speeds.SpeedShare`), in memory."""
+
+    def __init__(self, kept: dict[str, dict[str, Any]]) -> None:
+        self.kept = kept
+
+    async def publish(self, model: str, summary: dict[str, Any]) -> None:
+        self.kept[model] = summary
+
+    async def fetch(self, model: str) -> dict[str, Any] | None:
+        return self.kept.get(model)
 
 
 @pytest.mark.parametrize("value", [True, "true", "always"])
