@@ -257,7 +257,8 @@ class SpeedBook:
             self._publish(model or "")
             return
         if usage is None or timing.first is None or timing.last is None:
-            self._publish(model or "")
+            if timing.search_round:
+                self._publish(model or "")
             return
         prompt = _first(usage, "prompt_tokens", "input_tokens")
         waited, streamed_s = timing.first - timing.sent, timing.last - timing.first
