@@ -82,6 +82,9 @@ FALLBACK_HEADER = b"x-tool-pruning-fallback"
 #: tools) or ``no_saving`` (top-k of its tools and the meta-tool would cost at least the
 #: whole catalogue: a top-k at or above its size, or a dozen one-line tools).
 SMALL_CATALOG_HEADER = b"x-tool-pruning-small-catalog"
+#: On a dry run (``X-Tool-Pruning: dry-run``, whose ``X-Tool-Pruning-Tools`` reports the
+#: selection it would have forwarded): the tools it did forward, every one, ``N/N``.
+DRY_RUN_HEADER = b"x-tool-pruning-dry-run"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
@@ -232,6 +235,7 @@ class DecisionFlow:
         too_deep = False
         try:
             if decision is Decision.DRY_RUN:
+                report.append((DRY_RUN_HEADER, f"{turn.offered}/{turn.offered}".encode()))
                 whole = await self.forward_whole(
                     decision, request, send, body, translate, serve, report, started
                 )

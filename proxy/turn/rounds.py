@@ -58,14 +58,22 @@ from proxy.turn.turn import MetaCall, Turn, json_value
 logger = get_logger("serving")
 
 
-def empty_answer_note(rounds: int, ending: Ending, loaded: bool) -> str:
+def empty_answer_note(rounds: int, ending: Ending, loaded: bool, refused: bool = False) -> str:
     """The content of a response that would be empty once its meta-calls are removed (an
     assistant message without content nor calls is invalid when replayed). ``loaded``:
-    whether the last round's meta-calls loaded a tool not offered yet."""
+    whether the last round's meta-calls loaded a tool not offered yet; ``refused``:
+    whether they held a bridge call the proxy could not read (answered to the model with
+    the valid shape), not only tool-loading calls."""
     if ending is Ending.CUT:
         return (
             "[toolprune] The answer was cut off by the output token limit inside a "
             "tool-loading call, which was not run. Allow more output tokens."
+        )
+    if refused:
+        return (
+            f"[toolprune] The model called a tool through call_tool in a shape that could "
+            f"not be read, after {rounds} hidden round(s), and wrote no answer; the call was "
+            "not made. Ask again, or name the tool and what it should do."
         )
     outcome = (
         "The tools it loaded are offered from the next request on."
@@ -216,7 +224,8 @@ class _TurnServer:
             # mixed, or rounds exhausted: the loads take effect next turn
         only_meta = bool(reply.meta) and not reply.real_calls
         if only_meta and not view.shown_output:
-            await view.note(empty_answer_note(turn.rounds, reply.ending, loaded))
+            refused = any(turn.is_bridge(call.name) for call in reply.meta)
+            await view.note(empty_answer_note(turn.rounds, reply.ending, loaded, refused))
         elif reply.normal_stop and not reply.meta and not reply.real_calls and not view.shown_output:
             self.services.suspicious_stop(self.client.request_id)
         turn.response_calls = reply.real_calls

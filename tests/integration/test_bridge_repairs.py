@@ -35,7 +35,8 @@ COOKIE = {"name": "session", "value": "abc123"}
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
-    with turn_servers({"bridge": {"late_tools": "conversation"}}) as running:
+    with turn_servers({"bridge": {"late_tools": "conversation"},
+                       "one_round": {"late_tools": "conversation", "max_meta_rounds": 1}}) as running:
         yield running
 
 
@@ -140,3 +141,19 @@ def test_a_refusal_teaches_the_valid_shape_and_is_counted(run: Bench, log_lines:
     assert grown(before, counted(run, "bridge_refusals")) == {"stray_keys": 1.0}
     line = log_lines.wait_for("pruning_decision", run.sent()[0].header("x-request-id") or "")
     assert line["bridge"] == [{"refused": "stray_keys", "repairs": []}]
+
+
+@pytest.mark.parametrize(("name", "stream"), CASES, ids=IDS)
+def test_a_refusal_past_the_last_round_is_told_as_a_call_not_made(
+    servers: Servers, request: pytest.FixtureRequest, name: str, stream: bool
+) -> None:
+    """The rounds spent, a bridge call that could not be read ends the answer: the client
+    is told the call was not made, not that the model asked to load tools."""
+    run = bench(servers, "one_round", request, name, stream)
+    written = {"name": LOADED, "arguments": COOKIE, "cookie": {"arguments": COOKIE}}
+    run.script(run.api.reply(calls=(load(LOADED),)), run.api.reply(calls=(bridge_call(written),)))
+    answer = run.post()
+    assert (answer.status, answer.calls) == (200, [])
+    assert "through call_tool" in answer.text and "the call was not made" in answer.text
+    assert "load more tools" not in answer.text
+    assert len(run.sent()) == 2

@@ -192,6 +192,7 @@ def test_dry_run_reports_but_forwards_the_original_bytes(upstream: RunningUpstre
     assert chat_requests(upstream)[-1].body == raw
     forwarded, offered = response.headers["x-tool-pruning-tools"].split("/")
     assert int(forwarded) <= 6 and offered == "69"
+    assert response.headers["x-tool-pruning-dry-run"] == "69/69"  # what went: all of them
 
 
 @pytest.mark.parametrize("mode", ["on", "dry-run"])
