@@ -38,7 +38,8 @@ generated (``timings.predicted_n``, else ``usage.completion_tokens`` / ``output_
 the rounds whose answer was only the proxy's search or load calls — the call, and whatever
 the model reasoned or said before it (a reasoning model writes hundreds). The plan weighs a
 search round it may spare by them (:attr:`selection.plan.ServerSpeed.search_call_tokens`);
-the mean of the last :data:`WINDOW` such rounds.
+the mean of the last :data:`WINDOW` such rounds, a count no model writes in one round
+(over :data:`MAX_ROUND_TOKENS`) left out.
 """
 
 from __future__ import annotations
@@ -70,6 +71,11 @@ MIN_TIMED_S = 0.25
 #: that it cannot swamp the window.
 MAX_PREFILL_TPS = 1_000_000.0
 MAX_DECODE_TPS = 50_000.0
+#: Most tokens a model writes in one round: no context window holds more (the largest
+#: local models' are 128k–1M tokens, and a round's output is a fraction of it); a count
+#: beyond it is a server's error, left out so that it cannot make every search round look
+#: dear.
+MAX_ROUND_TOKENS = 131_072
 #: Models whose speeds are kept.
 MAX_MODELS = 64
 #: Seconds between two writes, or two reads, of one model's speeds to the shared store.
@@ -276,11 +282,17 @@ class SpeedBook:
     def _search_round(into: _Throughput, timings: Mapping[str, Any] | None,
                       usage: Mapping[str, Any] | None) -> None:
         """One search round's generated tokens into ``into``: ``timings``' count, else
-        ``usage``'s; none when neither says (or says 0)."""
-        if timings is not None and (tokens := _first(timings, "predicted_n")):
-            into.add(tokens, 1.0, "timings")
-        elif usage is not None and (tokens := _first(usage, "completion_tokens", "output_tokens")):
-            into.add(tokens, 1.0, "answers")
+        ``usage``'s; none when neither says, says 0, or says more than
+        :data:`MAX_ROUND_TOKENS`."""
+        if timings is not None and (tokens := _first(timings, "predicted_n")) is not None:
+            source = "timings"
+        elif usage is not None and (
+                tokens := _first(usage, "completion_tokens", "output_tokens")) is not None:
+            source = "answers"
+        else:
+            return
+        if 0 < tokens <= MAX_ROUND_TOKENS:
+            into.add(tokens, 1.0, source)
 
     def summary(self, model: str | None) -> dict[str, Any]:
         """``model``'s windows in short (what :class:`SpeedShare` keeps)."""

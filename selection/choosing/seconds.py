@@ -44,9 +44,10 @@ from selection.catalog.tokens import tool_tokens
 REQUEST_S = 0.05
 #: Tokens a model writes for one ``search_tools`` / ``load_tools`` call before the server
 #: has shown its own: the call's syntax, the meta-tool's name and a query of a few words,
-#: as the Qwen2.5 chat template renders it (hermes ``<tool_call>``; the long session's
-#: scripted calls: 20–28). A model that reasons or writes prose before its call writes
-#: more, which the server's answers tell (``proxy.servers.speeds``).
+#: as the Qwen2.5 chat template renders it (hermes ``<tool_call>``). The long session's
+#: scripted rounds write 33 (``benchmarks.agent_sessions --long``, the counts of its
+#: llama-server); a model that reasons or writes prose before its call writes far more.
+#: The server's answers tell what the model in use writes (``proxy.servers.speeds``).
 SEARCH_CALL_TOKENS = 24
 #: Tokens a call through ``call_tool`` takes beyond the same call by the tool's own name
 #: (``call_tool", "arguments": {"name": "`` and a closing brace; Qwen2.5's tokenizer).

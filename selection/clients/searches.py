@@ -110,9 +110,9 @@ class Searches:
         """Of a search's finds the model does not hold (best first, as ``scores`` rank the
         catalogue), those it loads: all where the upstream's speeds are not known, else
         those whose definitions' prefill is worth the search round they spare (at least
-        the best one;
-        only it on BM25's scores alone, ``lexical``, while the catalogue's index is built:
-        the odds are fitted on the whole ranking's); the others are listed by name."""
+        the best one; only it on BM25's scores alone, ``lexical``, while the catalogue's
+        index is built: the odds are fitted on the whole ranking's); the others are
+        listed by name."""
         if self.speed is None or not found:
             return found
         if lexical:

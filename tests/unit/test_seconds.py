@@ -220,6 +220,12 @@ def test_a_models_search_rounds_are_the_tokens_it_wrote_in_them() -> None:
     answered.search_round = True
     other.observe("n", answered)
     assert other.speed("n").search_call_tokens == 44.0
+    for answer in ({"timings": {"predicted_n": 10**400}}, {"timings": {"predicted_n": 200_000}},
+                   {"usage": {"output_tokens": 1e12}}):  # counts no model writes in a round
+        impossible = timing(**answer)
+        impossible.search_round = True
+        other.observe("n", impossible)
+    assert other.speed("n").search_call_tokens == 44.0
     assert book.summary("m")["search_call"] == [180.0, 1.0, "timings"]
     replica = SpeedBook(Settings(), share=KeptSummaries({"m": book.summary("m")}))
     assert asyncio.run(replica.known("m")).search_call_tokens == 180.0
