@@ -30,6 +30,9 @@ logger = get_logger("decision")
 #: Response header of a turn ranked by BM25 alone (value ``building``): the catalogue's
 #: dense index was still being built when the request came.
 INDEX_HEADER = b"x-tool-pruning-index"
+#: Response header of a dry run (``X-Tool-Pruning: dry-run``, whose ``X-Tool-Pruning-Tools``
+#: reports the selection it would have forwarded): the tools it did forward, all, ``N/N``.
+DRY_RUN_HEADER = b"x-tool-pruning-dry-run"
 
 
 def tools_header(turn: Turn) -> bytes:
@@ -141,12 +144,15 @@ def seconds_fields(turn: Turn) -> dict[str, Any]:
     }
 
 
-def turn_report(turn: Turn, api: str, request_id: bytes) -> Headers:
-    """The report headers of a planned turn: ``X-Tool-Pruning-Tools``, ``X-Tool-Pruning-Index:
-    building`` when it was ranked while its catalogue was being indexed, and
-    ``X-Tool-Pruning-Warning`` when its prompt is expected not to fit the upstream's
-    context (then one ``prompt_exceeds_context`` line names the setting that fixes it)."""
+def turn_report(turn: Turn, api: str, request_id: bytes, *, dry_run: bool = False) -> Headers:
+    """The report headers of a planned turn: ``X-Tool-Pruning-Tools``, ``X-Tool-Pruning-Dry-Run``
+    on a dry run, ``X-Tool-Pruning-Index: building`` when it was ranked while its catalogue
+    was being indexed, and ``X-Tool-Pruning-Warning`` when its prompt is expected not to fit
+    the upstream's context (then one ``prompt_exceeds_context`` line names the setting that
+    fixes it)."""
     report: Headers = [(TOOLS_HEADER.encode(), tools_header(turn))]
+    if dry_run:
+        report.append((DRY_RUN_HEADER, f"{turn.offered}/{turn.offered}".encode()))
     if turn.lexical_only or turn.partial_index:
         report.append((INDEX_HEADER, b"building"))
     if turn.shortfall is not None:

@@ -82,9 +82,6 @@ FALLBACK_HEADER = b"x-tool-pruning-fallback"
 #: tools) or ``no_saving`` (top-k of its tools and the meta-tool would cost at least the
 #: whole catalogue: a top-k at or above its size, or a dozen one-line tools).
 SMALL_CATALOG_HEADER = b"x-tool-pruning-small-catalog"
-#: On a dry run (``X-Tool-Pruning: dry-run``, whose ``X-Tool-Pruning-Tools`` reports the
-#: selection it would have forwarded): the tools it did forward, every one, ``N/N``.
-DRY_RUN_HEADER = b"x-tool-pruning-dry-run"
 
 #: Reads a request body: the JSON object to act on, or None to pass the request through.
 BodyReader = Callable[[bytes], Awaitable[dict[str, Any] | None]]
@@ -228,14 +225,13 @@ class DecisionFlow:
         turn = planned
         selection_s = time.perf_counter() - started
         self.metrics.selection_seconds.observe(selection_s)
-        report = turn_report(turn, self.api, request.request_id)
+        report = turn_report(turn, self.api, request.request_id, dry_run=mode == "dry-run")
         if isinstance(send, KeepAliveSend):  # a prefill may outlast the keep-alive interval
             send.declare_headers(report)
         decision = Decision.DRY_RUN if mode == "dry-run" else Decision.PRUNED
         too_deep = False
         try:
             if decision is Decision.DRY_RUN:
-                report.append((DRY_RUN_HEADER, f"{turn.offered}/{turn.offered}".encode()))
                 whole = await self.forward_whole(
                     decision, request, send, body, translate, serve, report, started
                 )

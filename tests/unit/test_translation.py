@@ -236,7 +236,8 @@ async def test_a_dry_run_serves_the_translation_and_logs_the_plan(
     assert ladder.translations == ["dry_run"]
     ((turn, report),) = ladder.served
     assert turn.whole == "dry_run"
-    assert report == [(b"x-tool-pruning-tools", b"2/10; client=2; toolprune=0; search=0")]
+    assert report == [(b"x-tool-pruning-tools", b"2/10; client=2; toolprune=0; search=0"),
+                      (b"x-tool-pruning-dry-run", b"10/10")]
     (line,) = log_lines.events("pruning_decision")
     assert (line["decision"], line["forwarded"], line["offered"]) == ("dry_run", 2, 10)
     assert (line["rounds"], line["meta"]) == (1, [{"tool": "client_search", "loaded": []}])
