@@ -278,21 +278,17 @@ class SpeedBook:
                          "answers")
         self._publish(model or "")
 
-    @staticmethod
-    def _search_round(into: _Throughput, timings: Mapping[str, Any] | None,
+    def _search_round(self, into: _Throughput, timings: Mapping[str, Any] | None,
                       usage: Mapping[str, Any] | None) -> None:
-        """One search round's generated tokens into ``into``: ``timings``' count, else
-        ``usage``'s; none when neither says, says 0, or says more than
-        :data:`MAX_ROUND_TOKENS`."""
-        if timings is not None and (tokens := _first(timings, "predicted_n")) is not None:
-            source = "timings"
-        elif usage is not None and (
-                tokens := _first(usage, "completion_tokens", "output_tokens")) is not None:
-            source = "answers"
-        else:
-            return
-        if 0 < tokens <= MAX_ROUND_TOKENS:
-            into.add(tokens, 1.0, source)
+        """One search round's generated tokens into ``into`` (a sample of one round):
+        ``timings``' count, else ``usage``'s; none when neither says, says 0, or says more
+        than :data:`MAX_ROUND_TOKENS`."""
+        counted = _first(timings, "predicted_n") if timings is not None else None
+        if counted is not None:
+            self._sample(into, counted, 1.0, 1, MAX_ROUND_TOKENS, "timings")
+        elif usage is not None:
+            self._sample(into, _first(usage, "completion_tokens", "output_tokens"), 1.0, 1,
+                         MAX_ROUND_TOKENS, "answers")
 
     def summary(self, model: str | None) -> dict[str, Any]:
         """``model``'s windows in short (what :class:`SpeedShare` keeps)."""
@@ -332,8 +328,9 @@ class SpeedBook:
     @staticmethod
     def _sample(into: _Throughput, tokens: float | None, spent: float | None, least: int,
                 fastest: float, source: str, per_second: float = 1.0) -> None:
-        """Add ``tokens`` in ``spent`` (÷ ``per_second``: seconds) to ``into``, unless
-        fewer than ``least`` tokens, no time, or faster than ``fastest`` tokens/s."""
+        """Add ``tokens`` in ``spent`` (÷ ``per_second``: seconds, or the rounds they were
+        written in) to ``into``, unless fewer than ``least`` tokens, no time, or more than
+        ``fastest`` tokens a second (a round)."""
         if tokens is None or spent is None or tokens < least or spent <= 0:
             return
         seconds = spent / per_second

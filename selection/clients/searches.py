@@ -98,10 +98,11 @@ class Searches:
         found = found_tools(self.catalog, query, scores, limit=SEARCH_RESULTS,
                             threshold=threshold if group is None else -np.inf, exclude=outside)
         named = set(exactly_named(self.catalog, query, exclude=outside))
-        worth = set(self._worth_loading([name for name in found if name not in forwarded],
-                                        scores, lexical=threshold == LEXICAL_MATCH))
-        loads = ([name for name in found if name in named]
-                 or [name for name in found if name in forwarded or name in worth])
+        loads = [name for name in found if name in named]
+        if not loads:
+            worth = set(self._worth_loading([name for name in found if name not in forwarded],
+                                            scores, lexical=threshold == LEXICAL_MATCH))
+            loads = [name for name in found if name in forwarded or name in worth]
         return search_outcome(loads, self.catalog, forwarded,
                               None if group is None else group.name,
                               listed=[name for name in found if name not in loads])
